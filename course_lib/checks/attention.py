@@ -1,0 +1,276 @@
+"""Checks for lesson 01 (attention): softmax, attention in numpy, batched attention in torch.
+
+Each ``check_*`` compares the student's function with ``course_lib.attention`` on
+fixed and seeded random inputs, checks properties (weights rows sum to 1, output
+shape, permutation equivariance) and names these misconceptions when it sees them:
+
+* ``unstable softmax``        exp(x) / sum(exp(x)) without subtracting the max (overflow)
+* ``softmax wrong axis``      normalising over axis 0 / the query axis instead of the last
+* ``missing scaling``         scores not divided by sqrt(d_k)
+* ``scaled by d_k``           divided by d_k instead of sqrt(d_k)
+* ``transposed K``            Q @ K instead of Q @ K^T
+* ``mask inverted``           True treated as "blocked" instead of "may attend"
+* ``mask after softmax``      weights zeroed after the softmax, rows no longer sum to 1
+
+``hidden=True`` selects a different, larger set of inputs for the hidden tests.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from course_lib import attention as ref
+from course_lib.checks.core import (
+    Case,
+    Wrong,
+    assert_close,
+    assert_finite,
+    assert_shape,
+    call_student,
+    compare_with_reference,
+    seeded,
+)
+
+__all__ = [
+    "check_softmax",
+    "check_attention_numpy",
+    "check_attention_torch",
+    "WRONG_SOFTMAX",
+    "WRONG_ATTENTION",
+]
+
+FORBIDDEN_SOFTMAX = ("course_lib.attention.softmax", "course_lib.attention.softmax_torch",
+                     "scipy.special.softmax")
+FORBIDDEN_ATTENTION = (
+    "course_lib.attention.scaled_dot_product_attention",
+    "course_lib.attention.scaled_dot_product_attention_torch",
+    "torch.nn.functional.scaled_dot_product_attention",
+    "torch._C._nn.scaled_dot_product_attention",
+    "torch.nn.functional.multi_head_attention_forward",
+)
+
+
+# ---------------------------------------------------------------- known wrong answers
+def _softmax_unstable(x, axis=-1):
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(x)
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def _stable_softmax(x, axis=-1):
+    # a private copy, so wrong answers never call the reference (which checks forbid)
+    x = np.asarray(x, dtype=np.float64)
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
+    s = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def _softmax_axis0(x, axis=-1):
+    return _stable_softmax(x, axis=0)
+
+
+def _softmax_no_keepdims(x, axis=-1):
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    s = e.sum(axis=axis)
+    return e / (s if e.ndim == 1 else s[None, ...] if axis in (-1, e.ndim - 1) else s)
+
+
+WRONG_SOFTMAX = [
+    Wrong("unstable softmax", _softmax_unstable,
+          "your softmax overflows on large scores (exp(1000) = inf, inf/inf = NaN). Subtract the "
+          "maximum of each slice before exp: softmax(x) = softmax(x - max(x)) mathematically."),
+    Wrong("softmax wrong axis", _softmax_axis0,
+          "your values are normalised along axis 0 instead of the requested axis (default -1): "
+          "use the `axis` argument in both the max and the sum, with keepdims=True."),
+    Wrong("sum without keepdims", _softmax_no_keepdims,
+          "the sum was taken without keepdims=True, so it broadcast against the wrong axis; "
+          "keep the reduced axis so each row is divided by its own sum."),
+]
+
+
+def _np_attention(q, k, v, mask=None, *, scale="sqrt", transpose_k=True, softmax_axis=-1,
+                  invert_mask=False, mask_after=False):
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    kt = np.swapaxes(k, -1, -2) if transpose_k else k
+    scores = q @ kt
+    d_k = q.shape[-1]
+    if scale == "sqrt":
+        scores = scores / math.sqrt(d_k)
+    elif scale == "d":
+        scores = scores / d_k
+    if mask is not None and not mask_after:
+        m = ~np.asarray(mask) if invert_mask else np.asarray(mask)
+        scores = np.where(m, scores, -np.inf)
+    w = _stable_softmax(scores, axis=softmax_axis)
+    if mask is not None and mask_after:
+        w = np.where(np.asarray(mask), w, 0.0)
+    return w @ v, w
+
+
+def _torchify(fn):
+    def wrapped(q, k, v, mask=None):
+        m = None if mask is None else mask.numpy()
+        out, w = fn(q.detach().numpy(), k.detach().numpy(), v.detach().numpy(), m)
+        return torch.from_numpy(out), torch.from_numpy(w)
+    return wrapped
+
+
+def _wrong_attention(kind):
+    options = {
+        "missing scaling": dict(scale=None),
+        "scaled by d_k": dict(scale="d"),
+        "transposed K": dict(transpose_k=False),
+        "softmax wrong axis": dict(softmax_axis=-2),
+        "mask inverted": dict(invert_mask=True),
+        "mask after softmax": dict(mask_after=True),
+    }[kind]
+    return lambda q, k, v, mask=None: _np_attention(q, k, v, mask, **options)
+
+
+_ATTENTION_MESSAGES = {
+    "missing scaling": "the scores are not divided by sqrt(d_k). Without it, dot products grow with "
+                       "d_k and the softmax saturates (near one-hot weights, vanishing gradients).",
+    "scaled by d_k": "the scores are divided by d_k, not sqrt(d_k). The dot product of two random "
+                     "unit-variance vectors has variance d_k, so its standard deviation is sqrt(d_k).",
+    "transposed K": "the scores use Q @ K instead of Q @ K^T: each query must be dotted with each key "
+                    "row, so transpose the last two axes of K (np.swapaxes(k, -1, -2) / k.transpose(-2, -1)).",
+    "softmax wrong axis": "the weights are normalised over the query axis (-2) instead of the key axis (-1): "
+                          "each query's weights over the keys must sum to 1.",
+    "mask inverted": "the mask is inverted: in this course True means 'may attend', so positions where "
+                     "the mask is False must get -inf before the softmax.",
+    "mask after softmax": "the mask was applied after the softmax, so the remaining weights no longer sum to 1; "
+                          "put -inf in the scores before the softmax instead.",
+}
+
+WRONG_ATTENTION = [Wrong(name, _wrong_attention(name), msg) for name, msg in _ATTENTION_MESSAGES.items()]
+WRONG_ATTENTION_TORCH = [Wrong(w.name, _torchify(w.fn), w.message) for w in WRONG_ATTENTION]
+
+
+# ---------------------------------------------------------------- inputs
+def _softmax_cases(hidden: bool) -> list[Case]:
+    rng = seeded(101 if hidden else 1)
+    cases = [
+        Case("a vector [1, 2, 3]", (np.array([1.0, 2.0, 3.0]),)),
+        Case("a 3x4 matrix of random scores", (rng.normal(size=(3, 4)),)),
+        Case("large scores [1000, 1001, 1002]", (np.array([[1000.0, 1001.0, 1002.0]]),)),
+    ]
+    if hidden:
+        cases += [
+            Case("a (2, 3, 5) array, axis=-1", (rng.normal(size=(2, 3, 5)) * 10,)),
+            Case("a 4x3 matrix with axis=0", (rng.normal(size=(4, 3)),), {"axis": 0}),
+            Case("very negative scores [-1000, -1001]", (np.array([[-1000.0, -1001.0]]),)),
+            Case("equal scores", (np.zeros((2, 6)),)),
+        ]
+    return cases
+
+
+def _attention_cases(hidden: bool, torch_tensors: bool = False) -> list[Case]:
+    rng = seeded(202 if hidden else 2)
+    shapes = [((3, 4), (5, 4), (5, 2)), ((4, 4), (4, 4), (4, 3))]  # second one square: catches Q @ K
+    if hidden:
+        shapes += [((6, 8), (6, 8), (6, 8)), ((2, 3, 4), (2, 7, 4), (2, 7, 5))]
+    cases = []
+    for qs, ks, vs in shapes:
+        q, k, v = rng.normal(size=qs) * 2, rng.normal(size=ks) * 2, rng.normal(size=vs)
+        cases.append(Case(f"random q{qs}, k{ks}, v{vs}", (q, k, v)))
+    # a mask: query i may attend to keys 0..i (causal), on the square shape
+    q, k, v = rng.normal(size=(4, 4)) * 2, rng.normal(size=(4, 4)) * 2, rng.normal(size=(4, 3))
+    causal = np.tril(np.ones((4, 4), dtype=bool))
+    cases.append(Case("causal mask (True = may attend) on q(4, 4)", (q, k, v), {"mask": causal}))
+    if hidden:
+        pad = np.ones((3, 5), dtype=bool)
+        pad[:, 3:] = False
+        q, k, v = rng.normal(size=(3, 6)), rng.normal(size=(5, 6)), rng.normal(size=(5, 2))
+        cases.append(Case("padding mask hiding the last 2 keys", (q, k, v), {"mask": pad}))
+    if torch_tensors:
+        cases = [Case(c.label, tuple(torch.from_numpy(a) for a in c.args),
+                      {kk: torch.from_numpy(vv) for kk, vv in c.kwargs.items()}) for c in cases]
+    return cases
+
+
+# ---------------------------------------------------------------- checks
+def check_softmax(student, hidden: bool = False) -> None:
+    """Student ``softmax(x, axis=-1)`` equals the stable reference, rows sum to 1, no overflow."""
+    exercise = "softmax"
+    cases = _softmax_cases(hidden)
+    compare_with_reference(student, ref.softmax, cases, exercise=exercise, wrongs=WRONG_SOFTMAX,
+                           forbidden=FORBIDDEN_SOFTMAX, atol=1e-10, rtol=1e-8)
+    for case in cases:
+        out = np.asarray(call_student(student, case, exercise))
+        assert_finite(out, f"{exercise} on '{case.label}'",
+                      "Subtract the maximum before exponentiating.")
+        axis = case.kwargs.get("axis", -1)
+        assert_close(out.sum(axis=axis), np.ones(out.sum(axis=axis).shape),
+                     f"{exercise}: the values along axis {axis} must sum to 1 ('{case.label}')", atol=1e-10)
+
+
+def _check_attention_properties(student, exercise: str, to_backend, hidden: bool) -> None:
+    rng = seeded(303 if hidden else 3)
+    T, S, d_k, d_v = (5, 7, 6, 3) if hidden else (3, 4, 4, 2)
+    q, k, v = rng.normal(size=(T, d_k)), rng.normal(size=(S, d_k)), rng.normal(size=(S, d_v))
+    case = Case(f"q({T}, {d_k}), k({S}, {d_k}), v({S}, {d_v})", to_backend(q, k, v))
+    result = call_student(student, case, exercise)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise AssertionError(f"{exercise}: must return a tuple (output, weights), got {type(result).__name__}")
+    out, w = result
+    assert_shape(out, (T, d_v), f"{exercise}: output shape for q({T}, {d_k}) and v({S}, {d_v}) "
+                                "should be (T, d_v)")
+    assert_shape(w, (T, S), f"{exercise}: weights shape should be (T, S) = (queries, keys)")
+    from course_lib.checks.core import to_numpy
+
+    w_np = to_numpy(w)
+    assert_close(w_np.sum(-1), np.ones(T), f"{exercise}: each row of the weights (one query) must sum to 1 "
+                                          "over the keys; did you take the softmax over the right axis?",
+                 atol=1e-10)
+    # permuting keys and values together must not change the output
+    perm = rng.permutation(S)
+    case_p = Case("keys and values permuted together", to_backend(q, k[perm], v[perm]))
+    out_p, _ = call_student(student, case_p, exercise)
+    assert_close(out_p, to_numpy(out), f"{exercise}: permuting the keys together with their values must "
+                                       "not change the output (attention is a weighted average over a set)",
+                 atol=1e-10)
+    # permuting the queries permutes the output rows
+    perm_q = rng.permutation(T)
+    case_q = Case("queries permuted", to_backend(q[perm_q], k, v))
+    out_q, _ = call_student(student, case_q, exercise)
+    assert_close(out_q, to_numpy(out)[perm_q], f"{exercise}: permuting the queries must permute the output "
+                                               "rows the same way (each query is handled independently)",
+                 atol=1e-10)
+
+
+def check_attention_numpy(student, hidden: bool = False) -> None:
+    """Student numpy ``scaled_dot_product_attention(q, k, v, mask=None)`` -> (out, weights)."""
+    exercise = "scaled_dot_product_attention"
+    compare_with_reference(student, ref.scaled_dot_product_attention, _attention_cases(hidden),
+                           exercise=exercise, wrongs=WRONG_ATTENTION, forbidden=FORBIDDEN_ATTENTION,
+                           atol=1e-10, rtol=1e-8, output_names=("output", "weights"))
+    _check_attention_properties(student, exercise, lambda *a: a, hidden)
+
+
+def check_attention_torch(student, hidden: bool = False) -> None:
+    """Student torch ``scaled_dot_product_attention_torch``: batched, equals the reference, differentiable."""
+    exercise = "scaled_dot_product_attention_torch"
+    cases = _attention_cases(hidden, torch_tensors=True)
+    compare_with_reference(student, ref.scaled_dot_product_attention_torch, cases, exercise=exercise,
+                           wrongs=WRONG_ATTENTION_TORCH, forbidden=FORBIDDEN_ATTENTION,
+                           atol=1e-10, rtol=1e-8, output_names=("output", "weights"))
+    _check_attention_properties(student, exercise, lambda *a: tuple(torch.from_numpy(x) for x in a), hidden)
+    # batched over two leading dims, and gradients must flow back to q
+    g = torch.Generator().manual_seed(404 if hidden else 4)
+    B, H, T, S, d = (3, 2, 5, 6, 8) if hidden else (2, 2, 3, 4, 4)
+    q = torch.randn(B, H, T, d, generator=g, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(B, H, S, d, generator=g, dtype=torch.float64)
+    v = torch.randn(B, H, S, d, generator=g, dtype=torch.float64)
+    case = Case(f"batched q{tuple(q.shape)}, k{tuple(k.shape)}", (q, k, v))
+    out, w = call_student(student, case, exercise)
+    ref_out, ref_w = ref.scaled_dot_product_attention_torch(q, k, v)
+    assert_close(out, ref_out, f"{exercise}: batched input with two leading dims (B, H, T, d); use "
+                               "k.transpose(-2, -1), not k.T, so the batch dims stay in place", atol=1e-10)
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        raise AssertionError(f"{exercise}: the output must be a torch tensor that carries gradients back to q; "
+                             "avoid .numpy(), .detach() or torch.no_grad() inside the function")
