@@ -1,0 +1,108 @@
+"""Pictures shared by the lessons: attention heatmaps and the interactive explorer.
+
+Covers a seaborn heatmap of an attention matrix with token labels, and an
+ipywidgets explorer (a slider over query tokens showing where each one looks).
+Colour maps are colour-blind safe (``viridis`` for weights). Every function
+returns the matplotlib objects it made and never calls ``plt.show()``, so the
+notebook decides when to draw.
+
+Does NOT cover lesson-specific plots: those are added below by each lesson.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+__all__ = ["attention_heatmap", "attention_explorer", "CLINICAL_SENTENCE"]
+
+#: A short clinical sentence used by the attention lesson's pictures.
+CLINICAL_SENTENCE = "patient denies chest pain but reports shortness of breath".split()
+
+
+def _as_matrix(weights) -> np.ndarray:
+    from course_lib.checks.core import to_numpy
+
+    w = to_numpy(weights)
+    if w.ndim != 2:
+        raise ValueError(f"attention weights for a heatmap must be 2-D (T, S), got shape {w.shape}")
+    return w
+
+
+def attention_heatmap(weights, queries: Sequence[str], keys: Sequence[str] | None = None, *,
+                      ax=None, title: str = "Attention weights", annot: bool | None = None):
+    """Heatmap of a (T, S) attention matrix: rows are queries, columns keys.
+
+    Returns the matplotlib Axes. ``annot`` writes the weights into the cells
+    (default: when the matrix is at most 12 x 12).
+    """
+    w = _as_matrix(weights)
+    keys = list(queries) if keys is None else list(keys)
+    if w.shape != (len(queries), len(keys)):
+        raise ValueError(
+            f"weights shape {w.shape} does not match {len(queries)} query labels x {len(keys)} key labels"
+        )
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.0 + 0.55 * len(keys), 0.8 + 0.45 * len(queries)))
+    if annot is None:
+        annot = max(w.shape) <= 12
+    sns.heatmap(w, ax=ax, cmap="viridis", vmin=0.0, vmax=1.0, square=True, annot=annot, fmt=".2f",
+                annot_kws={"fontsize": 7}, xticklabels=keys, yticklabels=list(queries),
+                cbar_kws={"label": "attention weight (rows sum to 1)"})
+    ax.set_xlabel("key token (attended to)")
+    ax.set_ylabel("query token (attending)")
+    ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=45)
+    ax.tick_params(axis="y", labelrotation=0)
+    return ax
+
+
+def _bar_for_query(ax, w: np.ndarray, tokens: Sequence[str], i: int) -> None:
+    ax.clear()
+    colors = sns.color_palette("colorblind", 2)
+    bars = ax.bar(range(len(tokens)), w[i], color=[colors[1] if j == i else colors[0] for j in range(len(tokens))])
+    ax.set_xticks(range(len(tokens)), tokens, rotation=45, ha="right")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("attention weight")
+    ax.set_xlabel("key token")
+    ax.set_title(f"where '{tokens[i]}' (query {i}) looks")
+    for b, val in zip(bars, w[i]):
+        ax.annotate(f"{val:.2f}", (b.get_x() + b.get_width() / 2, val), ha="center", va="bottom", fontsize=7)
+
+
+def attention_explorer(weights, tokens: Sequence[str]):
+    """An ipywidgets slider over query tokens; each position shows that query's weights as bars.
+
+    Returns the widget (display it as the last expression of a cell). The
+    drawing function is also reachable as ``widget.draw(i)`` so it can be tested
+    without a browser.
+    """
+    import ipywidgets as widgets
+
+    w = _as_matrix(weights)
+    if w.shape[0] != len(tokens) or w.shape[1] != len(tokens):
+        raise ValueError(f"explorer needs self-attention weights (T, T) for {len(tokens)} tokens, got {w.shape}")
+    out = widgets.Output()
+    slider = widgets.IntSlider(value=0, min=0, max=len(tokens) - 1, description="query", continuous_update=False)
+    label = widgets.Label(value=tokens[0])
+    fig, ax = plt.subplots(figsize=(7, 3))
+    plt.close(fig)  # drawn into the Output widget, not twice
+
+    def draw(i: int):
+        _bar_for_query(ax, w, tokens, i)
+        fig.tight_layout()
+        label.value = f"query token: {tokens[i]}"
+        with out:
+            out.clear_output(wait=True)
+            from IPython.display import display
+
+            display(fig)
+        return ax
+
+    slider.observe(lambda change: draw(change["new"]), names="value")
+    box = widgets.VBox([widgets.HBox([slider, label]), out])
+    box.draw = draw
+    draw(0)
+    return box
