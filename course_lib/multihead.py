@@ -278,7 +278,8 @@ class MultiHeadAttention(nn.Module):
             query: (B, T, D) ((T, B, D) when batch_first=False).
             key, value: (B, S, D) ((S, B, D) when batch_first=False).
             mask: optional bool tensor, True = may attend, broadcastable to (B, H, T, S),
-                e.g. (T, S), (B, 1, T, S) or (B, 1, 1, S).
+                e.g. (T, S), (B, 1, T, S) or (B, 1, 1, S). A 3-D (B, T, S) mask is refused
+                (it would line B up with H); use mask[:, None].
             need_weights: return the attention weights (else None).
             average_attn_weights: weights averaged over heads (B, T, S), else per head (B, H, T, S).
 
@@ -300,6 +301,11 @@ class MultiHeadAttention(nn.Module):
                 f"mask must be a bool tensor with True = may attend, got "
                 f"{getattr(mask, 'dtype', type(mask).__name__)}; convert nn.MultiheadAttention-style or "
                 "additive masks with course_lib.masking (from_mha_masks, from_additive)"
+            )
+        if mask is not None and mask.dim() == 3 and mask.shape[0] != 1:
+            raise ValueError(
+                f"mask {tuple(mask.shape)} is 3-D: it would broadcast its first axis against the HEAD axis "
+                "of (B, H, T, S). Give a per-sequence mask as (B, 1, T, S), e.g. mask[:, None]"
             )
         if not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))  # (B, L, D)
