@@ -1,0 +1,214 @@
+"""Positional encodings: closed forms, the shift property, torch modules, Enformer's basis functions."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_lib import positional as P
+
+ATOL = 1e-12
+
+
+# ---------------------------------------------------------------- sinusoidal
+def test_matches_the_closed_form_elementwise():
+    T, d = 7, 10
+    pe = P.sinusoidal_encoding(T, d)
+    for pos in range(T):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            assert pe[pos, 2 * i] == pytest.approx(math.sin(angle), abs=ATOL)
+            assert pe[pos, 2 * i + 1] == pytest.approx(math.cos(angle), abs=ATOL)
+
+
+def test_position_zero_and_range():
+    pe = P.sinusoidal_encoding(200, 64)
+    np.testing.assert_allclose(pe[0], np.tile([0.0, 1.0], 32), atol=ATOL)
+    assert pe.min() >= -1.0 and pe.max() <= 1.0
+    assert pe.shape == (200, 64) and pe.dtype == np.float64
+    # each (sin, cos) pair lies on the unit circle: every row has squared norm d/2
+    np.testing.assert_allclose((pe**2).sum(-1), np.full(200, 32.0), atol=1e-10)
+
+
+def test_frequencies_are_geometric():
+    w = P.sinusoidal_frequencies(16)
+    assert w[0] == 1.0
+    np.testing.assert_allclose(w[1:] / w[:-1], np.full(7, 10000 ** (-2 / 16)), rtol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(-40, 40), d_half=st.integers(1, 24), base=st.sampled_from([100.0, 10000.0]))
+def test_shift_is_one_linear_map_for_all_positions(k, d_half, base):
+    d = 2 * d_half
+    pe = P.sinusoidal_encoding(120, d, base)
+    m = P.shift_matrix(k, d, base)
+    lo, hi = max(0, -k), min(120, 120 - k)
+    # PE(pos + k) = M_k @ PE(pos) for every pos where both exist
+    np.testing.assert_allclose(pe[lo + k:hi + k], pe[lo:hi] @ m.T, atol=1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(k=st.floats(-50, 50, allow_nan=False), j=st.floats(-50, 50, allow_nan=False), d_half=st.integers(1, 16))
+def test_shift_matrices_are_rotations_that_compose(k, j, d_half):
+    d = 2 * d_half
+    mk, mj = P.shift_matrix(k, d), P.shift_matrix(j, d)
+    np.testing.assert_allclose(mk @ mk.T, np.eye(d), atol=1e-12)  # orthogonal
+    np.testing.assert_allclose(mk @ mj, P.shift_matrix(k + j, d), atol=1e-9)  # M_k M_j = M_{k+j}
+    np.testing.assert_allclose(P.shift_matrix(-k, d), mk.T, atol=1e-12)  # inverse = transpose
+
+
+def test_dot_product_depends_only_on_offset():
+    pe = P.sinusoidal_encoding(100, 32)
+    for k in (1, 5, 17):
+        dots = np.einsum("td,td->t", pe[:-k], pe[k:])
+        np.testing.assert_allclose(dots, np.full_like(dots, dots[0]), atol=1e-10)
+
+
+@pytest.mark.parametrize("args, match", [
+    ((5, 7), "positive even integer"),
+    ((5, 0), "positive even integer"),
+    ((0, 4), "num_positions must be a positive integer"),
+])
+def test_bad_input(args, match):
+    with pytest.raises(ValueError, match=match):
+        P.sinusoidal_encoding(*args)
+    with pytest.raises(ValueError, match="base must be > 1"):
+        P.sinusoidal_frequencies(4, base=1.0)
+
+
+# ---------------------------------------------------------------- torch modules
+def test_sinusoidal_module_adds_the_table():
+    mod = P.SinusoidalPositionalEncoding(d_model=8, max_len=20)
+    x = torch.randn(3, 11, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    out = mod(x)
+    np.testing.assert_allclose((out - x).numpy(), np.broadcast_to(P.sinusoidal_encoding(11, 8), (3, 11, 8)),
+                               atol=1e-6)  # the buffer is float32
+    assert not list(mod.parameters()), "the sinusoidal encoding has no trainable parameters"
+    with pytest.raises(ValueError, match="exceeds max_len=20"):
+        mod(torch.zeros(1, 21, 8))
+    with pytest.raises(ValueError, match="built for d_model=8"):
+        mod(torch.zeros(1, 5, 6))
+
+
+def test_learned_module_trains_and_cannot_extrapolate():
+    g = torch.Generator().manual_seed(0)
+    mod = P.LearnedPositionalEmbedding(max_len=6, d_model=4, generator=g)
+    assert mod.weight.std() < 0.05, "learned positions start small, N(0, 0.02^2)"
+    x = torch.zeros(2, 5, 4)
+    out = mod(x)
+    torch.testing.assert_close(out[0], mod.weight[:5])
+    out.sum().backward()
+    assert torch.all(mod.weight.grad[:5] == 2.0) and torch.all(mod.weight.grad[5] == 0.0), \
+        "only the positions used get a gradient"
+    with pytest.raises(ValueError, match="cannot extrapolate"):
+        mod(torch.zeros(1, 7, 4))
+    a = P.LearnedPositionalEmbedding(6, 4, generator=torch.Generator().manual_seed(1))
+    b = P.LearnedPositionalEmbedding(6, 4, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(a.weight, b.weight, rtol=0, atol=0)  # the generator decides the start
+
+
+# ---------------------------------------------------------------- relative (Enformer)
+def test_relative_positions():
+    r = P.relative_positions(3, 5)
+    assert r.shape == (3, 5)
+    assert r[0, 4] == 4 and r[2, 0] == -2
+    np.testing.assert_array_equal(P.relative_positions(4), -P.relative_positions(4).T)
+    with pytest.raises(ValueError, match="S must be a positive integer"):
+        P.relative_positions(3, 0)
+
+
+R = np.arange(-60, 61)
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("exponential", lambda r, n: P.exponential_basis(r, n, seq_len=60)),
+    ("central mask", lambda r, n: P.central_mask_basis(r, n)),
+    ("gamma", lambda r, n: P.gamma_basis(r, n, seq_len=60)),
+])
+def test_basis_shapes_symmetry_range(name, fn):
+    f = fn(R, 5)
+    assert f.shape == (R.size, 5), name
+    np.testing.assert_array_equal(f, f[::-1], err_msg=f"{name}: f(r) must equal f(-r)")
+    assert f.min() >= 0.0 and f.max() <= 1.0, f"{name}: values must lie in [0, 1]"
+    assert fn(np.zeros((2, 3)), 4).shape == (2, 3, 4), f"{name}: any distance shape, features last"
+
+
+def test_exponential_half_lives():
+    f = P.exponential_basis(R, 4, seq_len=60, min_half_life=3.0)
+    half = np.geomspace(3.0, 60.0, 4)
+    at_h = P.exponential_basis(half, 4, seq_len=60)
+    np.testing.assert_allclose(np.diag(at_h), 0.5, atol=1e-12)  # f_i(h_i) = 1/2
+    assert np.all(f[R == 0] == 1.0)
+    pos = f[R >= 0]
+    assert np.all(np.diff(pos, axis=0) < 0), "decays strictly with distance"
+    assert np.all(np.diff(pos[1:], axis=1) > 0), "later functions decay more slowly"
+
+
+def test_central_mask_windows_nest():
+    f = P.central_mask_basis(R, 5)
+    assert set(np.unique(f)) == {0.0, 1.0}
+    for i in range(1, 6):
+        inside = np.abs(R) < 2 ** i
+        np.testing.assert_array_equal(f[:, i - 1], inside.astype(float))
+    assert np.all(f[:, 1:] >= f[:, :-1]), "each window contains the previous one"
+
+
+def test_gamma_bumps_peak_in_order():
+    f = P.gamma_basis(np.arange(0, 121), 4, seq_len=120)
+    assert np.all(f[0] == 0.0), "a gamma density is 0 at distance 0"
+    peaks = f.argmax(axis=0)
+    assert np.all(np.diff(peaks) > 0), "bumps sit at increasing distances"
+    np.testing.assert_allclose(f.max(axis=0), 1.0, atol=1e-3)  # integer grid, mode at a non-integer
+    # mode of basis i: (alpha - 1) / beta with alpha = 4 i^2, beta = mu_i / sigma^2
+    i = np.arange(1, 5)
+    mu, sigma = i * 120 / 4, 120 / 8
+    modes = (4 * i**2 - 1) / (mu / sigma**2)
+    np.testing.assert_allclose(P.gamma_basis(modes[0], 4, 120)[0], 1.0, atol=1e-12)
+    assert np.all(np.abs(peaks - modes) <= 1)
+
+
+def test_enformer_features_layout_and_antisymmetry():
+    r = P.relative_positions(9)
+    f = P.enformer_relative_features(r, 12, seq_len=9)
+    assert f.shape == (9, 9, 12)
+    sym, asym = f[..., :6], f[..., 6:]
+    np.testing.assert_allclose(sym, sym.transpose(1, 0, 2), atol=0)  # depends on |j - i|
+    np.testing.assert_allclose(asym, -asym.transpose(1, 0, 2), atol=0)  # flips sign with direction
+    np.testing.assert_allclose(sym[..., :2], P.exponential_basis(r, 2, 9))
+    np.testing.assert_allclose(sym[..., 2:4], P.central_mask_basis(r, 2))
+    np.testing.assert_allclose(sym[..., 4:], P.gamma_basis(r, 2, 9))
+    assert P.enformer_relative_features(r, 9, 9, symmetric=True).shape == (9, 9, 9)
+    with pytest.raises(ValueError, match="multiple of 6"):
+        P.enformer_relative_features(r, 9, 9)
+
+
+def test_relative_logits_equal_a_loop():
+    rng = np.random.default_rng(0)
+    T, S, F, d = 4, 5, 6, 3
+    q, w = rng.normal(size=(2, T, d)), rng.normal(size=(F, d))
+    feats = P.enformer_relative_features(P.relative_positions(T, S), F, seq_len=8)
+    out = P.relative_position_logits(q, feats, w)
+    assert out.shape == (2, T, S)
+    for b in range(2):
+        for i in range(T):
+            for j in range(S):
+                assert out[b, i, j] == pytest.approx(q[b, i] @ (w.T @ feats[i, j]), abs=1e-12)
+    # the same offset gives the same relative key: translation invariance along diagonals
+    q1 = np.ones((T, d))
+    lg = P.relative_position_logits(q1, feats, w)
+    np.testing.assert_allclose(np.diag(lg), lg[0, 0])
+    with pytest.raises(ValueError, match="w_r must be"):
+        P.relative_position_logits(q, feats, w[:, :2])
+
+
+def test_basis_bad_input():
+    with pytest.raises(ValueError, match="num_basis must be a positive integer"):
+        P.central_mask_basis(R, 0)
+    with pytest.raises(ValueError, match="seq_len"):
+        P.gamma_basis(R, 2, seq_len=1)
+    with pytest.raises(ValueError, match="min_half_life"):
+        P.exponential_basis(R, 2, seq_len=10, min_half_life=20)
