@@ -1,0 +1,482 @@
+"""Efficient attention: linear attention and the Performer's FAVOR+ (lesson 07).
+
+Exact attention builds the (T, S) matrix softmax(Q K^T / sqrt(d)): O(T S) time and
+memory. If the similarity is a dot product of feature maps, sim(q, k) = phi(q) . phi(k),
+associativity gives the same result without that matrix:
+
+    out_i = sum_j sim(q_i, k_j) v_j / sum_j sim(q_i, k_j)
+          = phi(q_i)^T (sum_j phi(k_j) v_j^T) / phi(q_i)^T (sum_j phi(k_j))
+
+(phi(Q) phi(K)^T) V costs O(T S r); phi(Q) (phi(K)^T V) costs O((T + S) r d_v).
+
+Covers
+    * Linear attention (Katharopoulos et al. 2020, "Transformers are RNNs"):
+      ``elu_feature_map`` (phi(x) = elu(x) + 1 > 0), the non-causal form
+      ``linear_attention``, the causal form as prefix sums ``causal_linear_attention``
+      and as a recurrent step ``linear_attention_step`` (the RNN view, state (s, z)),
+      plus ``quadratic_linear_attention``, the same similarity computed the O(T S)
+      way with an optional mask (what the fast forms must equal).
+    * Performer FAVOR+ (Choromanski et al. 2021, "Rethinking Attention with
+      Performers"): ``draw_projection`` (iid Gaussian or orthogonal random features,
+      seeded), ``positive_random_features`` phi(x) = exp(w x - |x|^2/2) / sqrt(m),
+      ``trig_random_features`` (sin/cos), ``softmax_kernel_estimate`` and the
+      closed-form mean squared errors of both estimators of SM(x, y) = exp(x . y).
+    * torch versions for training and benchmarks: ``elu_feature_map_torch``,
+      ``attention_from_features_torch``, ``linear_attention_torch``,
+      ``favor_features_torch`` (with the numerical stabilisation) and
+      ``favor_attention_torch`` (non-causal and causal).
+
+Does NOT cover
+    * chunked causal kernels (our causal prefix sums hold a (T, r, d_v) tensor),
+      fused/CUDA kernels, redrawing features during training, FAVOR# or other
+      later variants, multi-head plumbing (use ``course_lib.multihead``),
+    * masks other than causal: padding is done by zeroing the padded keys' features.
+
+Conventions: shapes (..., T, d) for queries, (..., S, d) for keys, (..., S, d_v)
+for values; r is the number of features per vector (d for elu+1, m for FAVOR+,
+2m for sin/cos); m is always the number of random projections (rows of w).
+Random state is explicit: ``draw_projection`` takes ``seed=`` or ``generator=``.
+The numpy versions return float64; the torch versions keep the input dtype.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from course_lib.attention import check_attention_shapes
+
+__all__ = [
+    "elu_feature_map",
+    "linear_attention",
+    "causal_linear_attention",
+    "linear_attention_step",
+    "recurrent_linear_attention",
+    "quadratic_linear_attention",
+    "draw_projection",
+    "positive_random_features",
+    "trig_random_features",
+    "softmax_kernel_estimate",
+    "positive_features_mse",
+    "trig_features_mse",
+    "elu_feature_map_torch",
+    "attention_from_features_torch",
+    "linear_attention_torch",
+    "favor_features_torch",
+    "favor_attention_torch",
+]
+
+
+# ---------------------------------------------------------------- linear attention (numpy)
+def elu_feature_map(x) -> np.ndarray:
+    """phi(x) = elu(x) + 1, elementwise: x + 1 for x > 0, exp(x) otherwise. Always > 0.
+
+    Positivity makes every similarity phi(q) . phi(k) > 0, so the normaliser never
+    vanishes and the weights are a proper average (Katharopoulos et al. 2020, eq. 7).
+
+    >>> elu_feature_map(np.array([-1.0, 0.0, 2.0])).round(4)
+    array([0.3679, 1.    , 3.    ])
+    """
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def _check_qkv(q, k, v, causal: bool = False):
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    check_attention_shapes(q.shape, k.shape, v.shape)
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"causal attention needs as many queries as keys (position i sees keys 0..i); got "
+            f"T={q.shape[-2]} queries and S={k.shape[-2]} keys"
+        )
+    return q, k, v
+
+
+def linear_attention(q, k, v, feature_map=elu_feature_map) -> np.ndarray:
+    """Non-causal linear attention phi(Q) (phi(K)^T V), normalised, in O((T + S) r d_v).
+
+    out_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / phi(q_i)^T (sum_j phi(k_j))
+
+    Args:
+        q: (..., T, d); k: (..., S, d); v: (..., S, d_v)
+        feature_map: maps (..., L, d) to positive features (..., L, r); default elu + 1.
+
+    Returns:
+        out (..., T, d_v). No weights are returned: never building the (T, S)
+        matrix is the point.
+
+    Example (one query, two keys; elu+1 of [1, 0] is [2, 1], of [0, 1] is [1, 2]):
+    >>> q = np.array([[1.0, 0.0]]); k = np.array([[1.0, 0.0], [0.0, 1.0]]); v = np.array([[1.0], [3.0]])
+    >>> linear_attention(q, k, v)   # sims 2*2+1*1 = 5 and 2*1+1*2 = 4 -> (5*1 + 4*3) / 9
+    array([[1.88888889]])
+    """
+    q, k, v = _check_qkv(q, k, v)
+    phi_q = feature_map(q)  # (..., T, r)
+    phi_k = feature_map(k)  # (..., S, r)
+    kv = np.swapaxes(phi_k, -1, -2) @ v  # (..., r, d_v): sum_j phi(k_j) v_j^T
+    z = phi_k.sum(axis=-2)  # (..., r): sum_j phi(k_j)
+    numerator = phi_q @ kv  # (..., T, d_v)
+    denominator = (phi_q @ z[..., None])  # (..., T, 1)
+    return numerator / denominator
+
+
+def causal_linear_attention(q, k, v, feature_map=elu_feature_map) -> np.ndarray:
+    """Causal linear attention by prefix sums: position i sees keys 0..i only.
+
+    s_i = sum_{j<=i} phi(k_j) v_j^T (a cumulative sum over positions), z_i = sum_{j<=i} phi(k_j),
+    out_i = phi(q_i)^T s_i / phi(q_i)^T z_i. Equals ``quadratic_linear_attention`` with a
+    causal mask, in O(T r d_v) time and memory (the (T, r, d_v) prefix sums are kept).
+
+    Args:
+        q: (..., T, d); k: (..., T, d); v: (..., T, d_v) (self-attention: T queries, T keys)
+
+    Returns:
+        out (..., T, d_v)
+
+    >>> q = k = np.array([[1.0, 0.0], [0.0, 1.0]]); v = np.array([[1.0], [3.0]])
+    >>> causal_linear_attention(q, k, v)   # row 0 sees only v_0; row 1: (4*1 + 5*3) / 9
+    array([[1.        ],
+           [2.11111111]])
+    """
+    q, k, v = _check_qkv(q, k, v, causal=True)
+    phi_q = feature_map(q)  # (..., T, r)
+    phi_k = feature_map(k)  # (..., T, r)
+    s = np.cumsum(phi_k[..., :, :, None] * v[..., :, None, :], axis=-3)  # (..., T, r, d_v)
+    z = np.cumsum(phi_k, axis=-2)  # (..., T, r)
+    numerator = np.einsum("...tr,...trv->...tv", phi_q, s)  # (..., T, d_v)
+    denominator = np.einsum("...tr,...tr->...t", phi_q, z)[..., None]  # (..., T, 1)
+    return numerator / denominator
+
+
+def linear_attention_step(state, q_t, k_t, v_t, feature_map=elu_feature_map):
+    """One step of causal linear attention as an RNN: read one token, update the state.
+
+    state = (s, z) with s (..., r, d_v) = sum_{j<t} phi(k_j) v_j^T and z (..., r) = sum_{j<t} phi(k_j),
+    or None before the first token (zeros). The step adds token t, then reads:
+    s' = s + phi(k_t) v_t^T, z' = z + phi(k_t), out_t = phi(q_t)^T s' / phi(q_t)^T z'.
+    The input state is not modified; a new one is returned. The cost per token is
+    O(r d_v) whatever t is, which is why a causal linear transformer generates
+    text in constant time per token.
+
+    Args:
+        state: (s, z) or None
+        q_t, k_t: (..., d); v_t: (..., d_v)
+
+    Returns:
+        (out_t (..., d_v), (s', z'))
+
+    >>> out, (s, z) = linear_attention_step(None, np.array([1.0, 0.0]), np.array([1.0, 0.0]), np.array([1.0]))
+    >>> out, s.ravel(), z
+    (array([1.]), array([2., 1.]), array([2., 1.]))
+    """
+    q_t, k_t, v_t = (np.asarray(a, dtype=np.float64) for a in (q_t, k_t, v_t))
+    if q_t.shape[-1] != k_t.shape[-1]:
+        raise ValueError(f"q_t and k_t need the same feature size d: q_t {q_t.shape}, k_t {k_t.shape}")
+    phi_q = feature_map(q_t)  # (..., r)
+    phi_k = feature_map(k_t)  # (..., r)
+    if state is None:
+        s = np.zeros(phi_k.shape + (v_t.shape[-1],))  # (..., r, d_v)
+        z = np.zeros(phi_k.shape)  # (..., r)
+    else:
+        s, z = (np.asarray(a, dtype=np.float64) for a in state)
+        if s.shape[-2:] != (phi_k.shape[-1], v_t.shape[-1]) or z.shape[-1] != phi_k.shape[-1]:
+            raise ValueError(
+                f"state (s {s.shape}, z {z.shape}) does not fit r={phi_k.shape[-1]} features and "
+                f"d_v={v_t.shape[-1]}: expected s (..., r, d_v) and z (..., r)"
+            )
+    s = s + phi_k[..., :, None] * v_t[..., None, :]  # (..., r, d_v), a new array
+    z = z + phi_k  # (..., r)
+    out = np.einsum("...r,...rv->...v", phi_q, s) / np.einsum("...r,...r->...", phi_q, z)[..., None]
+    return out, (s, z)
+
+
+def recurrent_linear_attention(q, k, v, feature_map=elu_feature_map) -> np.ndarray:
+    """Causal linear attention computed token by token with ``linear_attention_step``.
+
+    Same shapes and result as :func:`causal_linear_attention`; memory O(r d_v)
+    for the state instead of O(T r d_v).
+    """
+    q, k, v = _check_qkv(q, k, v, causal=True)
+    state, outs = None, []
+    for t in range(q.shape[-2]):
+        out_t, state = linear_attention_step(state, q[..., t, :], k[..., t, :], v[..., t, :], feature_map)
+        outs.append(out_t)
+    return np.stack(outs, axis=-2)  # (..., T, d_v)
+
+
+def quadratic_linear_attention(q, k, v, mask=None, feature_map=elu_feature_map):
+    """The same similarity as linear attention, computed the O(T S) way: (phi(Q) phi(K)^T) V.
+
+    weights_ij = phi(q_i) . phi(k_j) / sum_{j' allowed} phi(q_i) . phi(k_j'), with an optional
+    boolean mask broadcastable to (..., T, S) (True = may attend). A row with no
+    allowed key gets zero weights and a zero output.
+
+    Returns:
+        (out (..., T, d_v), weights (..., T, S))
+    """
+    q, k, v = _check_qkv(q, k, v)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_:
+            raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+        check_attention_shapes(q.shape, k.shape, v.shape, mask.shape)
+    sims = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)  # (..., T, S)
+    if mask is not None:
+        sims = np.where(mask, sims, 0.0)
+    total = sims.sum(axis=-1, keepdims=True)  # (..., T, 1)
+    weights = np.divide(sims, total, out=np.zeros_like(sims), where=total > 0)
+    return weights @ v, weights
+
+
+# ---------------------------------------------------------------- random features (Performer)
+def draw_projection(m: int, d: int, *, orthogonal: bool = True, seed: int | None = None,
+                    generator: torch.Generator | None = None, batch_shape=(),
+                    dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Draw the (m, d) random projection w of FAVOR+; each row is marginally N(0, I_d).
+
+    iid (``orthogonal=False``): every entry N(0, 1).
+    orthogonal: rows come in blocks of d mutually orthogonal directions (QR of a
+    Gaussian d x d matrix, column signs fixed by sign(diag R) so the directions are
+    uniform on the sphere), each row rescaled by an independent chi_d norm (the norm
+    of a fresh Gaussian d-vector), so its length has the distribution it would have
+    if iid. The last block is cut to m mod d rows. Orthogonality lowers the
+    estimator's variance (Choromanski et al. 2021, Theorem 2).
+
+    Pass exactly one of ``seed`` (an int) or ``generator`` (a torch.Generator).
+    ``batch_shape`` draws independent projections at once: (*batch_shape, m, d).
+
+    >>> w = draw_projection(4, 4, seed=0)
+    >>> u = w / w.norm(dim=-1, keepdim=True)
+    >>> bool(torch.allclose(u @ u.T, torch.eye(4, dtype=w.dtype), atol=1e-12))
+    True
+    """
+    if (seed is None) == (generator is None):
+        raise ValueError("pass exactly one of seed= (an int) or generator= (a torch.Generator), "
+                         "so the draw is reproducible")
+    if int(m) != m or int(d) != d or m < 1 or d < 1:
+        raise ValueError(f"m (number of random features) and d (input size) must be positive ints, got m={m}, d={d}")
+    m, d = int(m), int(d)
+    batch_shape = tuple(batch_shape)
+    g = generator if generator is not None else torch.Generator().manual_seed(int(seed))
+    if not orthogonal:
+        return torch.randn(*batch_shape, m, d, generator=g, dtype=dtype)
+    n_blocks = -(-m // d)
+    gauss = torch.randn(*batch_shape, n_blocks, d, d, generator=g, dtype=torch.float64)
+    qmat, rmat = torch.linalg.qr(gauss)  # columns of qmat are orthonormal
+    signs = torch.sign(torch.diagonal(rmat, dim1=-2, dim2=-1))
+    signs = torch.where(signs == 0, torch.ones_like(signs), signs)
+    directions = (qmat * signs[..., None, :]).transpose(-1, -2)  # (..., n_blocks, d, d), orthonormal rows
+    directions = directions.reshape(*batch_shape, n_blocks * d, d)[..., :m, :]  # (..., m, d)
+    norms = torch.randn(*batch_shape, m, d, generator=g, dtype=torch.float64).norm(dim=-1, keepdim=True)
+    return (directions * norms).to(dtype)
+
+
+def _as_projection(w) -> np.ndarray:
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim < 2:
+        raise ValueError(f"the projection w must have shape (..., m, d), got {w.shape}")
+    return w
+
+
+def positive_random_features(x, w) -> np.ndarray:
+    """Positive random features of FAVOR+: phi(x) = exp(w x - |x|^2 / 2) / sqrt(m).
+
+    For w with N(0, I_d) rows, E[phi(x) . phi(y)] = exp(x . y) = SM(x, y) (the softmax
+    kernel), and every feature is positive, so estimated attention weights are never
+    negative (Choromanski et al. 2021, Lemma 1). For softmax attention scale q and k
+    by d^(-1/4) first, so that exp(q' . k') = exp(q . k / sqrt(d)).
+
+    Args:
+        x: (..., L, d) vectors
+        w: (..., m, d) projection, leading dims broadcast with x's (e.g. many draws)
+
+    Returns:
+        features (..., L, m)
+
+    >>> positive_random_features(np.array([[0.0, 0.0]]), np.ones((4, 2)))   # exp(0)/sqrt(4)
+    array([[0.5, 0.5, 0.5, 0.5]])
+    """
+    x = np.asarray(x, dtype=np.float64)
+    w = _as_projection(w)
+    if x.shape[-1] != w.shape[-1]:
+        raise ValueError(f"x (..., L, d) and w (..., m, d) need the same d: x {x.shape}, w {w.shape}")
+    m = w.shape[-2]
+    projections = x @ np.swapaxes(w, -1, -2)  # (..., L, m)
+    half_sq_norm = 0.5 * np.sum(x * x, axis=-1, keepdims=True)  # (..., L, 1)
+    return np.exp(projections - half_sq_norm) / math.sqrt(m)
+
+
+def trig_random_features(x, w) -> np.ndarray:
+    """Trigonometric random features: phi(x) = exp(|x|^2 / 2) / sqrt(m) [sin(w x), cos(w x)].
+
+    Also unbiased for SM(x, y) = exp(x . y), because E[cos(w (x - y))] = exp(-|x - y|^2 / 2),
+    but the features can be negative, so estimated weights can be negative and
+    the normaliser can cross zero. m projections give 2m features.
+
+    Args: x (..., L, d); w (..., m, d).  Returns: features (..., L, 2m).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    w = _as_projection(w)
+    if x.shape[-1] != w.shape[-1]:
+        raise ValueError(f"x (..., L, d) and w (..., m, d) need the same d: x {x.shape}, w {w.shape}")
+    m = w.shape[-2]
+    projections = x @ np.swapaxes(w, -1, -2)  # (..., L, m)
+    scale = np.exp(0.5 * np.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(m)  # (..., L, 1)
+    return np.concatenate([np.sin(projections), np.cos(projections)], axis=-1) * scale
+
+
+def softmax_kernel_estimate(x, y, w, kind: str = "positive") -> np.ndarray:
+    """Random-feature estimate phi(x) . phi(y) of SM(x, y) = exp(x . y) for each draw in w.
+
+    Args:
+        x, y: (d,) vectors; w: (..., m, d) one or many projections
+        kind: "positive" or "trig"
+
+    Returns:
+        (...,) one estimate per projection in w
+    """
+    maps = {"positive": positive_random_features, "trig": trig_random_features}
+    if kind not in maps:
+        raise ValueError(f"kind must be one of {sorted(maps)}, got {kind!r}")
+    x = np.asarray(x, dtype=np.float64)[None, :]  # (1, d)
+    y = np.asarray(y, dtype=np.float64)[None, :]
+    fx, fy = maps[kind](x, w), maps[kind](y, w)  # (..., 1, r)
+    return np.sum(fx * fy, axis=(-2, -1))
+
+
+def positive_features_mse(x, y, m: int) -> float:
+    """Closed-form MSE of the positive estimator with m iid projections (Performer, Lemma 2).
+
+    MSE = (1/m) exp(|x + y|^2) SM(x, y)^2 (1 - exp(-|x + y|^2)): small when x + y is
+    short, i.e. when SM(x, y) is small, exactly where softmax weights are small.
+    """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    s2 = float(np.sum((x + y) ** 2))
+    sm = math.exp(float(x @ y))
+    return math.exp(s2) * sm ** 2 * -math.expm1(-s2) / m
+
+
+def trig_features_mse(x, y, m: int) -> float:
+    """Closed-form MSE of the trigonometric estimator with m iid projections (Performer, Lemma 2).
+
+    MSE = (1/(2m)) exp(|x + y|^2) SM(x, y)^(-2) (1 - exp(-|x - y|^2))^2
+        = (1/(2m)) exp(|x|^2 + |y|^2) (1 - exp(-|x - y|^2))^2:
+    large when SM(x, y) is small, the opposite of the positive estimator.
+    """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    d2 = float(np.sum((x - y) ** 2))
+    return math.exp(float(x @ x + y @ y)) * math.expm1(-d2) ** 2 / (2 * m)
+
+
+# ---------------------------------------------------------------- torch versions
+def elu_feature_map_torch(x: torch.Tensor) -> torch.Tensor:
+    """elu(x) + 1 in torch (see :func:`elu_feature_map`)."""
+    return F.elu(x) + 1.0
+
+
+def _check_torch_qkv(q, k, v, causal: bool):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    check_attention_shapes(q.shape, k.shape, v.shape)
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(f"causal attention needs T == S, got T={q.shape[-2]} queries and S={k.shape[-2]} keys")
+
+
+def attention_from_features_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
+                                  causal: bool = False) -> torch.Tensor:
+    """Normalised linear attention from given features: phi_q (..., T, r), phi_k (..., S, r), v (..., S, d_v).
+
+    Non-causal: phi_q (phi_k^T v) / phi_q (phi_k^T 1). Causal (T == S): the same with
+    prefix sums over positions, which keeps a (..., T, r, d_v) tensor.
+    Returns out (..., T, d_v).
+    """
+    _check_torch_qkv(phi_q, phi_k, v, causal)
+    if not causal:
+        kv = phi_k.transpose(-2, -1) @ v  # (..., r, d_v)
+        z = phi_k.sum(dim=-2)  # (..., r)
+        return (phi_q @ kv) / (phi_q @ z.unsqueeze(-1))  # (..., T, d_v)
+    s = torch.cumsum(phi_k.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)  # (..., T, r, d_v)
+    z = torch.cumsum(phi_k, dim=-2)  # (..., T, r)
+    numerator = (phi_q.unsqueeze(-2) @ s).squeeze(-2)  # (..., T, d_v)
+    denominator = (phi_q * z).sum(dim=-1, keepdim=True)  # (..., T, 1)
+    return numerator / denominator
+
+
+def linear_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                           feature_map=elu_feature_map_torch) -> torch.Tensor:
+    """Linear attention (elu + 1 features by default) in torch; differentiable. Returns (..., T, d_v)."""
+    _check_torch_qkv(q, k, v, causal)
+    return attention_from_features_torch(feature_map(q), feature_map(k), v, causal)
+
+
+def favor_features_torch(x: torch.Tensor, w: torch.Tensor, *, is_query: bool, eps: float = 1e-6,
+                         stabilize: bool = True) -> torch.Tensor:
+    """FAVOR+ features of queries or keys, scaled and stabilised as in the Performer.
+
+    phi(x) = (exp(w x' - |x'|^2/2 - c) + eps) / sqrt(m) with x' = x d^(-1/4), so that
+    E[phi(q) . phi(k)] = exp(-c_q - c_k) exp(q . k / sqrt(d)) when eps = 0.
+
+    The stabiliser c (only with ``stabilize=True``) keeps exp from overflowing:
+      * queries: c_i = max over the m features of query i's exponents (one per query row);
+      * keys: c = one max over all keys and features (shared by every key).
+    What this costs:
+      * A constant shared by all keys of a query's row cancels exactly between the
+        numerator and the normaliser, so the attention output is the same as without
+        stabilisation. Per-query c_i and one global key c are both of that kind.
+        A per-key max (c_j for each key) would NOT cancel: it reweights the keys by
+        exp(-c_j) and makes the attention estimate wrong (biased), so we never use it.
+      * Because c depends on the draw w, phi(q) . phi(k) on its own is no longer an
+        unbiased estimate of exp(q . k / sqrt(d)) times a fixed constant; only the
+        normalised attention, which does not see c, keeps its meaning.
+      * The key max runs over all positions, future ones too. In exact arithmetic it
+        cancels; numerically a much larger future key can push earlier keys' features
+        into underflow. A streaming (RNN) decoder would keep a running max instead.
+      * eps > 0 keeps every feature (and so the normaliser) strictly positive after
+        underflow, but it does not cancel: with a_i(x) = exp(w_i x' - |x'|^2/2 - c) the
+        unscaled features, phi(q) . phi(k) gains eps * (mean_i a_i(q) + mean_i a_i(k)) + eps^2,
+        a small positive bias (relative to the largest feature, which is 1 after the
+        max is subtracted) that pulls the weights toward uniform.
+
+    Args:
+        x: (..., L, d) queries or keys; w: (m, d) projection from :func:`draw_projection`
+        is_query: True for queries (per-row max), False for keys (one shared max)
+
+    Returns:
+        features (..., L, m)
+    """
+    if not isinstance(x, torch.Tensor) or not isinstance(w, torch.Tensor):
+        raise ValueError("x and w must be torch tensors")
+    if x.shape[-1] != w.shape[-1]:
+        raise ValueError(f"x (..., L, d) and w (m, d) need the same d: x {tuple(x.shape)}, w {tuple(w.shape)}")
+    d, m = x.shape[-1], w.shape[-2]
+    x = x * d ** -0.25
+    w = w.to(dtype=x.dtype, device=x.device)
+    exponent = x @ w.transpose(-2, -1) - 0.5 * (x * x).sum(dim=-1, keepdim=True)  # (..., L, m)
+    if stabilize:
+        if is_query:
+            c = exponent.amax(dim=-1, keepdim=True)  # (..., L, 1): one per query
+        else:
+            c = exponent.amax(dim=(-2, -1), keepdim=True)  # (..., 1, 1): shared by all keys
+        exponent = exponent - c.detach()
+    return (torch.exp(exponent) + eps) / math.sqrt(m)
+
+
+def favor_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor,
+                          causal: bool = False, eps: float = 1e-6, stabilize: bool = True) -> torch.Tensor:
+    """FAVOR+ estimate of softmax(Q K^T / sqrt(d)) V in O((T + S) m d) time and memory.
+
+    Args:
+        q: (..., T, d); k: (..., S, d); v: (..., S, d_v); w: (m, d) from :func:`draw_projection`
+        causal: prefix-sum form (T == S), position i sees keys 0..i
+        eps, stabilize: see :func:`favor_features_torch`
+
+    Returns:
+        out (..., T, d_v); converges to exact softmax attention as m grows.
+    """
+    _check_torch_qkv(q, k, v, causal)
+    phi_q = favor_features_torch(q, w, is_query=True, eps=eps, stabilize=stabilize)  # (..., T, m)
+    phi_k = favor_features_torch(k, w, is_query=False, eps=eps, stabilize=stabilize)  # (..., S, m)
+    return attention_from_features_torch(phi_q, phi_k, v, causal)
