@@ -1,0 +1,353 @@
+"""Checks for lesson 02 (masking): causal and padding masks, combining them, additive masks,
+and a masked softmax.
+
+Each ``check_*`` compares the student's function with ``course_lib.masking`` on fixed
+and seeded inputs, checks properties (boolean dtype, masked weights exactly 0, rows
+sum to 1, no NaN) and names these misconceptions when it sees them:
+
+* ``mask inverted``              True used for "blocked" (nn.MultiheadAttention's convention)
+                                 instead of this course's True = may attend
+* ``diagonal excluded``          a token may not attend to itself (tril with k=-1)
+* ``future instead of past``     the upper triangle: each token sees only later tokens
+* ``aligned to the start``       with S > T keys, query i sees keys 0..i (SDPA's is_causal)
+                                 instead of the last T positions
+* ``padding off by one``         ``position <= length`` instead of ``<``
+* ``padding at the start``       real tokens assumed at the end of the row (left padding)
+* ``max_len ignored``            S taken from max(lengths) even when max_len is given
+* ``OR instead of AND``          combined masks allow a key if EITHER mask allows it
+* ``padding hides queries``      the padding mask broadcast over keys instead of queries
+* ``large negative instead of -inf``  -1e9 fill: a fully masked row becomes uniform, and
+                                 -1e9 does not fit in float16 (it becomes -inf anyway)
+* ``multiplicative mask``        0/1 floats where the additive mask needs 0/-inf
+* ``mask after softmax``         weights zeroed after the softmax: rows no longer sum to 1
+* ``NaN on a fully masked row``  softmax of an all -inf row: (-inf) - (-inf) = NaN
+
+``hidden=True`` selects other, larger inputs for the hidden tests.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from course_lib import masking as ref
+from course_lib.checks.core import (
+    Case,
+    Wrong,
+    assert_finite,
+    call_student,
+    compare_with_reference,
+    seeded,
+    to_numpy,
+)
+
+__all__ = [
+    "check_causal_mask",
+    "check_padding_mask",
+    "check_combine_masks",
+    "check_to_additive",
+    "check_masked_softmax",
+    "WRONG_CAUSAL",
+    "WRONG_PADDING",
+    "WRONG_COMBINE",
+    "WRONG_ADDITIVE",
+    "WRONG_MASKED_SOFTMAX",
+]
+
+FORBIDDEN = tuple(f"course_lib.masking.{name}" for name in ref.__all__) + (
+    "torch.nn.attention.bias.causal_lower_right",
+    "torch.nn.attention.bias.causal_upper_left",
+)
+FORBIDDEN_SOFTMAX = FORBIDDEN + (
+    "course_lib.attention.softmax",
+    "course_lib.attention.softmax_torch",
+    "scipy.special.softmax",
+    "torch.softmax",
+    "torch.nn.functional.softmax",
+)
+
+_INVERTED = ("the mask is inverted: in this course True means 'MAY attend' (as in "
+             "F.scaled_dot_product_attention's boolean mask), not 'blocked' as in nn.MultiheadAttention.")
+
+
+def _not_bool(x) -> bool:
+    return to_numpy(x).dtype != np.bool_
+
+
+def _require_bool_output(out, exercise: str, label: str) -> None:
+    if _not_bool(out):
+        raise AssertionError(
+            f"{exercise}: on input '{label}' you returned dtype {to_numpy(out).dtype}; return a BOOLEAN "
+            "mask (True = may attend), e.g. with a comparison like `j <= i`, not 0/1 integers or floats "
+            "(a float mask is read as additive by F.scaled_dot_product_attention)."
+        )
+
+
+# ---------------------------------------------------------------- causal_mask
+def _causal_offset(T, S, offset):
+    S = T if S is None else S
+    return np.arange(S)[None, :] <= np.arange(T)[:, None] + offset(T, S)
+
+
+WRONG_CAUSAL = [
+    Wrong("mask inverted", lambda T, S=None: ~_causal_offset(T, S, lambda t, s: s - t), _INVERTED
+          + " Return True on and below the diagonal."),
+    Wrong("diagonal excluded", lambda T, S=None: _causal_offset(T, S, lambda t, s: s - t - 1),
+          "each token must be allowed to attend to ITSELF: include the diagonal (j <= i, np.tril with k=0), "
+          "otherwise the first token has no key at all."),
+    Wrong("future instead of past",
+          lambda T, S=None: np.arange(T if S is None else S)[None, :] >= np.arange(T)[:, None],
+          "you allowed each token to see the tokens AFTER it (upper triangle); a look-ahead mask keeps the "
+          "past and the token itself: key j is visible to query i when j <= i."),
+    Wrong("aligned to the start", lambda T, S=None: _causal_offset(T, S, lambda t, s: 0),
+          "with more keys than queries (S > T) the queries are the LAST T positions of the sequence (the "
+          "first S - T keys are earlier tokens), so query i sees keys j <= i + (S - T). Yours aligns them to "
+          "the start, like F.scaled_dot_product_attention(is_causal=True)."),
+]
+
+
+def _causal_cases(hidden: bool) -> list[Case]:
+    if hidden:
+        sizes = [(6, None), (3, 8), (5, 7), (4, 4), (1, None)]
+    else:
+        sizes = [(3, None), (4, 4), (2, 5)]
+    return [Case(f"T={T}" + ("" if S is None else f", S={S}"), (T,) if S is None else (T, S))
+            for T, S in sizes]
+
+
+def check_causal_mask(student, hidden: bool = False) -> None:
+    """Student ``causal_mask(T, S=None)`` -> bool (T, S), True where key j <= i + (S - T)."""
+    exercise = "causal_mask"
+    cases = _causal_cases(hidden)
+    compare_with_reference(student, ref.causal_mask, cases, exercise=exercise, wrongs=WRONG_CAUSAL,
+                           forbidden=FORBIDDEN)
+    for case in cases:
+        _require_bool_output(call_student(student, case, exercise, FORBIDDEN), exercise, case.label)
+
+
+# ---------------------------------------------------------------- padding_mask
+def _pad(lengths, max_len, kind):
+    lengths = np.asarray(lengths)
+    S = int(lengths.max()) if (max_len is None or kind == "ignore") else max_len
+    pos = np.arange(S)[None, :]
+    if kind == "off by one":
+        return pos <= lengths[:, None]
+    if kind == "left":
+        return pos >= S - lengths[:, None]
+    out = pos < lengths[:, None]
+    return ~out if kind == "inverted" else out
+
+
+WRONG_PADDING = [
+    Wrong("mask inverted", lambda lengths, max_len=None: _pad(lengths, max_len, "inverted"),
+          _INVERTED + " Real tokens get True, padding gets False (nn.MultiheadAttention's key_padding_mask "
+          "is the opposite)."),
+    Wrong("padding off by one", lambda lengths, max_len=None: _pad(lengths, max_len, "off by one"),
+          "a sequence of length L has real tokens at positions 0 .. L-1, so the mask is `position < L`, "
+          "not `position <= L`."),
+    Wrong("padding at the start", lambda lengths, max_len=None: _pad(lengths, max_len, "left"),
+          "the sequences are padded at the END: the first L positions of each row are the real tokens."),
+    Wrong("max_len ignored", lambda lengths, max_len=None: _pad(lengths, max_len, "ignore"),
+          "when max_len is given, the mask must have max_len columns (the padded batch width), even if "
+          "every sequence is shorter."),
+]
+
+
+def _padding_cases(hidden: bool) -> list[Case]:
+    if hidden:
+        return [Case("lengths [1]", ([1],)),
+                Case("lengths [5, 5, 2, 1], max_len=5", ([5, 5, 2, 1],), {"max_len": 5}),
+                Case("lengths [3, 1] as a numpy array, max_len=6", (np.array([3, 1]),), {"max_len": 6}),
+                Case("lengths [7, 2, 4]", ([7, 2, 4],))]
+    return [Case("lengths [3, 1, 2]", ([3, 1, 2],)),
+            Case("lengths [2, 4], max_len=6", ([2, 4],), {"max_len": 6})]
+
+
+def check_padding_mask(student, hidden: bool = False) -> None:
+    """Student ``padding_mask(lengths, max_len=None)`` -> bool (B, S), True at real tokens."""
+    exercise = "padding_mask"
+    cases = _padding_cases(hidden)
+    compare_with_reference(student, ref.padding_mask, cases, exercise=exercise, wrongs=WRONG_PADDING,
+                           forbidden=FORBIDDEN)
+    for case in cases:
+        _require_bool_output(call_student(student, case, exercise, FORBIDDEN), exercise, case.label)
+
+
+# ---------------------------------------------------------------- combine_masks
+def _combine(attn_mask, key_padding, kind):
+    if key_padding is None:
+        return attn_mask
+    pad = key_padding[:, :, None] if kind == "queries" else key_padding[:, None, :]
+    if attn_mask is None:
+        return pad
+    if kind == "or":
+        return attn_mask | pad
+    out = attn_mask & pad
+    return ~out if kind == "inverted" else out
+
+
+WRONG_COMBINE = [
+    Wrong("OR instead of AND", lambda attn_mask=None, key_padding=None: _combine(attn_mask, key_padding, "or"),
+          "a key is visible only if BOTH masks allow it (causal AND not padding): combine with `&`, not `|`."),
+    Wrong("padding hides queries",
+          lambda attn_mask=None, key_padding=None: _combine(attn_mask, key_padding, "queries"),
+          "the padding mask must hide KEYS (the last axis, columns): broadcast it as key_padding[:, None, :] "
+          "(B, 1, S), not key_padding[:, :, None] (B, S, 1), which hides query rows instead."),
+    Wrong("mask inverted", lambda attn_mask=None, key_padding=None: _combine(attn_mask, key_padding, "inverted"),
+          _INVERTED),
+]
+
+
+def _combine_cases(hidden: bool) -> list[Case]:
+    if hidden:
+        rng = seeded(2002)
+        per_seq = rng.random((2, 5, 5)) > 0.4
+        return [
+            Case("causal_mask(3, 5) and lengths [5, 4]", (ref.causal_mask(3, 5), ref.padding_mask([5, 4]))),
+            Case("a random (B, T, S) mask and lengths [5, 2]", (per_seq, ref.padding_mask([5, 2]))),
+            Case("causal_mask(6) and lengths [6, 1, 3, 4]", (ref.causal_mask(6), ref.padding_mask([6, 1, 3, 4]))),
+            Case("only a padding mask, lengths [2, 3]", (None, ref.padding_mask([2, 3]))),
+            Case("only a causal mask", (ref.causal_mask(4), None)),
+        ]
+    return [Case("causal_mask(4) and lengths [4, 2, 3]", (ref.causal_mask(4), ref.padding_mask([4, 2, 3])))]
+
+
+def check_combine_masks(student, hidden: bool = False) -> None:
+    """Student ``combine_masks(attn_mask=None, key_padding=None)`` -> bool (B, T, S), their AND."""
+    exercise = "combine_masks"
+    cases = _combine_cases(hidden)
+    compare_with_reference(student, ref.combine_masks, cases, exercise=exercise, wrongs=WRONG_COMBINE,
+                           forbidden=FORBIDDEN)
+    for case in cases:
+        out = call_student(student, case, exercise, FORBIDDEN)
+        if out is not None:
+            _require_bool_output(out, exercise, case.label)
+
+
+# ---------------------------------------------------------------- to_additive
+def _additive(mask, dtype=None, *, fill=-np.inf, invert=False, multiplicative=False):
+    mask = np.asarray(mask)
+    if multiplicative:
+        return mask.astype(dtype or np.float64)
+    m = ~mask if invert else mask
+    with np.errstate(over="ignore"):
+        return np.where(m, 0.0, fill).astype(dtype or np.float64)
+
+
+WRONG_ADDITIVE = [
+    Wrong("large negative instead of -inf", lambda mask, dtype=None: _additive(mask, dtype, fill=-1e9),
+          "use -inf (float('-inf') / -np.inf), not a large negative number like -1e9: with -1e9 a row whose "
+          "keys are all masked gets uniform weights instead of zeros, and -1e9 does not fit in float16 "
+          "(max 65504)."),
+    Wrong("mask inverted", lambda mask, dtype=None: _additive(mask, dtype, invert=True),
+          "the additive mask must be 0 where the boolean mask is True (may attend) and -inf where it is False."),
+    Wrong("multiplicative mask", lambda mask, dtype=None: _additive(mask, dtype, multiplicative=True),
+          "an additive mask is ADDED to the scores, so allowed positions get 0 and masked ones -inf; "
+          "a 0/1 float mask (mask.astype(float)) would add 1 to allowed scores and mask nothing."),
+]
+
+
+def _additive_cases(hidden: bool) -> list[Case]:
+    if hidden:
+        rng = seeded(2004)
+        return [Case("a random (2, 3, 4) mask", (rng.random((2, 3, 4)) > 0.5,)),
+                Case("causal_mask(5) with dtype=float32", (ref.causal_mask(5),), {"dtype": np.float32}),
+                Case("a padding mask, lengths [1, 3]", (ref.padding_mask([1, 3]),))]
+    return [Case("causal_mask(3)", (ref.causal_mask(3),)),
+            Case("a padding mask, lengths [2, 4]", (ref.padding_mask([2, 4]),))]
+
+
+def check_to_additive(student, hidden: bool = False) -> None:
+    """Student ``to_additive(mask, dtype=None)`` -> float mask, 0 where True, -inf where False."""
+    exercise = "to_additive"
+    cases = _additive_cases(hidden)
+    compare_with_reference(student, ref.to_additive, cases, exercise=exercise, wrongs=WRONG_ADDITIVE,
+                           forbidden=FORBIDDEN, atol=0.0, rtol=0.0)
+    for case in cases:
+        out = call_student(student, case, exercise, FORBIDDEN)
+        want = case.kwargs.get("dtype") or np.float64
+        if np.asarray(out).dtype != want:
+            raise AssertionError(f"{exercise}: on input '{case.label}' expected dtype {np.dtype(want)}, got "
+                                 f"{np.asarray(out).dtype}; use the `dtype` argument (default float64).")
+
+
+# ---------------------------------------------------------------- masked_softmax
+def _softmax_rows(x):
+    m = np.max(x, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(x - m)
+    s = e.sum(-1, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def _ms(scores, mask=None, kind="right"):
+    scores = np.asarray(scores, dtype=np.float64)
+    if mask is None:
+        return _softmax_rows(scores)
+    mask = np.asarray(mask)
+    if kind == "after":
+        return np.where(mask, _softmax_rows(scores), 0.0)
+    if kind == "inverted":
+        return _softmax_rows(np.where(~mask, scores, -np.inf))
+    if kind == "large":
+        return _softmax_rows(np.where(mask, scores, -1e9))
+    if kind == "nan":
+        x = np.where(mask, scores, -np.inf)
+        with np.errstate(invalid="ignore"):
+            e = np.exp(x - x.max(-1, keepdims=True))
+            return e / e.sum(-1, keepdims=True)
+    return _softmax_rows(np.where(mask, scores, -np.inf))
+
+
+WRONG_MASKED_SOFTMAX = [
+    Wrong("mask inverted", lambda scores, mask=None: _ms(scores, mask, "inverted"),
+          _INVERTED + " Put -inf where the mask is False."),
+    Wrong("mask after softmax", lambda scores, mask=None: _ms(scores, mask, "after"),
+          "the mask was applied after the softmax, so the remaining weights of a row no longer sum to 1; "
+          "put -inf into the masked SCORES before the softmax instead."),
+    Wrong("NaN on a fully masked row", lambda scores, mask=None: _ms(scores, mask, "nan"),
+          "a row whose keys are ALL masked gives NaN: its max is -inf and (-inf) - (-inf) = NaN. Replace a "
+          "non-finite row max by 0 (np.where(np.isfinite(m), m, 0)) and divide only where the sum is > 0, "
+          "so the row gets all-zero weights."),
+    Wrong("large negative instead of -inf", lambda scores, mask=None: _ms(scores, mask, "large"),
+          "masking with -1e9 instead of -inf gives a fully masked row UNIFORM weights (1/S on padding) "
+          "instead of zeros; use -inf and handle the all -inf row."),
+]
+
+
+def _masked_softmax_cases(hidden: bool) -> list[Case]:
+    rng = seeded(2005 if hidden else 5)
+    if hidden:
+        s1, m1 = rng.normal(size=(2, 4, 6)) * 4, rng.random((2, 4, 6)) > 0.5
+        m1[:, :, 0] = True
+        s2 = rng.normal(size=(5, 5)) * 3
+        m2 = ref.combine_masks(ref.causal_mask(5), ref.padding_mask([3], max_len=5))[0]  # query i sees keys <= min(i, 2)
+        s3, m3 = rng.normal(size=(3, 4)) * 100, np.ones((3, 4), dtype=bool)
+        m3[1] = False
+        m3[2, 2:] = False
+        return [Case("random (2, 4, 6) scores and mask", (s1, m1)),
+                Case("causal AND padding (lengths [3]) on (5, 5) scores", (s2, m2)),
+                Case("scores of size 100 with a fully masked row", (s3, m3)),
+                Case("a (4,) mask broadcast over (3, 4) scores", (s3, np.array([True, False, True, False]))),
+                Case("no mask", (s2,))]
+    s = rng.normal(size=(3, 4)) * 2
+    causal = ref.causal_mask(3, 4)
+    pad_all = np.array([[True, True, False, False], [True, True, False, False], [False, False, False, False]])
+    return [Case("(3, 4) scores with causal_mask(3, 4)", (s, causal)),
+            Case("(3, 4) scores whose last row is fully masked", (s, pad_all))]
+
+
+def check_masked_softmax(student, hidden: bool = False) -> None:
+    """Student ``masked_softmax(scores, mask=None)``: masked keys weight 0, rows sum to 1, no NaN."""
+    exercise = "masked_softmax"
+    cases = _masked_softmax_cases(hidden)
+    compare_with_reference(student, ref.masked_softmax, cases, exercise=exercise, wrongs=WRONG_MASKED_SOFTMAX,
+                           forbidden=FORBIDDEN_SOFTMAX, atol=1e-10, rtol=1e-8)
+    for case in cases:
+        w = to_numpy(call_student(student, case, exercise, FORBIDDEN_SOFTMAX))
+        assert_finite(w, f"{exercise} on '{case.label}'", "A fully masked row must give zeros, not NaN.")
+        if len(case.args) > 1:
+            mask = np.broadcast_to(case.args[1], w.shape)
+            if np.any(w[~mask] != 0):
+                raise AssertionError(f"{exercise}: on '{case.label}' masked keys must get weight exactly 0")
+            sums = w.sum(-1)[mask.any(-1)]
+            if not np.allclose(sums, 1.0, atol=1e-10):
+                raise AssertionError(f"{exercise}: on '{case.label}' each row with a visible key must sum to 1")

@@ -1,0 +1,144 @@
+"""course_lib.checks.masking: every known-wrong answer is caught and NAMED, a correct independent
+answer passes (visible and hidden), calling the reference is an IntegrityError."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from course_lib import masking
+from course_lib.checks import IntegrityError, NotImplementedYet
+from course_lib.checks import masking as C
+
+
+# ---------------------------------------------------------------- independent correct answers
+def causal_mask(T, S=None):
+    S = T if S is None else S
+    out = np.zeros((T, S), dtype=bool)
+    for i in range(T):
+        out[i, : i + S - T + 1] = True
+    return out
+
+
+def padding_mask(lengths, max_len=None):
+    lengths = list(np.asarray(lengths))
+    S = max(lengths) if max_len is None else max_len
+    return np.array([[j < n for j in range(S)] for n in lengths], dtype=bool)
+
+
+def combine_masks(attn_mask=None, key_padding=None):
+    if key_padding is None:
+        return attn_mask
+    pad = np.expand_dims(key_padding, 1)
+    return pad if attn_mask is None else np.logical_and(attn_mask, pad)
+
+
+def to_additive(mask, dtype=None):
+    out = np.full(np.shape(mask), -np.inf, dtype=dtype or np.float64)
+    out[np.asarray(mask)] = 0.0
+    return out
+
+
+def masked_softmax(scores, mask=None):
+    scores = np.asarray(scores, dtype=float)
+    mask = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
+    out = np.zeros_like(scores)
+    for idx in np.ndindex(scores.shape[:-1]):
+        keep = mask[idx]
+        if keep.any():
+            e = np.exp(scores[idx][keep] - scores[idx][keep].max())
+            out[idx][keep] = e / e.sum()
+    return out
+
+
+CORRECT = [
+    (C.check_causal_mask, causal_mask),
+    (C.check_padding_mask, padding_mask),
+    (C.check_combine_masks, combine_masks),
+    (C.check_to_additive, to_additive),
+    (C.check_masked_softmax, masked_softmax),
+]
+WRONGS = [(C.check_causal_mask, w) for w in C.WRONG_CAUSAL] + \
+         [(C.check_padding_mask, w) for w in C.WRONG_PADDING] + \
+         [(C.check_combine_masks, w) for w in C.WRONG_COMBINE] + \
+         [(C.check_to_additive, w) for w in C.WRONG_ADDITIVE] + \
+         [(C.check_masked_softmax, w) for w in C.WRONG_MASKED_SOFTMAX]
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("check,fn", CORRECT, ids=[c.__name__ for c, _ in CORRECT])
+def test_correct_independent_answer_passes(check, fn, hidden):
+    check(fn, hidden=hidden)
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("check,wrong", WRONGS, ids=[f"{c.__name__}-{w.name}" for c, w in WRONGS])
+def test_each_misconception_is_named(check, wrong, hidden):
+    with pytest.raises(AssertionError, match=f"likely misconception '{wrong.name}'"):
+        check(wrong.fn, hidden=hidden)
+
+
+def test_required_misconceptions_exist():
+    names = {w.name for _, w in WRONGS}
+    assert {"mask inverted", "mask after softmax", "NaN on a fully masked row",
+            "large negative instead of -inf"} <= names
+
+
+@pytest.mark.parametrize("check,name", [(c, fn.__name__) for c, fn in CORRECT])
+def test_calling_the_reference_is_an_integrity_error(check, name):
+    ref = getattr(masking, name)
+
+    def cheat(*args, **kwargs):
+        return ref(*args, **kwargs)
+
+    with pytest.raises(IntegrityError, match="reference"):
+        check(cheat)
+    with pytest.raises(IntegrityError):
+        check(ref)
+
+
+def test_masked_softmax_may_not_call_the_lesson01_softmax():
+    from course_lib.attention import softmax as lesson01_softmax
+
+    def uses_reference_softmax(scores, mask=None):
+        scores = np.asarray(scores, dtype=float)
+        return lesson01_softmax(scores if mask is None else np.where(mask, scores, -np.inf))
+
+    with pytest.raises(IntegrityError):
+        C.check_masked_softmax(uses_reference_softmax)
+
+
+@pytest.mark.parametrize("check", [c for c, _ in CORRECT])
+def test_stub_is_not_implemented(check):
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedYet):
+        check(stub)
+
+
+def test_integer_or_float_masks_are_refused_with_a_reason():
+    with pytest.raises(AssertionError, match="BOOLEAN"):
+        C.check_causal_mask(lambda T, S=None: np.tril(np.ones((T, T if S is None else S)), (S or T) - T))
+    with pytest.raises(AssertionError, match="BOOLEAN"):
+        C.check_padding_mask(lambda lengths, max_len=None: padding_mask(lengths, max_len).astype(int))
+
+
+def test_to_additive_wrong_dtype_is_reported():
+    with pytest.raises(AssertionError, match="dtype"):
+        C.check_to_additive(lambda mask, dtype=None: to_additive(mask).astype(np.float32), hidden=True)
+
+
+def test_masked_softmax_unnamed_error_reports_the_difference():
+    def off(scores, mask=None):
+        return masked_softmax(scores, mask) * 0.9
+
+    with pytest.raises(AssertionError, match="differ from the reference"):
+        C.check_masked_softmax(off)
+
+
+def test_crashing_student_reports_the_exception():
+    def crash(T, S=None):
+        raise IndexError("boom")
+
+    with pytest.raises(AssertionError, match="IndexError: boom"):
+        C.check_causal_mask(crash)
