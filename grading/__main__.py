@@ -1,0 +1,64 @@
+"""Command line of the grading tools.
+
+    python -m grading grade [--assignment 01_attention ...] [--workers 2] [--demo auto|yes|no] [--resume]
+    python -m grading preflight [--kernel python3]
+    python -m grading demo --assignment 01_attention     (write the demo class into grading/submitted/)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from grading import demo, pipeline, preflight
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grading", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("grade", help="release, autograde, feedback and CSV for a class (the demo class by default)")
+    g.add_argument("--assignment", action="append", help="assignment to grade (repeatable); default: all")
+    g.add_argument("--workers", type=int, default=2, help="parallel autograde workers (default 2)")
+    g.add_argument("--demo", choices=["auto", "yes", "no"], default="auto",
+                   help="auto: grade the demo class when submitted/ holds no real class")
+    g.add_argument("--resume", action="store_true", help="skip submissions already graded (after a killed run)")
+    g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
+    g.add_argument("--kernel", default=os.environ.get("COURSE_KERNEL", "python3"))
+
+    p = sub.add_parser("preflight", help="check the grading kernel and course_lib before grading")
+    p.add_argument("--kernel", default=os.environ.get("COURSE_KERNEL", "python3"))
+
+    d = sub.add_parser("demo", help="write the demo class's submissions")
+    d.add_argument("--assignment", action="append")
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "grade":
+            if args.workers < 1:
+                parser.error(f"--workers must be at least 1, got {args.workers}")
+            os.environ["COURSE_KERNEL"] = args.kernel
+            opts = pipeline.Options(
+                assignments=args.assignment or preflight.list_assignments(), workers=args.workers,
+                demo=args.demo, resume=args.resume, feedback=not args.no_feedback, kernel=args.kernel)
+            return pipeline.grade(opts)
+        if args.command == "preflight":
+            python = preflight.check_kernel(args.kernel)
+            where = preflight.check_course_lib_in_kernel(args.kernel)
+            print(f"kernel {args.kernel!r} ({python}) imports course_lib from {where}")
+            return 0
+        if args.command == "demo":
+            assignments = args.assignment or demo.assignments_with_demo()
+            for a in assignments:
+                for path in demo.generate(a):
+                    print(path)
+            return 0
+    except (preflight.PreflightError, pipeline.GradingError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

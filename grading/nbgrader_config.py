@@ -1,0 +1,36 @@
+"""nbgrader configuration of the course (nbgrader 0.9.6).
+
+The course root is this folder; the instructor's source notebooks live in
+../notebooks (one folder per assignment). Generated folders (release/,
+submitted/, autograded/, feedback/) and the SQLite gradebook sit here and are
+git-ignored. Environment variables let one machine run several setups:
+
+COURSE_DB_URL        gradebook URL (default: SQLite file gradebook.db here);
+                     e.g. postgresql://user@127.0.0.1:5432/gradebook for a large class
+COURSE_CELL_TIMEOUT  seconds a single cell may run when grading (default 30)
+COURSE_KERNEL        kernel used to grade (default python3; the sandboxed
+                     kernel "course-sandbox" is installed by `python -m grading sandbox-install`)
+"""
+import os
+
+c = get_config()  # noqa: F821 - provided by traitlets when this file is loaded
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+c.CourseDirectory.root = HERE
+c.CourseDirectory.source_directory = "../notebooks"
+c.CourseDirectory.course_id = "transformers-for-medicine"
+# SQLite waits up to 60 s for a lock instead of failing, so parallel workers can share it.
+c.CourseDirectory.db_url = os.environ.get("COURSE_DB_URL") or f"sqlite:///{os.path.join(HERE, 'gradebook.db')}?timeout=60"
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.db"]
+
+# Executing student notebooks: one named kernel, a time limit per cell, and IPC
+# sockets instead of TCP ports, so parallel workers never race for a port (nbgrader#174)
+# and a kernel without network (sandbox) can still talk to its grader.
+c.Execute.kernel_name = os.environ.get("COURSE_KERNEL", "python3")
+c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "30"))
+c.Execute.startup_timeout = 60
+c.KernelManager.transport = "ipc"
+
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"

@@ -1,0 +1,87 @@
+"""Checks that must pass before grading, because nbgrader would otherwise score everyone 0.
+
+1. The grading kernel exists (nbgrader needs the kernelspec by name).
+2. ``course_lib`` imports inside that kernel (a kernel from another environment
+   runs every test cell into ImportError, and nbgrader records 0 points silently).
+3. Every assignment to grade has a source folder with exactly the notebooks the
+   release will contain.
+
+Each failure raises :class:`PreflightError` with what was wrong and how to fix it.
+"""
+from __future__ import annotations
+
+import os
+
+from grading import NOTEBOOKS_DIR
+
+
+class PreflightError(RuntimeError):
+    """Grading cannot start; the message says why and what to do."""
+
+
+def check_kernel(kernel_name: str) -> str:
+    """Return the kernel's argv[0] (its python) or raise PreflightError."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(kernel_name)
+    except NoSuchKernel:
+        names = sorted(KernelSpecManager().find_kernel_specs())
+        raise PreflightError(
+            f"the grading kernel {kernel_name!r} does not exist (installed kernels: {names}). "
+            "Install it into this environment with `python -m ipykernel install --sys-prefix` "
+            "or set COURSE_KERNEL to one of the installed kernels."
+        ) from None
+    return spec.argv[0]
+
+
+def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
+    """Start the grading kernel, import course_lib and its checks there; return course_lib's path."""
+    from jupyter_client.manager import KernelManager
+
+    km = KernelManager(kernel_name=kernel_name, transport="ipc")
+    km.start_kernel()
+    kc = km.client()
+    try:
+        kc.start_channels()
+        kc.wait_for_ready(timeout=timeout)
+        outputs: list[str] = []
+
+        def collect(msg):
+            content = msg.get("content", {})
+            if msg.get("msg_type") == "stream":
+                outputs.append(content.get("text", ""))
+            elif msg.get("msg_type") == "error":
+                outputs.append(f"{content.get('ename')}: {content.get('evalue')}")
+
+        reply = kc.execute_interactive(
+            "import course_lib, course_lib.checks.core, course_lib.attention\nprint(course_lib.__file__)",
+            timeout=timeout, output_hook=collect,
+        )
+        text = "".join(outputs).strip()
+        if reply["content"]["status"] != "ok":
+            raise PreflightError(
+                f"course_lib does not import in the grading kernel {kernel_name!r} ({text}). Every test "
+                "cell would fail and nbgrader would score all students 0. Install the course into the "
+                "kernel's environment: `pip install -e .` with that kernel's python."
+            )
+        return text.splitlines()[-1] if text else ""
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def list_assignments() -> list[str]:
+    """Assignment folders under notebooks/, in lesson order (NN_topic)."""
+    return sorted(d for d in os.listdir(NOTEBOOKS_DIR)
+                  if os.path.isdir(os.path.join(NOTEBOOKS_DIR, d)) and d[:2].isdigit())
+
+
+def check_assignments(assignments: list[str]) -> None:
+    known = list_assignments()
+    for a in assignments:
+        if a not in known:
+            raise PreflightError(f"unknown assignment {a!r}; the source folder notebooks/ has {known}")
+        nbs = [f for f in os.listdir(os.path.join(NOTEBOOKS_DIR, a)) if f.endswith(".ipynb")]
+        if not nbs:
+            raise PreflightError(f"assignment {a!r} has no notebook in notebooks/{a}/")

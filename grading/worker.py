@@ -1,0 +1,111 @@
+"""One autograde worker: takes (assignment, student) tasks one at a time, in one process.
+
+    python -m grading.worker --results DIR ASSIGNMENT/STUDENT [ASSIGNMENT/STUDENT ...]
+
+Several workers get the same task list; each task is claimed atomically (a claim
+file created with O_EXCL), so workers share the class dynamically without a
+coordinator. For each claimed task the worker runs nbgrader's autograde and
+generate_feedback through ``NbGraderAPI`` (no new process per student) and writes
+``DIR/<assignment>/<student>.json`` atomically, so the coordinating command can
+report failures by name and a re-run after a killed worker grades only what is
+missing. One student's broken submission never stops the others: every step is
+caught and recorded.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+from grading import GRADING_DIR
+
+
+def load_api():
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=GRADING_DIR).load_config()
+    # IPC sockets under a folder private to this worker: the kernel runs in the
+    # submission's folder while we run here, so the path must be absolute, and
+    # distinct per worker so two workers never pick the same socket name.
+    config.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="nbg-ipc-"), "kernel")
+    coursedir = CourseDirectory(config=config)
+    return NbGraderAPI(coursedir=coursedir, config=config)
+
+
+def _tail(text: str | None, n: int = 4000) -> str:
+    return (text or "")[-n:]
+
+
+def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict:
+    start = time.perf_counter()
+    result = {"assignment": assignment, "student": student}
+    try:
+        out = api.autograde(assignment, student, force=True, create=True)
+        result["autograde_ok"] = bool(out.get("success"))
+        result["log"] = _tail(out.get("log"))
+        if out.get("error"):
+            result["error"] = _tail(out["error"])
+        autograded = os.path.join(GRADING_DIR, "autograded", student, assignment)
+        result["autograded"] = os.path.isdir(autograded) and any(
+            f.endswith(".ipynb") for f in os.listdir(autograded))
+        if feedback and result["autograded"]:
+            fb = api.generate_feedback(assignment, student, force=True)
+            result["feedback_ok"] = bool(fb.get("success"))
+            if not fb.get("success"):
+                result["feedback_error"] = _tail(fb.get("error") or fb.get("log"))
+    except Exception as err:  # record and go on: one submission never stops the others
+        import traceback
+
+        result["autograde_ok"] = False
+        result["error"] = _tail(traceback.format_exc())
+        result["exception"] = f"{type(err).__name__}: {err}"
+    result["seconds"] = round(time.perf_counter() - start, 2)
+    return result
+
+
+def claim(results: str, assignment: str, student: str) -> bool:
+    """Atomically claim one task; False when another worker already has it."""
+    folder = os.path.join(results, assignment)
+    os.makedirs(folder, exist_ok=True)
+    try:
+        fd = os.open(os.path.join(folder, f".claim-{student}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def write_result(results: str, result: dict) -> None:
+    folder = os.path.join(results, result["assignment"])
+    tmp = os.path.join(folder, f".{result['student']}.json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(result, fh, indent=1)
+    os.replace(tmp, os.path.join(folder, f"{result['student']}.json"))  # atomic: never half a result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tasks", nargs="+", help="ASSIGNMENT/STUDENT")
+    parser.add_argument("--results", required=True, help="folder for one JSON result per task")
+    parser.add_argument("--no-feedback", action="store_true")
+    args = parser.parse_args(argv)
+    api = None
+    for task in args.tasks:
+        assignment, student = task.split("/", 1)
+        if not claim(args.results, assignment, student):
+            continue
+        api = api or load_api()
+        result = grade_one(api, assignment, student, feedback=not args.no_feedback)
+        result["worker_pid"] = os.getpid()
+        write_result(args.results, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
