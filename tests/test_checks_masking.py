@@ -2,6 +2,8 @@
 answer passes (visible and hidden), calling the reference is an IntegrityError."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -73,7 +75,7 @@ def test_correct_independent_answer_passes(check, fn, hidden):
 @pytest.mark.parametrize("hidden", [False, True])
 @pytest.mark.parametrize("check,wrong", WRONGS, ids=[f"{c.__name__}-{w.name}" for c, w in WRONGS])
 def test_each_misconception_is_named(check, wrong, hidden):
-    with pytest.raises(AssertionError, match=f"likely misconception '{wrong.name}'"):
+    with pytest.raises(AssertionError, match=re.escape(f"likely misconception '{wrong.name}'")):
         check(wrong.fn, hidden=hidden)
 
 

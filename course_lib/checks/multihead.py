@@ -1,0 +1,300 @@
+"""Checks for lesson 03 (multi-head attention): split and merge heads, multi-head attention in
+numpy, and loading the weights of ``torch.nn.MultiheadAttention``.
+
+Each ``check_*`` compares the student's function with ``course_lib.multihead`` on fixed
+and seeded inputs and names these misconceptions when it sees them:
+
+* ``heads split along the sequence axis``  ``x.reshape(B, H, T, d_head)`` straight from
+                                           (B, T, D): each "head" gets a block of TOKENS
+* ``heads not moved before the sequence axis``  ``x.reshape(B, T, H, d_head)`` without the transpose
+* ``heads interleaved``                    head h gets features h, h+H, h+2H, ... instead of a
+                                           contiguous block of d_head features
+* ``heads merged without transposing back``  ``x.reshape(B, T, D)`` straight from (B, H, T, d_head)
+* ``heads averaged instead of concatenated``  mean over the head axis: (B, T, d_head)
+* ``scaled by sqrt(d_model)``              scores divided by sqrt(D) instead of sqrt(d_head)
+* ``output projection missing``            heads concatenated but W_o not applied
+* ``weights in nn.Linear orientation``     ``x @ w.T``: the matrices are given as (D_in, D_out)
+* ``biases ignored``                       b_q, b_k, b_v, b_o not added
+* ``mask inverted`` / ``mask after softmax``  as in lessons 01 and 02
+* ``weights not transposed``               nn.Linear stores (out, in); x @ W needs W.T
+* ``output projection not transposed``     the q, k, v blocks transposed but out_proj.weight not
+
+``hidden=True`` selects other, larger inputs for the hidden tests.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from course_lib import multihead as ref
+from course_lib.checks.core import (
+    Case,
+    Wrong,
+    call_student,
+    compare_with_reference,
+    seeded,
+)
+
+__all__ = [
+    "check_split_heads",
+    "check_merge_heads",
+    "check_multi_head_attention",
+    "check_numpy_params_from_torch",
+    "WRONG_SPLIT",
+    "WRONG_MERGE",
+    "WRONG_MHA",
+    "WRONG_PARAMS",
+]
+
+FORBIDDEN = tuple(f"course_lib.multihead.{n}" for n in
+                  ("split_heads", "merge_heads", "head_weights", "multi_head_attention",
+                   "numpy_params_from_torch")) + ("torch.nn.functional.multi_head_attention_forward",)
+PARAM_KEYS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o", "num_heads")
+
+
+# ---------------------------------------------------------------- split / merge, right and wrong
+def _split(x, H, kind="right"):
+    x = np.asarray(x)
+    *lead, T, D = x.shape
+    d = D // H
+    if kind == "sequence":
+        return x.reshape(*lead, H, T, d)
+    if kind == "no transpose":
+        return x.reshape(*lead, T, H, d)
+    if kind == "interleaved":
+        return np.moveaxis(x.reshape(*lead, T, d, H), -1, -3)
+    return x.reshape(*lead, T, H, d).swapaxes(-3, -2)
+
+
+def _merge(x, kind="right"):
+    x = np.asarray(x)
+    *lead, H, T, d = x.shape
+    if kind == "no transpose":
+        return x.reshape(*lead, T, H * d)
+    if kind == "interleaved":
+        return np.moveaxis(x, -3, -1).reshape(*lead, T, H * d)
+    if kind == "average":
+        return x.mean(axis=-3)
+    return x.swapaxes(-3, -2).reshape(*lead, T, H * d)
+
+
+_SEQ_SPLIT = ("the heads were split along the SEQUENCE axis: x.reshape(B, H, T, d_head) straight from "
+              "(B, T, D) gives each head a block of tokens. Split the FEATURE axis: "
+              "x.reshape(B, T, H, d_head), then swap T and H (.swapaxes(1, 2) / .transpose(1, 2)).")
+_NO_TRANSPOSE_MERGE = ("the heads were merged in the wrong order: x.reshape(B, T, D) straight from "
+                       "(B, H, T, d_head) mixes tokens of different heads. Move H back next to d_head "
+                       "first (swap axes 1 and 2), then reshape to (B, T, H * d_head).")
+_INTERLEAVED = ("head h must own a CONTIGUOUS block of features, h * d_head .. (h + 1) * d_head - 1 (as "
+                "nn.MultiheadAttention does); yours interleaves them (feature j goes to head j % H). "
+                "Reshape the last axis to (H, d_head), not (d_head, H).")
+
+WRONG_SPLIT = [
+    Wrong("heads split along the sequence axis", lambda x, num_heads: _split(x, num_heads, "sequence"), _SEQ_SPLIT),
+    Wrong("heads not moved before the sequence axis", lambda x, num_heads: _split(x, num_heads, "no transpose"),
+          "after x.reshape(B, T, H, d_head) the head axis must move in front of the sequence axis: the result "
+          "is (B, H, T, d_head), so swap axes 1 and 2."),
+    Wrong("heads interleaved", lambda x, num_heads: _split(x, num_heads, "interleaved"), _INTERLEAVED),
+]
+
+WRONG_MERGE = [
+    Wrong("heads merged without transposing back", lambda x: _merge(x, "no transpose"), _NO_TRANSPOSE_MERGE),
+    Wrong("heads interleaved", lambda x: _merge(x, "interleaved"), _INTERLEAVED),
+    Wrong("heads averaged instead of concatenated", lambda x: _merge(x, "average"),
+          "the heads are CONCATENATED along the features (D = H * d_head), not averaged; the output "
+          "projection W_o then mixes them."),
+]
+
+
+def _split_cases(hidden: bool) -> list[Case]:
+    rng = seeded(3011 if hidden else 31)
+    shapes = [((2, 5, 12), 3), ((1, 7, 8), 2)] if hidden else [((2, 3, 8), 2)]
+    if hidden:
+        shapes.append(((3, 4, 6), 6))
+    return [Case(f"x of shape {s}, num_heads={h}", (rng.normal(size=s), h)) for s, h in shapes]
+
+
+def _merge_cases(hidden: bool) -> list[Case]:
+    rng = seeded(3012 if hidden else 32)
+    shapes = [(2, 3, 5, 4), (1, 2, 7, 3), (3, 6, 4, 1)] if hidden else [(2, 2, 3, 4)]
+    return [Case(f"x of shape {s} (B, H, T, d_head)", (rng.normal(size=s),)) for s in shapes]
+
+
+def check_split_heads(student, hidden: bool = False) -> None:
+    """Student ``split_heads(x, num_heads)``: (B, T, D) -> (B, H, T, D/H), heads along features."""
+    compare_with_reference(student, ref.split_heads, _split_cases(hidden), exercise="split_heads",
+                           wrongs=WRONG_SPLIT, forbidden=FORBIDDEN, atol=0.0, rtol=0.0)
+
+
+def check_merge_heads(student, hidden: bool = False) -> None:
+    """Student ``merge_heads(x)``: (B, H, T, d_head) -> (B, T, H * d_head), inverse of split_heads."""
+    compare_with_reference(student, ref.merge_heads, _merge_cases(hidden), exercise="merge_heads",
+                           wrongs=WRONG_MERGE, forbidden=FORBIDDEN, atol=0.0, rtol=0.0)
+
+
+# ---------------------------------------------------------------- multi-head attention, right and wrong
+def _softmax_rows(x):
+    m = np.max(x, axis=-1, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
+    s = e.sum(-1, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def _np_mha(query, key, value, w_q, w_k, w_v, w_o, num_heads, b_q=None, b_k=None, b_v=None, b_o=None,
+            mask=None, *, split="right", merge="right", scale="head", out_proj=True, transpose_w=False,
+            biases=True, invert_mask=False, mask_after=False):
+    def proj(x, w, b):
+        w = np.asarray(w, dtype=np.float64)
+        y = np.asarray(x, dtype=np.float64) @ (w.T if transpose_w else w)
+        return y if (b is None or not biases) else y + b
+
+    H, D = num_heads, np.shape(query)[-1]
+    q = _split(proj(query, w_q, b_q), H, split)
+    k = _split(proj(key, w_k, b_k), H, split)
+    v = _split(proj(value, w_v, b_v), H, split)
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(D if scale == "model" else D // H)
+    if mask is not None and not mask_after:
+        scores = np.where(~np.asarray(mask) if invert_mask else mask, scores, -np.inf)
+    w = _softmax_rows(scores)
+    if mask is not None and mask_after:
+        w = np.where(mask, w, 0.0)
+    heads = w @ v
+    if split == "sequence" and merge == "right":
+        merge = "no transpose"  # the inverse of the sequence split
+    if split == "interleaved":
+        merge = "interleaved"
+    out = _merge(heads, merge)
+    return (proj(out, w_o, b_o) if out_proj else out), w
+
+
+def _wrong_mha(**options):
+    return lambda *args, **kwargs: _np_mha(*args, **kwargs, **options)
+
+
+_MHA_WRONGS = {
+    "heads split along the sequence axis": (dict(split="sequence"), _SEQ_SPLIT),
+    "heads merged without transposing back": (dict(merge="no transpose"), _NO_TRANSPOSE_MERGE),
+    "heads interleaved": (dict(split="interleaved"), _INTERLEAVED),
+    "scaled by sqrt(d_model)": (dict(scale="model"),
+                                "each head's scores are divided by sqrt(d_head) = sqrt(D / H), the size of "
+                                "the vectors that are dotted, not by sqrt(D)."),
+    "output projection missing": (dict(out_proj=False),
+                                  "after merging the heads, apply the output projection: out @ w_o + b_o."),
+    "weights in nn.Linear orientation": (dict(transpose_w=True),
+                                         "the matrices are given in the paper's orientation, (D_in, D_out), "
+                                         "applied as x @ w; you used x @ w.T (nn.Linear's convention)."),
+    "biases ignored": (dict(biases=False), "add the biases b_q, b_k, b_v, b_o (when they are not None) "
+                                           "after each projection."),
+    "mask inverted": (dict(invert_mask=True), "the mask is inverted: True means 'may attend', so put -inf "
+                                              "where the mask is False."),
+    "mask after softmax": (dict(mask_after=True), "the mask was applied after the softmax, so the weights no "
+                                                  "longer sum to 1; put -inf into the scores before it."),
+}
+WRONG_MHA = [Wrong(name, _wrong_mha(**opts), msg) for name, (opts, msg) in _MHA_WRONGS.items()]
+
+
+def _mha_case(rng, label, B, T, S, D, H, bias=True, mask=None, cross=True):
+    x = rng.normal(size=(B, T, D))
+    kv = rng.normal(size=(B, S, D)) if cross else x
+    ws = {f"w_{n}": rng.normal(size=(D, D)) / math.sqrt(D) * 1.5 for n in "qkvo"}
+    kwargs = {f"b_{n}": rng.normal(size=D) * 0.5 for n in "qkvo"} if bias else {}
+    if mask is not None:
+        kwargs["mask"] = mask
+    args = (x, kv, kv, ws["w_q"], ws["w_k"], ws["w_v"], ws["w_o"], H)
+    return Case(label, args, kwargs)
+
+
+def _mha_cases(hidden: bool) -> list[Case]:
+    from course_lib.masking import causal_mask, padding_mask
+
+    rng = seeded(3033 if hidden else 33)
+    if not hidden:
+        return [
+            _mha_case(rng, "self-attention, B=2, T=5, D=8, H=2", 2, 5, 5, 8, 2, cross=False),
+            _mha_case(rng, "cross-attention T=3, S=6, D=8, H=4, causal_mask(3, 6)", 2, 3, 6, 8, 4,
+                      mask=causal_mask(3, 6)),
+        ]
+    pad = padding_mask([6, 4, 2])[:, None, None, :]  # (B, 1, 1, S)
+    both = (causal_mask(7) & padding_mask([7, 5], max_len=7)[:, None, :])[:, None]  # (B, 1, T, S)
+    return [
+        _mha_case(rng, "B=3, T=4, S=6, D=12, H=3, no biases, padding mask (B, 1, 1, S)", 3, 4, 6, 12, 3,
+                  bias=False, mask=pad),
+        _mha_case(rng, "self-attention B=2, T=7, D=16, H=4, causal AND padding (B, 1, T, S)", 2, 7, 7, 16, 4,
+                  mask=both, cross=False),
+        _mha_case(rng, "one head, T=3, S=5, D=6", 1, 3, 5, 6, 1),
+        _mha_case(rng, "B=1, T=2, S=9, D=12, H=6", 1, 2, 9, 12, 6),
+    ]
+
+
+def check_multi_head_attention(student, hidden: bool = False) -> None:
+    """Student numpy ``multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, num_heads,
+    b_q=None, b_k=None, b_v=None, b_o=None, mask=None)`` -> (out (B, T, D), weights (B, H, T, S))."""
+    compare_with_reference(student, ref.multi_head_attention, _mha_cases(hidden),
+                           exercise="multi_head_attention", wrongs=WRONG_MHA, forbidden=FORBIDDEN,
+                           atol=1e-10, rtol=1e-8, output_names=("output", "weights"))
+
+
+# ---------------------------------------------------------------- loading nn.MultiheadAttention weights
+def _params(m, *, transpose=True, transpose_out=True):
+    D = m.embed_dim
+    w = m.in_proj_weight.detach().to(torch.float64).numpy()
+    b = None if m.in_proj_bias is None else m.in_proj_bias.detach().to(torch.float64).numpy()
+    p = {f"w_{n}": (w[i * D:(i + 1) * D].T if transpose else w[i * D:(i + 1) * D]) for i, n in enumerate("qkv")}
+    p.update({f"b_{n}": None if b is None else b[i * D:(i + 1) * D] for i, n in enumerate("qkv")})
+    wo = m.out_proj.weight.detach().to(torch.float64).numpy()
+    p["w_o"] = wo.T if (transpose and transpose_out) else wo
+    p["b_o"] = None if m.out_proj.bias is None else m.out_proj.bias.detach().to(torch.float64).numpy()
+    p["num_heads"] = m.num_heads
+    return p
+
+
+WRONG_PARAMS = [
+    Wrong("weights not transposed", lambda m: _as_tuple(_params(m, transpose=False)),
+          "nn.Linear and in_proj_weight store weights as (out_features, in_features) and compute x @ W.T; "
+          "multi_head_attention computes x @ w, so transpose each block (and out_proj.weight)."),
+    Wrong("output projection not transposed", lambda m: _as_tuple(_params(m, transpose_out=False)),
+          "out_proj.weight is an nn.Linear weight too, (out, in): transpose it like the q, k, v blocks."),
+]
+
+
+def _as_tuple(p) -> tuple:
+    return tuple(p[k] for k in PARAM_KEYS)
+
+
+def _torch_mha(seed: int, D: int, H: int, bias: bool, batch_first: bool):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.nn.MultiheadAttention(D, H, bias=bias, batch_first=batch_first, dtype=torch.float64)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) / math.sqrt(D))
+    return m.eval()
+
+
+def _params_cases(hidden: bool) -> list[Case]:
+    specs = [(3041, 12, 3, True, True), (3042, 6, 3, False, False), (3043, 10, 5, True, False)] if hidden \
+        else [(41, 8, 2, True, True)]
+    return [Case(f"nn.MultiheadAttention({D}, {H}, bias={b}, batch_first={bf})", (_torch_mha(s, D, H, b, bf),))
+            for s, D, H, b, bf in specs]
+
+
+def check_numpy_params_from_torch(student, hidden: bool = False) -> None:
+    """Student ``numpy_params_from_torch(m)`` -> dict of numpy weights for multi_head_attention."""
+    exercise = "numpy_params_from_torch"
+    cases = _params_cases(hidden)
+    for case in cases:
+        got = call_student(student, case, exercise, FORBIDDEN)
+        if not isinstance(got, dict):
+            raise AssertionError(f"{exercise}: return a dict with keys {', '.join(PARAM_KEYS)}; "
+                                 f"got {type(got).__name__}")
+        missing = [k for k in PARAM_KEYS if k not in got]
+        if missing:
+            raise AssertionError(f"{exercise}: the dict lacks the keys {missing} (needed to call "
+                                 "multi_head_attention(q, k, v, **params))")
+
+    def as_tuple(m):
+        return _as_tuple(student(m))
+
+    compare_with_reference(as_tuple, lambda m: _as_tuple(ref.numpy_params_from_torch(m)), cases,
+                           exercise=exercise, wrongs=WRONG_PARAMS, forbidden=FORBIDDEN, atol=1e-12, rtol=0.0,
+                           output_names=PARAM_KEYS)
