@@ -1,0 +1,525 @@
+"""Checks for lesson 07 (efficient attention): elu+1, linear attention, its causal and
+recurrent forms, and the FAVOR+ positive random features.
+
+Each ``check_*`` compares the student's numpy function with ``course_lib.efficient``
+on fixed and seeded inputs (always passing the feature map explicitly, so one
+exercise never fails because of another), checks properties, and names these
+misconceptions when it sees them:
+
+* ``elu without +1``            elu(x) alone: features can be negative, the normaliser can vanish
+* ``relu feature map``          max(x, 0) (+1): not elu, zero/constant for negative inputs
+* ``x + 1 everywhere``          the exp branch for x <= 0 is missing (negative features)
+* ``exp feature map``           exp(x) for every x (positive, but not elu + 1)
+* ``forgot the normaliser``     phi(Q)(phi(K)^T V) without dividing by phi(Q)(phi(K)^T 1)
+* ``no feature map``            raw q, k used instead of phi(q), phi(k)
+* ``ignores feature_map``       elu+1 hard-coded although another feature map was passed
+* ``quadratic (phi(Q) phi(K)^T) V``  the (L, L) matrix is built: found by running the
+                                function on a long sequence (L = 3000) under tracemalloc,
+                                which sees every numpy allocation, and failing when the
+                                peak exceeds L^2 / 2 bytes (an L x L float64 matrix is
+                                16x that, the linear forms need about 1/30 of it)
+* ``causal form sees future keys``  the non-causal sums used for every position
+* ``causal form skips the current key``  prefix sums that stop at j < i (row 0 is 0/0)
+* ``prefix sum over the wrong axis``  cumulative sum over features instead of positions
+* ``read before update``        the recurrent step answers from the old state
+* ``state overwritten``         the recurrent step replaces the state instead of adding to it
+* ``state modified in place``   the recurrent step changes the arrays it was given
+* ``forgot exp(-|x|^2/2)``      phi(x) = exp(w x) / sqrt(m): estimates exp(x.y + |x|^2/2 + |y|^2/2)
+* ``|x|^2 not halved``          exp(w x - |x|^2): estimates exp(x.y - |x|^2/2 - |y|^2/2)
+* ``forgot 1/sqrt(m)`` / ``divided by m``   the estimate grows (shrinks) with m
+* ``x @ w instead of x @ w.T``  the projection multiplied the wrong way round
+
+What this does NOT catch: a function that converts to torch inside (tracemalloc
+does not see torch's allocator), or one that loops over queries (O(L^2) time, O(L)
+memory). ``hidden=True`` selects other, larger inputs for the hidden tests.
+"""
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import numpy as np
+
+from course_lib import efficient as ref
+from course_lib.checks.core import (
+    Case,
+    IntegrityError,
+    Wrong,
+    assert_close,
+    assert_finite,
+    assert_shape,
+    call_student,
+    compare_with_reference,
+    seeded,
+    to_numpy,
+)
+
+__all__ = [
+    "check_elu_feature_map",
+    "check_linear_attention",
+    "check_causal_linear_attention",
+    "check_linear_attention_step",
+    "check_positive_random_features",
+    "assert_not_quadratic",
+    "WRONG_ELU",
+    "WRONG_LINEAR",
+    "WRONG_CAUSAL",
+    "WRONG_STEP",
+    "WRONG_FEATURES",
+]
+
+_REFERENCES = ("elu_feature_map", "elu_feature_map_torch", "linear_attention", "causal_linear_attention",
+               "linear_attention_step", "recurrent_linear_attention", "quadratic_linear_attention",
+               "attention_from_features_torch", "linear_attention_torch", "positive_random_features",
+               "trig_random_features", "softmax_kernel_estimate", "favor_features_torch", "favor_attention_torch")
+FORBIDDEN = tuple(f"course_lib.efficient.{name}" for name in _REFERENCES) + (
+    "torch.nn.functional.elu",
+    "torch.nn.functional.scaled_dot_product_attention",
+    "torch._C._nn.scaled_dot_product_attention",
+)
+
+QUADRATIC_NAME = "quadratic (phi(Q) phi(K)^T) V"
+
+
+# ---------------------------------------------------------------- private feature maps (never the reference)
+def _elu1(x):
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def _softplus(x):
+    """Another positive feature map, so a function that ignores `feature_map` is seen."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.logaddexp(0.0, x)
+
+
+def _positive_rff_map(w):
+    """FAVOR+ features of a fixed projection, as a feature map (x scaled by d^-1/4 inside)."""
+    w = np.asarray(w, dtype=np.float64)
+
+    def feature_map(x):
+        x = np.asarray(x, dtype=np.float64) * x.shape[-1] ** -0.25
+        return np.exp(x @ w.T - 0.5 * np.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(w.shape[0])
+
+    feature_map.__name__ = "positive_random_features_map"
+    return feature_map
+
+
+# ---------------------------------------------------------------- known wrong answers: elu + 1
+def _elu_no_plus_one(x):
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
+
+
+def _relu(x):
+    return np.maximum(np.asarray(x, dtype=np.float64), 0.0)
+
+
+def _relu_plus_one(x):
+    return np.maximum(np.asarray(x, dtype=np.float64), 0.0) + 1.0
+
+
+def _x_plus_one(x):
+    return np.asarray(x, dtype=np.float64) + 1.0
+
+
+def _exp_only(x):
+    return np.exp(np.asarray(x, dtype=np.float64))
+
+
+WRONG_ELU = [
+    Wrong("elu without +1", _elu_no_plus_one,
+          "you returned elu(x), which is negative for x < 0. Linear attention needs positive features "
+          "(so every similarity phi(q).phi(k) > 0 and the normaliser cannot vanish): add 1."),
+    Wrong("relu feature map", _relu,
+          "you used max(x, 0): zero for every negative input, so a query can have zero similarity to all "
+          "keys (0/0). elu(x) + 1 is x + 1 for x > 0 and exp(x) for x <= 0."),
+    Wrong("relu feature map", _relu_plus_one,
+          "you used max(x, 0) + 1: positive, but flat (= 1) for every negative input. elu(x) + 1 is "
+          "exp(x) for x <= 0."),
+    Wrong("x + 1 everywhere", _x_plus_one,
+          "you returned x + 1 for every x, which is negative for x < -1: the branch for x <= 0 is exp(x)."),
+    Wrong("exp feature map", _exp_only,
+          "you returned exp(x) for every x: elu(x) + 1 is exp(x) only for x <= 0 and x + 1 for x > 0."),
+]
+
+
+# ---------------------------------------------------------------- known wrong answers: linear attention
+def _linear(q, k, v, feature_map=_elu1, *, normalise=True, use_map=True):
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    phi_q, phi_k = (feature_map(q), feature_map(k)) if use_map else (q, k)
+    num = phi_q @ (np.swapaxes(phi_k, -1, -2) @ v)
+    if not normalise:
+        return num
+    return num / (phi_q @ phi_k.sum(axis=-2)[..., None])
+
+
+def _linear_quadratic(q, k, v, feature_map=_elu1):
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    sims = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)  # (..., T, S): what we must avoid
+    return (sims @ v) / sims.sum(axis=-1, keepdims=True)
+
+
+WRONG_LINEAR = [
+    Wrong("forgot the normaliser", lambda q, k, v, feature_map=_elu1: _linear(q, k, v, feature_map, normalise=False),
+          "you returned phi(Q) (phi(K)^T V) without dividing by phi(Q) (phi(K)^T 1) = phi(q_i) . sum_j phi(k_j). "
+          "Without it the output is a weighted SUM of the values whose scale grows with the sequence length, "
+          "not a weighted average."),
+    Wrong("no feature map", lambda q, k, v, feature_map=_elu1: _linear(q, k, v, feature_map, use_map=False),
+          "you used q and k directly instead of phi(q) = feature_map(q) and phi(k) = feature_map(k); raw dot "
+          "products can be negative or zero, so the normaliser can vanish."),
+    Wrong("ignores feature_map", lambda q, k, v, feature_map=_elu1: _linear(q, k, v, _elu1),
+          "your function ignores its feature_map argument (elu+1 is hard-coded); call feature_map(q) and "
+          "feature_map(k), so the same code also runs FAVOR+ features."),
+]
+
+
+def _causal(q, k, v, feature_map=_elu1, *, mode="right"):
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    phi_q, phi_k = feature_map(q), feature_map(k)
+    outer = phi_k[..., :, :, None] * v[..., :, None, :]  # (..., T, r, d_v)
+    if mode == "future":
+        s = np.broadcast_to(outer.sum(axis=-3, keepdims=True), outer.shape)
+        z = np.broadcast_to(phi_k.sum(axis=-2, keepdims=True), phi_k.shape)
+    elif mode == "exclusive":
+        s = np.cumsum(outer, axis=-3) - outer
+        z = np.cumsum(phi_k, axis=-2) - phi_k
+    elif mode == "feature axis":
+        s = np.cumsum(outer, axis=-2)
+        z = np.cumsum(phi_k, axis=-1)
+    else:
+        s, z = np.cumsum(outer, axis=-3), np.cumsum(phi_k, axis=-2)
+    num = np.einsum("...tr,...trv->...tv", phi_q, s)
+    if mode == "no normaliser":
+        return num
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / np.einsum("...tr,...tr->...t", phi_q, z)[..., None]
+
+
+def _causal_quadratic(q, k, v, feature_map=_elu1):
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    T = q.shape[-2]
+    sims = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)  # (..., T, T)
+    sims = np.where(np.tril(np.ones((T, T), dtype=bool)), sims, 0.0)
+    return (sims @ v) / sims.sum(axis=-1, keepdims=True)
+
+
+def _causal_wrong(mode):
+    return lambda q, k, v, feature_map=_elu1: _causal(q, k, v, feature_map, mode=mode)
+
+
+WRONG_CAUSAL = [
+    Wrong("causal form sees future keys", _causal_wrong("future"),
+          "every position uses the sums over ALL keys, including later (future) ones. Causal attention "
+          "at position i may only use keys 0..i: take cumulative sums over the position axis "
+          "(np.cumsum(..., axis=-3) for phi(k) v^T, axis=-2 for phi(k))."),
+    Wrong("causal form skips the current key", _causal_wrong("exclusive"),
+          "your prefix sums stop at j < i, so position i does not see its own key (and position 0 sees "
+          "nothing: 0/0). The causal mask keeps the diagonal: sum over j <= i."),
+    Wrong("prefix sum over the wrong axis", _causal_wrong("feature axis"),
+          "your cumulative sum runs over the feature axis r, not over the positions: the prefix is over "
+          "keys j <= i, i.e. the sequence axis (-3 for the (T, r, d_v) outer products, -2 for phi(k))."),
+    Wrong("forgot the normaliser", _causal_wrong("no normaliser"),
+          "you returned phi(q_i)^T s_i without dividing by phi(q_i)^T z_i with z_i = sum_{j<=i} phi(k_j): "
+          "the output must be a weighted average of v_0..v_i, not a growing sum."),
+]
+
+
+# ---------------------------------------------------------------- known wrong answers: recurrent step
+def _step(state, q_t, k_t, v_t, feature_map=_elu1, *, mode="right"):
+    q_t, k_t, v_t = (np.asarray(a, dtype=np.float64) for a in (q_t, k_t, v_t))
+    phi_q, phi_k = feature_map(q_t), feature_map(k_t)
+    if state is None:
+        s, z = np.zeros(phi_k.shape + (v_t.shape[-1],)), np.zeros(phi_k.shape)
+    else:
+        s, z = (np.asarray(a, dtype=np.float64) for a in state)
+    new_s = phi_k[..., :, None] * v_t[..., None, :]
+    if mode == "overwrite":
+        s_next, z_next = new_s, phi_k
+    else:
+        s_next, z_next = s + new_s, z + phi_k
+    s_read, z_read = (s, z) if mode == "read before update" else (s_next, z_next)
+    num = np.einsum("...r,...rv->...v", phi_q, s_read)
+    if mode == "no normaliser":
+        return num, (s_next, z_next)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / np.einsum("...r,...r->...", phi_q, z_read)[..., None], (s_next, z_next)
+
+
+def _step_wrong(mode):
+    return lambda state, q_t, k_t, v_t, feature_map=_elu1: _step(state, q_t, k_t, v_t, feature_map, mode=mode)
+
+
+WRONG_STEP = [
+    Wrong("read before update", _step_wrong("read before update"),
+          "the output was read from the state BEFORE adding token t, so token t does not see its own key "
+          "(and the first token reads an empty state: 0/0). Update s and z first, then read."),
+    Wrong("state overwritten", _step_wrong("overwrite"),
+          "the new state replaces the old one (s = phi(k_t) v_t^T) instead of adding to it "
+          "(s' = s + phi(k_t) v_t^T, z' = z + phi(k_t)): the state must remember every earlier token."),
+    Wrong("forgot the normaliser", _step_wrong("no normaliser"),
+          "the output is phi(q_t)^T s' without dividing by phi(q_t)^T z': divide to get a weighted average."),
+]
+
+
+# ---------------------------------------------------------------- known wrong answers: FAVOR+ features
+def _features(x, w, *, mode="right"):
+    x, w = np.asarray(x, dtype=np.float64), np.asarray(w, dtype=np.float64)
+    m = w.shape[-2]
+    proj = x @ (w if mode == "no transpose" else np.swapaxes(w, -1, -2))
+    sq = np.sum(x * x, axis=-1, keepdims=True)
+    exponent = {"no norm term": proj, "not halved": proj - sq,
+                "norm not squared": proj - 0.5 * np.sqrt(sq)}.get(mode, proj - 0.5 * sq)
+    scale = {"no scale": 1.0, "divided by m": 1.0 / m}.get(mode, 1.0 / math.sqrt(m))
+    with np.errstate(over="ignore"):
+        return np.exp(exponent) * scale
+
+
+def _features_wrong(mode):
+    return lambda x, w: _features(x, w, mode=mode)
+
+
+WRONG_FEATURES = [
+    Wrong("forgot exp(-|x|^2/2)", _features_wrong("no norm term"),
+          "your features are exp(w x) / sqrt(m): E[exp(w.x) exp(w.y)] = exp(|x + y|^2 / 2), which is "
+          "exp(x.y) times exp(|x|^2/2 + |y|^2/2). Multiply by exp(-|x|^2 / 2) (subtract |x|^2/2 in the "
+          "exponent) so the estimate is exp(x.y)."),
+    Wrong("|x|^2 not halved", _features_wrong("not halved"),
+          "you subtracted |x|^2 instead of |x|^2 / 2 in the exponent; then phi(x).phi(y) estimates "
+          "exp(x.y - |x|^2/2 - |y|^2/2), not exp(x.y)."),
+    Wrong("norm not squared", _features_wrong("norm not squared"),
+          "you subtracted |x| / 2 (the norm) instead of |x|^2 / 2 (the squared norm) in the exponent."),
+    Wrong("forgot 1/sqrt(m)", _features_wrong("no scale"),
+          "the features are not divided by sqrt(m): phi(x).phi(y) then sums m terms and grows with m "
+          "instead of averaging them. Each of the two feature vectors carries 1/sqrt(m), so their dot "
+          "product carries 1/m."),
+    Wrong("divided by m", _features_wrong("divided by m"),
+          "the features are divided by m instead of sqrt(m): their dot product then carries 1/m^2, not 1/m."),
+    Wrong("x @ w instead of x @ w.T", _features_wrong("no transpose"),
+          "w has one random direction per ROW, shape (m, d): the projections are x @ w.T, shape (L, m)."),
+]
+
+
+# ---------------------------------------------------------------- inputs
+def _qkv(rng, T, S, d, dv, lead=(), scale=1.0):
+    return (rng.normal(size=lead + (T, d)) * scale, rng.normal(size=lead + (S, d)) * scale,
+            rng.normal(size=lead + (S, dv)))
+
+
+def _linear_cases(hidden: bool, causal: bool) -> list[Case]:
+    rng = seeded(707 if hidden else 7)
+    shapes = [(4, 4, 3, 2, ()), (6, 6, 5, 3, ())] if causal else [(3, 5, 4, 2, ()), (4, 4, 3, 3, ())]
+    if hidden:
+        shapes += [(9, 9, 6, 4, (2,)), (7, 7, 8, 5, (2, 3))] if causal else [(8, 11, 6, 4, (2,)),
+                                                                           (5, 7, 8, 3, (2, 3))]
+    cases = []
+    for T, S, d, dv, lead in shapes:
+        q, k, v = _qkv(rng, T, S, d, dv, lead, scale=1.5)
+        cases.append(Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, elu+1 features", (q, k, v),
+                          {"feature_map": _elu1}))
+    T = 5 if not hidden else 8
+    q, k, v = _qkv(rng, T, T, 3, 2)
+    cases.append(Case(f"q{q.shape} with feature_map=softplus", (q, k, v), {"feature_map": _softplus}))
+    w = np.asarray(ref.draw_projection(16, 3, seed=77 if hidden else 7), dtype=np.float64)
+    cases.append(Case(f"q{q.shape} with FAVOR+ features (m=16)", (q, k, v), {"feature_map": _positive_rff_map(w)}))
+    return cases
+
+
+def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000, d: int = 4, dv: int = 3,
+                         seed: int = 17) -> None:
+    """Fail, naming the quadratic misconception, when ``student`` builds an (L, L) array.
+
+    Runs ``student(q, k, v, feature_map=elu+1)`` on an L-long sequence under tracemalloc
+    (numpy reports every array it allocates there) and compares the peak of the memory
+    traced during the call with L^2 / 2 bytes: an (L, L) float64 matrix needs 8 L^2, a
+    boolean (L, L) mask L^2, while the linear forms need O(L r d_v) (about 0.3 MB here).
+    Also checks the long output against the reference.
+    """
+    rng = seeded(seed)
+    q, k, v = _qkv(rng, L, L, d, dv)
+    case = Case(f"a long sequence, L={L}", (q, k, v), {"feature_map": _elu1})
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        out = call_student(student, case, exercise, FORBIDDEN)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    used = peak - before
+    limit = L * L // 2
+    if used > limit:
+        raise AssertionError(
+            f"{exercise}: likely misconception '{QUADRATIC_NAME}': on a sequence of L={L} tokens your function "
+            f"allocated {used / 1e6:.0f} MB at its peak, more than an L x L array needs ({L * L * 8 / 1e6:.0f} MB "
+            f"in float64). Linear attention never forms the (L, L) matrix phi(Q) phi(K)^T: multiply "
+            + ("phi(K)^T V first (an r x d_v matrix) and then phi(Q) by it." if not causal else
+               "use cumulative sums over positions of phi(k_j) v_j^T (an (L, r, d_v) array) and of phi(k_j), "
+               "with no (L, L) mask.")
+        )
+    expected = (ref.causal_linear_attention if causal else ref.linear_attention)(q, k, v, feature_map=_elu1)
+    assert_close(out, expected, f"{exercise} on '{case.label}'", atol=1e-8, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- checks
+def check_elu_feature_map(student, hidden: bool = False) -> None:
+    """Student ``elu_feature_map(x)`` is elu(x) + 1: x + 1 for x > 0, exp(x) otherwise, always > 0."""
+    exercise = "elu_feature_map"
+    rng = seeded(717 if hidden else 17)
+    cases = [Case("[-2, -0.5, 0, 0.5, 2]", (np.array([-2.0, -0.5, 0.0, 0.5, 2.0]),)),
+             Case("a (3, 4) array of random values", (rng.normal(size=(3, 4)) * 2,))]
+    if hidden:
+        cases += [Case("a (2, 5, 3) array", (rng.normal(size=(2, 5, 3)) * 3,)),
+                  Case("very negative values [-50, -20]", (np.array([[-50.0, -20.0]]),)),
+                  Case("values in [-1.5, -0.5] (below -1 too)", (np.linspace(-1.5, -0.5, 7),))]
+    compare_with_reference(student, ref.elu_feature_map, cases, exercise=exercise, wrongs=WRONG_ELU,
+                           forbidden=FORBIDDEN, atol=1e-12, rtol=1e-10)
+    x = np.linspace(-30.0, 3.0, 67)
+    out = to_numpy(call_student(student, Case("linspace(-30, 3)", (x,)), exercise, FORBIDDEN))
+    assert_shape(out, x.shape, f"{exercise}: the feature map is elementwise, the output shape")
+    if not (out > 0).all():
+        raise AssertionError(f"{exercise}: some features are <= 0 (at x = {x[out <= 0][:3]}); elu(x) + 1 "
+                             "is strictly positive, which keeps every similarity phi(q).phi(k) > 0")
+
+
+def check_linear_attention(student, hidden: bool = False) -> None:
+    """Student ``linear_attention(q, k, v, feature_map)`` equals phi(Q)(phi(K)^T V) / normaliser,
+    takes any feature map, and never builds the (T, S) matrix."""
+    exercise = "linear_attention"
+    cases = _linear_cases(hidden, causal=False)
+    compare_with_reference(student, ref.linear_attention, cases, exercise=exercise, wrongs=WRONG_LINEAR,
+                           forbidden=FORBIDDEN, atol=1e-10, rtol=1e-8)
+    # keys and values permuted together: the output must not change
+    rng = seeded(727 if hidden else 27)
+    q, k, v = _qkv(rng, 4, 6, 3, 2)
+    perm = rng.permutation(6)
+    a = to_numpy(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _elu1}), exercise, FORBIDDEN))
+    b = to_numpy(call_student(student, Case("keys and values permuted", (q, k[perm], v[perm]),
+                                            {"feature_map": _elu1}), exercise, FORBIDDEN))
+    assert_close(b, a, f"{exercise}: permuting keys together with their values must not change the output "
+                       "(non-causal attention averages over a set of keys)", atol=1e-10)
+    assert_not_quadratic(student, exercise, causal=False, L=3000 if not hidden else 3500, seed=37 if hidden else 27)
+
+
+def check_causal_linear_attention(student, hidden: bool = False) -> None:
+    """Student ``causal_linear_attention(q, k, v, feature_map)`` equals masked linear attention
+    (position i sees keys 0..i), by prefix sums, without an (L, L) matrix."""
+    exercise = "causal_linear_attention"
+    cases = _linear_cases(hidden, causal=True)
+    compare_with_reference(student, ref.causal_linear_attention, cases, exercise=exercise, wrongs=WRONG_CAUSAL,
+                           forbidden=FORBIDDEN, atol=1e-10, rtol=1e-8)
+    # changing future keys and values must not change earlier outputs
+    rng = seeded(737 if hidden else 47)
+    T = 8
+    q, k, v = _qkv(rng, T, T, 3, 2)
+    k2, v2 = k.copy(), v.copy()
+    k2[5:] = rng.normal(size=(T - 5, 3)) * 3
+    v2[5:] += 5.0
+    a = to_numpy(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _elu1}), exercise, FORBIDDEN))
+    b = to_numpy(call_student(student, Case("later keys changed", (q, k2, v2), {"feature_map": _elu1}),
+                              exercise, FORBIDDEN))
+    assert_close(b[:5], a[:5], f"{exercise}: outputs 0..4 changed when only keys/values 5..7 changed; likely "
+                               "misconception 'causal form sees future keys'", atol=1e-10)
+    assert_not_quadratic(student, exercise, causal=True, L=3000 if not hidden else 3500, seed=57 if hidden else 47)
+
+
+def _flat_step(fn, exercise):
+    """(out_t, (s, z)) -> (out_t, s, z), so each part is compared and reported on its own."""
+    def flat(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        try:
+            out_t, (s, z) = result
+        except (TypeError, ValueError):
+            raise AssertionError(f"{exercise}: must return (out_t, (s, z)): the output and the new state as a "
+                                 f"pair, got {type(result).__name__}") from None
+        return out_t, s, z
+    return flat
+
+
+def check_linear_attention_step(student, hidden: bool = False) -> None:
+    """Student ``linear_attention_step(state, q_t, k_t, v_t, feature_map)`` -> (out_t, (s, z)):
+    adds token t to the state, then reads; leaves its input state unchanged; run over a
+    sequence it equals causal linear attention."""
+    exercise = "linear_attention_step"
+    rng = seeded(747 if hidden else 67)
+    d, dv = (5, 3) if hidden else (3, 2)
+    cases = [Case("the first token (state=None)", (None, rng.normal(size=d), rng.normal(size=d),
+                                                   rng.normal(size=dv)), {"feature_map": _elu1})]
+    r = d
+    s0 = np.abs(rng.normal(size=(r, dv))) + 0.5
+    z0 = np.abs(rng.normal(size=r)) + 1.0
+    cases.append(Case("a state (s, z) after some tokens", ((s0, z0), rng.normal(size=d), rng.normal(size=d),
+                                                           rng.normal(size=dv)), {"feature_map": _elu1}))
+    if hidden:
+        lead = (2,)
+        s1 = np.abs(rng.normal(size=lead + (r, dv))) + 0.5
+        z1 = np.abs(rng.normal(size=lead + (r,))) + 1.0
+        cases.append(Case("a batch of 2 states", ((s1, z1), rng.normal(size=lead + (d,)),
+                                                  rng.normal(size=lead + (d,)), rng.normal(size=lead + (dv,))),
+                          {"feature_map": _elu1}))
+    s_pristine, z_pristine = s0.copy(), z0.copy()
+    if student is ref.linear_attention_step:
+        raise IntegrityError(f"{exercise}: your function is the course's reference implementation; write your own")
+    compare_with_reference(_flat_step(student, exercise), _flat_step(ref.linear_attention_step, exercise), cases,
+                           exercise=exercise, wrongs=[Wrong(w.name, _flat_step(w.fn, exercise), w.message)
+                                                      for w in WRONG_STEP],
+                           forbidden=FORBIDDEN, atol=1e-10, rtol=1e-8, output_names=("out_t", "s", "z"))
+    s0, z0 = s_pristine, z_pristine
+    # the input state must not change
+    s_in, z_in = s0.copy(), z0.copy()
+    call_student(student, Case("a state to keep", ((s_in, z_in), cases[1].args[1], cases[1].args[2],
+                                                   cases[1].args[3]), {"feature_map": _elu1}), exercise, FORBIDDEN)
+    if not (np.array_equal(s_in, s0) and np.array_equal(z_in, z0)):
+        raise AssertionError(f"{exercise}: likely misconception 'state modified in place': your step changed the "
+                             "arrays s, z it was given (s += ... modifies the caller's array). Build new arrays: "
+                             "s_new = s + phi(k_t) v_t^T.")
+    # run over a whole sequence: equals causal linear attention
+    T = 7 if hidden else 5
+    q, k, v = _qkv(rng, T, T, d, dv)
+    state, outs = None, []
+    for t in range(T):
+        result = call_student(student, Case(f"token {t} of a sequence", (state, q[t], k[t], v[t]),
+                                            {"feature_map": _elu1}), exercise, FORBIDDEN)
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise AssertionError(f"{exercise}: must return (out_t, (s, z)), got {type(result).__name__}")
+        out_t, state = result
+        outs.append(to_numpy(out_t))
+    expected = ref.causal_linear_attention(q, k, v, feature_map=_elu1)
+    assert_close(np.stack(outs), expected, f"{exercise}: running the step over a sequence of {T} tokens must "
+                                           "give causal linear attention", atol=1e-10, rtol=1e-8)
+
+
+def check_positive_random_features(student, hidden: bool = False) -> None:
+    """Student ``positive_random_features(x, w)`` is exp(w x - |x|^2/2) / sqrt(m): positive,
+    shape (..., L, m), and phi(x).phi(y) estimates exp(x.y) without bias."""
+    exercise = "positive_random_features"
+    rng = seeded(757 if hidden else 77)
+    cases = []
+    for L, d, m in ([(3, 4, 8), (5, 3, 5)] + ([(6, 6, 12), (2, 8, 20)] if hidden else [])):
+        x = rng.normal(size=(L, d)) * 0.7
+        w = np.asarray(ref.draw_projection(m, d, seed=int(rng.integers(1 << 30))), dtype=np.float64)
+        cases.append(Case(f"x({L}, {d}), w({m}, {d})", (x, w)))
+    x = rng.normal(size=(2, 3, 4))
+    w = rng.normal(size=(6, 4))
+    cases.append(Case("a batch x(2, 3, 4), iid w(6, 4)", (x, w)))
+    compare_with_reference(student, ref.positive_random_features, cases, exercise=exercise, wrongs=WRONG_FEATURES,
+                           forbidden=FORBIDDEN, atol=1e-10, rtol=1e-8)
+    out = to_numpy(call_student(student, cases[0], exercise, FORBIDDEN))
+    assert_finite(out, exercise)
+    if not (out > 0).all():
+        raise AssertionError(f"{exercise}: positive random features must all be > 0 (they are exponentials)")
+    # unbiased: with many iid projections phi(x).phi(y) -> exp(x.y); the error's sd is sqrt(closed-form MSE)
+    d, m = 4, 20_000
+    x, y = rng.normal(size=d) * 0.3, rng.normal(size=d) * 0.3
+    w_many = np.asarray(ref.draw_projection(m, d, orthogonal=False, seed=99 if hidden else 9), dtype=np.float64)
+    f = to_numpy(call_student(student, Case(f"x and y with m={m} iid projections", (np.stack([x, y]), w_many)),
+                              exercise, FORBIDDEN))
+    estimate = float(f[0] @ f[1])
+    target = math.exp(float(x @ y))
+    sd = math.sqrt(ref.positive_features_mse(x, y, m))
+    if abs(estimate - target) > 6 * sd:
+        raise AssertionError(f"{exercise}: with m={m} random projections phi(x).phi(y) = {estimate:.4f}, but it "
+                             f"should estimate exp(x.y) = {target:.4f} without bias (allowed: 6 sd = {6 * sd:.4f})")

@@ -1,0 +1,254 @@
+"""The lesson 07 checks: correct independent answers pass, every known wrong answer fails
+with its misconception named, the quadratic form is caught by its memory, calling the
+reference is an IntegrityError, and a blank stub reports "not implemented yet"."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from course_lib import efficient as ref
+from course_lib.checks import IntegrityError, NotImplementedYet
+from course_lib.checks import efficient as C
+
+
+# ---------------------------------------------------------------- independent correct answers (written here)
+def elu_feature_map(x):
+    x = np.asarray(x, dtype=float)
+    out = x + 1.0
+    neg = x <= 0
+    out[neg] = np.exp(x[neg])
+    return out
+
+
+def linear_attention(q, k, v, feature_map=elu_feature_map):
+    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
+    kv = np.einsum("...sr,...sv->...rv", fk, v)
+    norm = np.einsum("...tr,...r->...t", fq, fk.sum(-2))
+    return np.einsum("...tr,...rv->...tv", fq, kv) / norm[..., None]
+
+
+def causal_linear_attention(q, k, v, feature_map=elu_feature_map):
+    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
+    v = np.asarray(v, float)
+    s = np.cumsum(np.einsum("...tr,...tv->...trv", fk, v), axis=-3)
+    z = np.cumsum(fk, axis=-2)
+    return np.einsum("...tr,...trv->...tv", fq, s) / np.einsum("...tr,...tr->...t", fq, z)[..., None]
+
+
+def causal_linear_attention_loop(q, k, v, feature_map=elu_feature_map):
+    """A loop over positions is also linear in memory and must pass."""
+    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
+    v = np.asarray(v, float)
+    s = np.zeros(fk.shape[:-2] + (fk.shape[-1], v.shape[-1]))
+    z = np.zeros(fk.shape[:-2] + (fk.shape[-1],))
+    out = np.empty(fq.shape[:-1] + (v.shape[-1],))
+    for t in range(fq.shape[-2]):
+        s = s + fk[..., t, :, None] * v[..., t, None, :]
+        z = z + fk[..., t, :]
+        out[..., t, :] = np.einsum("...r,...rv->...v", fq[..., t, :], s) / (fq[..., t, :] * z).sum(-1)[..., None]
+    return out
+
+
+def linear_attention_step(state, q_t, k_t, v_t, feature_map=elu_feature_map):
+    fq, fk, v_t = feature_map(np.asarray(q_t, float)), feature_map(np.asarray(k_t, float)), np.asarray(v_t, float)
+    if state is None:
+        s, z = 0.0, 0.0
+    else:
+        s, z = state
+    s = s + np.einsum("...r,...v->...rv", fk, v_t)
+    z = z + fk
+    return np.einsum("...r,...rv->...v", fq, s) / (fq * z).sum(-1)[..., None], (s, z)
+
+
+def positive_random_features(x, w):
+    x, w = np.asarray(x, float), np.asarray(w, float)
+    log_phi = np.einsum("...ld,md->...lm", x, w) - 0.5 * (x ** 2).sum(-1)[..., None]
+    return np.exp(log_phi) / np.sqrt(w.shape[0])
+
+
+CORRECT = [
+    (C.check_elu_feature_map, elu_feature_map),
+    (C.check_linear_attention, linear_attention),
+    (C.check_causal_linear_attention, causal_linear_attention),
+    (C.check_causal_linear_attention, causal_linear_attention_loop),
+    (C.check_linear_attention_step, linear_attention_step),
+    (C.check_positive_random_features, positive_random_features),
+]
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("check, answer", CORRECT, ids=lambda x: getattr(x, "__name__", ""))
+def test_correct_answers_pass(check, answer, hidden):
+    check(answer, hidden=hidden)
+
+
+# ---------------------------------------------------------------- every known wrong answer is named
+WRONGS = ([(C.check_elu_feature_map, w) for w in C.WRONG_ELU]
+          + [(C.check_linear_attention, w) for w in C.WRONG_LINEAR]
+          + [(C.check_causal_linear_attention, w) for w in C.WRONG_CAUSAL]
+          + [(C.check_linear_attention_step, w) for w in C.WRONG_STEP]
+          + [(C.check_positive_random_features, w) for w in C.WRONG_FEATURES])
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("check, wrong", WRONGS, ids=[f"{c.__name__}-{w.name}" for c, w in WRONGS])
+def test_wrong_answers_are_named(check, wrong, hidden):
+    with pytest.raises(AssertionError, match=f"likely misconception '{_escape(wrong.name)}'"):
+        check(wrong.fn, hidden=hidden)
+
+
+def _escape(text):
+    import re
+
+    return re.escape(text)
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("check, quadratic", [
+    (C.check_linear_attention, C._linear_quadratic),
+    (C.check_causal_linear_attention, C._causal_quadratic),
+])
+def test_quadratic_form_is_caught_by_its_memory(check, quadratic, hidden):
+    with pytest.raises(AssertionError, match=r"likely misconception 'quadratic \(phi\(Q\) phi\(K\)\^T\) V'.*MB"):
+        check(quadratic, hidden=hidden)
+
+
+def test_quadratic_written_independently_is_caught_too():
+    def quadratic(q, k, v, feature_map=elu_feature_map):
+        a = feature_map(q) @ feature_map(k).T
+        return a @ v / a.sum(1, keepdims=True)
+
+    with pytest.raises(AssertionError, match="quadratic"):
+        C.check_linear_attention(quadratic)
+
+
+def test_a_causal_mask_of_size_L_by_L_counts_as_quadratic():
+    def masked_but_linear_otherwise(q, k, v, feature_map=elu_feature_map):
+        T = q.shape[-2]
+        mask = np.tril(np.ones((T, T), dtype=bool))  # L^2 bytes: not allowed
+        assert mask[-1, 0]
+        return causal_linear_attention(q, k, v, feature_map)
+
+    with pytest.raises(AssertionError, match="quadratic"):
+        C.check_causal_linear_attention(masked_but_linear_otherwise)
+
+
+def test_future_keys_found_by_the_property_when_values_do_not_match_a_wrong():
+    """A causal form that leaks only the NEXT key is not in WRONG_CAUSAL; the check still says why."""
+    def leaks_next(q, k, v, feature_map=elu_feature_map):
+        fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
+        T = fq.shape[-2]
+        out = np.empty(fq.shape[:-1] + (v.shape[-1],))
+        for t in range(T):
+            j = min(t + 2, T)
+            w_ = fq[..., t, None, :] @ np.swapaxes(fk[..., :j, :], -1, -2)
+            out[..., t, :] = (w_ @ v[..., :j, :])[..., 0, :] / w_.sum(-1)
+        return out
+
+    with pytest.raises(AssertionError, match="causal_linear_attention"):
+        C.check_causal_linear_attention(leaks_next)
+
+
+def test_step_that_modifies_its_state_in_place_is_named():
+    def in_place(state, q_t, k_t, v_t, feature_map=elu_feature_map):
+        fq, fk = feature_map(np.asarray(q_t, float)), feature_map(np.asarray(k_t, float))
+        if state is None:
+            state = (np.zeros(fk.shape + (np.shape(v_t)[-1],)), np.zeros(fk.shape))
+        s, z = state
+        s += np.einsum("...r,...v->...rv", fk, v_t)
+        z += fk
+        return np.einsum("...r,...rv->...v", fq, s) / (fq * z).sum(-1)[..., None], (s, z)
+
+    with pytest.raises(AssertionError, match="likely misconception 'state modified in place'"):
+        C.check_linear_attention_step(in_place)
+
+
+def test_step_returning_the_wrong_structure_says_what_to_return():
+    def only_output(state, q_t, k_t, v_t, feature_map=elu_feature_map):
+        return linear_attention_step(state, q_t, k_t, v_t, feature_map)[0]
+
+    with pytest.raises(AssertionError, match=r"must return \(out_t, \(s, z\)\)"):
+        C.check_linear_attention_step(only_output)
+
+
+def test_negative_features_fail_the_positivity_property():
+    def elu_plus_one_but_negative_far_left(x):
+        out = elu_feature_map(x)
+        return np.where(np.asarray(x) < -20, -1.0, out)
+
+    with pytest.raises(AssertionError, match="> 0|<= 0"):
+        C.check_elu_feature_map(elu_plus_one_but_negative_far_left)
+
+
+def test_biased_features_fail_the_unbiasedness_property():
+    def biased(x, w):
+        return positive_random_features(x, w) * (1.0 + 1e-10)  # within compare tolerance...
+
+    C.check_positive_random_features(biased)  # ...and within the statistical bound: passes
+
+    def clearly_biased(x, w):
+        out = positive_random_features(x, w)
+        return out * (1.3 if w.shape[0] > 1000 else 1.0)
+
+    with pytest.raises(AssertionError, match="without bias"):
+        C.check_positive_random_features(clearly_biased)
+
+
+# ---------------------------------------------------------------- integrity and blanks
+@pytest.mark.parametrize("check, name", [
+    (C.check_elu_feature_map, "elu_feature_map"),
+    (C.check_linear_attention, "linear_attention"),
+    (C.check_causal_linear_attention, "causal_linear_attention"),
+    (C.check_linear_attention_step, "linear_attention_step"),
+    (C.check_positive_random_features, "positive_random_features"),
+])
+def test_calling_the_reference_is_an_integrity_error(check, name):
+    reference = getattr(ref, name)
+
+    def calls_reference(*args, **kwargs):
+        return reference(*args, **kwargs)
+
+    with pytest.raises(IntegrityError, match="reference implementation"):
+        check(calls_reference)
+    with pytest.raises(IntegrityError):
+        check(reference)
+
+
+def test_torch_elu_is_forbidden_for_the_elu_exercise():
+    import torch
+
+    def via_torch(x):
+        return (torch.nn.functional.elu(torch.as_tensor(x, dtype=torch.float64)) + 1).numpy()
+
+    with pytest.raises(IntegrityError, match="torch.nn.functional.elu"):
+        C.check_elu_feature_map(via_torch)
+
+
+@pytest.mark.parametrize("check", [C.check_elu_feature_map, C.check_linear_attention, C.check_causal_linear_attention,
+                                   C.check_linear_attention_step, C.check_positive_random_features])
+def test_blank_stub_reports_not_implemented(check):
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedYet, match="not implemented yet"):
+        check(stub)
+
+
+def test_check_runs_even_when_tracemalloc_is_already_tracing():
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        C.check_linear_attention(linear_attention)
+        assert tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
+
+
+def test_independent_answers_agree_with_reference_sanity():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(5, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    np.testing.assert_allclose(causal_linear_attention(q, k, v), ref.causal_linear_attention(q, k, v), atol=1e-12)
+    assert math.isfinite(float(linear_attention(q, k, v).sum()))
