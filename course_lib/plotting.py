@@ -106,3 +106,65 @@ def attention_explorer(weights, tokens: Sequence[str]):
     box.draw = draw
     draw(0)
     return box
+
+
+# ---------------------------------------------------------------- lessons 02 (masking) and 03 (multi-head)
+__all__ += ["mask_heatmap", "head_heatmaps"]
+
+
+def mask_heatmap(mask, queries: Sequence[str], keys: Sequence[str] | None = None, *,
+                 ax=None, title: str = "Attention mask"):
+    """Picture of a boolean (T, S) mask in the course convention: True = may attend.
+
+    Allowed cells are drawn in one colour-blind-safe colour, masked ones in another,
+    with a legend. Returns the matplotlib Axes.
+    """
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    m = _as_matrix(mask)
+    if m.dtype != np.bool_:
+        raise ValueError(f"mask_heatmap expects a boolean mask (True = may attend), got dtype {m.dtype}")
+    keys = list(queries) if keys is None else list(keys)
+    if m.shape != (len(queries), len(keys)):
+        raise ValueError(f"mask shape {m.shape} does not match {len(queries)} query labels x {len(keys)} key labels")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.6 + 0.5 * len(keys), 0.8 + 0.42 * len(queries)))
+    blocked, allowed = sns.color_palette("colorblind", 8)[7], sns.color_palette("colorblind", 1)[0]
+    sns.heatmap(m.astype(float), ax=ax, cmap=ListedColormap([blocked, allowed]), vmin=0, vmax=1, cbar=False,
+                square=True, linewidths=0.5, linecolor="white", xticklabels=keys, yticklabels=list(queries))
+    ax.legend(handles=[Patch(color=allowed, label="True: may attend"), Patch(color=blocked, label="False: masked")],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_xlabel("key token (attended to)")
+    ax.set_ylabel("query token (attending)")
+    ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=45)
+    ax.tick_params(axis="y", labelrotation=0)
+    return ax
+
+
+def head_heatmaps(weights, queries: Sequence[str], keys: Sequence[str] | None = None, *,
+                  ncols: int = 2, title: str = "Attention weights per head"):
+    """One :func:`attention_heatmap` per head for per-head weights (H, T, S).
+
+    Returns (figure, array of Axes). Cells are not annotated, to keep small panels readable.
+    """
+    from course_lib.checks.core import to_numpy
+
+    w = to_numpy(weights)
+    if w.ndim != 3:
+        raise ValueError(f"per-head weights must have shape (H, T, S), got {w.shape}")
+    H = w.shape[0]
+    ncols = max(1, min(ncols, H))
+    nrows = -(-H // ncols)
+    keys = list(queries) if keys is None else list(keys)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(ncols * (1.6 + 0.45 * len(keys)),
+                                                    nrows * (1.0 + 0.4 * len(queries))), squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        if h < H:
+            attention_heatmap(w[h], queries, keys, ax=ax, title=f"head {h}", annot=False)
+        else:
+            ax.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig, axes

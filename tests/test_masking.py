@@ -310,3 +310,21 @@ def test_from_mha_masks_round_trip():
         M.from_mha_masks(None, torch.zeros(2, 1, 5, dtype=torch.bool))
     with pytest.raises(ValueError):
         M.to_mha_key_padding_mask(np.ones((2, 1, 5), bool))
+
+
+# ------------------------------------------------------------------ picture (smoke test)
+def test_mask_heatmap_draws_and_refuses_float_masks():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_lib import plotting
+
+    ax = plotting.mask_heatmap(M.causal_mask(3, 4), ["a", "b", "c"], ["w", "x", "y", "z"], title="t")
+    assert ax.get_title() == "t" and ax.get_xlabel().startswith("key")
+    with pytest.raises(ValueError, match="boolean"):
+        plotting.mask_heatmap(M.to_additive(M.causal_mask(3)), ["a", "b", "c"])
+    with pytest.raises(ValueError, match="labels"):
+        plotting.mask_heatmap(M.causal_mask(3), ["a", "b"])
+    plt.close("all")

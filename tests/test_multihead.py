@@ -300,3 +300,23 @@ def test_numpy_version_bad_input():
         multi_head_attention(x, x, x, eye, eye, eye, eye, num_heads=3)
     with pytest.raises(ValueError, match="key"):
         multi_head_attention(x, np.zeros((2, 3, 5)), x, eye, eye, eye, eye, num_heads=2)
+
+
+# ------------------------------------------------------------------ picture (smoke test)
+def test_head_heatmaps_one_panel_per_head():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_lib import plotting
+
+    m = MultiHeadAttention(D, H, dtype=torch.float64).eval()
+    x, _, _ = _inputs(1, 4, 4)
+    _, w = m(x, x, x, average_attn_weights=False)
+    fig, axes = plotting.head_heatmaps(w[0], list("abcd"), ncols=2)
+    titles = [ax.get_title() for ax in axes.flat]
+    assert titles[:3] == ["head 0", "head 1", "head 2"] and not axes.flat[3].axison
+    with pytest.raises(ValueError, match="H, T, S"):
+        plotting.head_heatmaps(w, list("abcd"))
+    plt.close("all")
