@@ -5,6 +5,9 @@ This package is not installed and never imported by student kernels.
 """
 import os
 
-GRADING_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(GRADING_DIR)
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(PACKAGE_DIR)
 NOTEBOOKS_DIR = os.path.join(REPO_DIR, "notebooks")
+# The nbgrader course root (release/, submitted/, gradebook.db, ...): this folder,
+# unless COURSE_ROOT points elsewhere (the tests grade in a temporary folder).
+GRADING_DIR = os.path.abspath(os.environ.get("COURSE_ROOT") or PACKAGE_DIR)

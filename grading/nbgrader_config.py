@@ -5,6 +5,7 @@ The course root is this folder; the instructor's source notebooks live in
 submitted/, autograded/, feedback/) and the SQLite gradebook sit here and are
 git-ignored. Environment variables let one machine run several setups:
 
+COURSE_ROOT          another course root for release/, submitted/, ... (the tests use a tmp folder)
 COURSE_DB_URL        gradebook URL (default: SQLite file gradebook.db here);
                      e.g. postgresql://user@127.0.0.1:5432/gradebook for a large class
 COURSE_CELL_TIMEOUT  seconds a single cell may run when grading (default 30)
@@ -16,12 +17,13 @@ import os
 c = get_config()  # noqa: F821 - provided by traitlets when this file is loaded
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.environ.get("COURSE_ROOT") or HERE)  # tests grade in a temporary root
 
-c.CourseDirectory.root = HERE
-c.CourseDirectory.source_directory = "../notebooks"
+c.CourseDirectory.root = ROOT
+c.CourseDirectory.source_directory = "../notebooks" if ROOT == HERE else os.path.join(os.path.dirname(HERE), "notebooks")
 c.CourseDirectory.course_id = "transformers-for-medicine"
 # SQLite waits up to 60 s for a lock instead of failing, so parallel workers can share it.
-c.CourseDirectory.db_url = os.environ.get("COURSE_DB_URL") or f"sqlite:///{os.path.join(HERE, 'gradebook.db')}?timeout=60"
+c.CourseDirectory.db_url = os.environ.get("COURSE_DB_URL") or f"sqlite:///{os.path.join(ROOT, 'gradebook.db')}?timeout=60"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.db"]
 
 # Executing student notebooks: one named kernel, a time limit per cell, and IPC

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from grading import GRADING_DIR, REPO_DIR, demo, preflight
+from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight
 
 SUBMITTED = os.path.join(GRADING_DIR, "submitted")
 RESULTS = os.path.join(GRADING_DIR, "logs", "results")
@@ -63,7 +63,7 @@ def nbgrader_env() -> dict:
 def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
     """Run an nbgrader CLI command in the course root; raise GradingError when it fails."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    proc = subprocess.run(cmd, cwd=GRADING_DIR, capture_output=True, text=True, env=nbgrader_env())
+    proc = subprocess.run(cmd, cwd=PACKAGE_DIR, capture_output=True, text=True, env=nbgrader_env())
     failed = proc.returncode != 0 or "[ERROR]" in proc.stderr or "| ERROR]" in proc.stderr
     if failed:
         raise GradingError(f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")

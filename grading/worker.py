@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-from grading import GRADING_DIR
+from grading import GRADING_DIR, PACKAGE_DIR
 
 
 def load_api():
@@ -28,7 +28,7 @@ def load_api():
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
-    config = PyFileConfigLoader("nbgrader_config.py", path=GRADING_DIR).load_config()
+    config = PyFileConfigLoader("nbgrader_config.py", path=PACKAGE_DIR).load_config()
     # IPC sockets under a folder private to this worker: the kernel runs in the
     # submission's folder while we run here, so the path must be absolute, and
     # distinct per worker so two workers never pick the same socket name.

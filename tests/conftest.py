@@ -1,0 +1,40 @@
+"""Shared fixtures: the list of assignments, and nbgrader configured the way grading runs it."""
+import os
+import sys
+import tempfile
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTEBOOKS = os.path.join(REPO, "notebooks")
+if REPO not in sys.path:  # the grading tools are a plain package at the repository root
+    sys.path.insert(0, REPO)
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def source_notebooks():
+    """(assignment, path) of every source notebook, in lesson order."""
+    out = []
+    for a in sorted(os.listdir(NOTEBOOKS)):
+        folder = os.path.join(NOTEBOOKS, a)
+        if os.path.isdir(folder) and a[:2].isdigit():
+            out += [(a, os.path.join(folder, f)) for f in sorted(os.listdir(folder)) if f.endswith(".ipynb")]
+    return out
+
+
+def ipc_config():
+    """traitlets config for executing notebooks over IPC sockets (no TCP port races between xdist workers)."""
+    from traitlets.config import Config
+
+    cfg = Config()
+    cfg.KernelManager.transport = "ipc"
+    cfg.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="nbt-ipc-"), "kernel")
+    cfg.Execute.timeout = 120
+    cfg.Execute.kernel_name = "python3"
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def repo_dir():
+    return REPO

@@ -1,0 +1,81 @@
+"""The grading chain end to end, through the real nbgrader commands, in a temporary course root."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def run_grading(args, root, env_extra=None, timeout=1500):
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="20", PYTHONPATH=REPO)
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "grading", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    proc = run_grading(["grade", "--demo", "yes", "--workers", "2"], root)
+    return root, proc
+
+
+def test_demo_class_gets_exactly_its_expected_scores(demo_run):
+    root, proc = demo_run
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    sys.path.insert(0, REPO)
+    from grading import demo
+
+    expected = demo.expected_scores()
+    with open(root / "grades.csv", newline="") as fh:
+        rows = {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(fh)}
+    for assignment, scores in expected.items():
+        for student, score in scores.items():
+            assert rows[(assignment, student)] == pytest.approx(score, abs=1e-9), (assignment, student)
+    assert "every demo score equals its expected value" in proc.stdout
+
+
+def test_every_demo_submission_has_feedback_and_is_reported(demo_run):
+    root, proc = demo_run
+    from grading import demo
+
+    for assignment in demo.assignments_with_demo():
+        for student in demo.STUDENTS:
+            folder = root / "feedback" / student / assignment
+            assert folder.is_dir() and any(f.suffix == ".html" for f in folder.iterdir()), folder
+            assert student in proc.stdout
+
+
+def test_crash_student_is_graded_not_fatal(demo_run):
+    root, proc = demo_run
+    result = json.loads((root / "logs" / "results" / "01_attention" / "s04_crash.json").read_text())
+    assert result["autograded"], result
+    html = (root / "feedback" / "s04_crash" / "01_attention" / "attention.html").read_text()
+    assert "CellTimeoutError" in html or "KeyboardInterrupt" in html
+
+
+def test_preflight_stops_on_a_missing_kernel(tmp_path):
+    proc = run_grading(["grade", "--assignment", "01_attention", "--kernel", "no-such-kernel"], tmp_path)
+    assert proc.returncode == 2
+    assert "does not exist" in proc.stderr and "no-such-kernel" in proc.stderr
+    assert not (tmp_path / "submitted").exists(), "nothing is graded after a failed preflight"
+
+
+def test_preflight_stops_when_course_lib_does_not_import(tmp_path):
+    kernels = tmp_path / "jupyter" / "kernels" / "broken"
+    kernels.mkdir(parents=True)
+    launcher = ("import sys; sys.modules['course_lib'] = None; "
+                "from ipykernel import kernelapp; kernelapp.launch_new_instance()")
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-c", launcher, "-f", "{connection_file}"],
+        "display_name": "broken", "language": "python"}))
+    proc = run_grading(["preflight", "--kernel", "broken"], tmp_path / "root",
+                       env_extra={"JUPYTER_PATH": str(tmp_path / "jupyter")})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "course_lib does not import" in proc.stderr

@@ -1,0 +1,122 @@
+"""Every source notebook follows the course's nbgrader pattern; its tests pass on the
+instructor's solutions and fail on the release stubs (nbgrader's own Validator)."""
+import ast
+import importlib
+import inspect
+import os
+import pkgutil
+import re
+
+import nbformat
+import pytest
+
+import course_lib
+from conftest import ipc_config, source_notebooks
+
+NOTEBOOKS = source_notebooks()
+IDS = [a for a, _ in NOTEBOOKS]
+
+
+def nbg(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def reference_functions():
+    """name -> function for every public function/class of course_lib's lesson modules."""
+    out = {}
+    for mod in pkgutil.iter_modules(course_lib.__path__):
+        if mod.name in ("checks", "plotting") or mod.name.startswith("_") or mod.ispkg:
+            continue
+        module = importlib.import_module(f"course_lib.{mod.name}")
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj)) \
+                    and getattr(obj, "__module__", "") == module.__name__:
+                out.setdefault(name, obj)
+    return out
+
+
+def test_at_least_the_first_seven_lessons_exist():
+    assert [a for a in IDS][:1] == ["01_attention"]
+
+
+@pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
+def test_structure(assignment, path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", "kernelspec must be python3"
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    for c in code_cells:
+        assert not c.outputs and c.execution_count is None, f"{path}: commit notebooks without outputs"
+    assert nbg(code_cells[0]).get("grade_id") == "setup", "the first code cell is the locked setup cell"
+    ids = [nbg(c)["grade_id"] for c in nb.cells if nbg(c)]
+    assert len(ids) == len(set(ids)), f"duplicate grade_ids: {ids}"
+    solutions = [c for c in code_cells if nbg(c).get("solution") and not nbg(c).get("grade")]
+    assert len(solutions) >= 3, f"{assignment}: at least three graded exercises, found {len(solutions)}"
+    by_id = {nbg(c)["grade_id"]: c for c in nb.cells if nbg(c)}
+    refs = reference_functions()
+    for sol in solutions:
+        gid = nbg(sol)["grade_id"]
+        assert gid.endswith("_impl"), f"solution cell {gid} should be named <exercise>_impl"
+        assert "### BEGIN SOLUTION" in sol.source and "### END SOLUTION" in sol.source, gid
+        ex = gid[: -len("_impl")]
+        visible, hidden = by_id.get(f"{ex}_visible"), by_id.get(f"{ex}_hidden")
+        assert visible is not None and hidden is not None, f"{gid}: needs {ex}_visible and {ex}_hidden test cells"
+        for test in (visible, hidden):
+            meta = nbg(test)
+            assert meta.get("grade") and meta.get("locked") and meta.get("points", 0) > 0, meta
+            assert test.source.lstrip().startswith('"""'), f"{meta['grade_id']}: open with a docstring"
+            assert "checks." in test.source, f"{meta['grade_id']}: tests call course_lib.checks"
+        assert "### BEGIN HIDDEN TESTS" in hidden.source and "### END HIDDEN TESTS" in hidden.source
+        assert "HIDDEN TESTS" not in visible.source
+        # the stub has the reference's name and signature
+        tree = ast.parse(re.sub(r"^[%!].*$", "", sol.source, flags=re.M))
+        defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert defs, f"{gid}: the solution cell defines the function the student writes"
+        for d in defs:
+            assert d.name in refs, f"{gid}: {d.name} has no reference of the same name in course_lib"
+            if isinstance(d, ast.FunctionDef):
+                ns = {}
+                stub = "def " + d.name + ast.unparse(d.args).join(["(", "): pass"])
+                exec(stub, ns)
+                want = [p.name for p in inspect.signature(refs[d.name]).parameters.values()]
+                got = [p.name for p in inspect.signature(ns[d.name]).parameters.values()]
+                assert got == want, f"{gid}: signature {d.name}{tuple(got)} differs from the reference {tuple(want)}"
+
+
+def _run_validator(path, invert):
+    from nbgrader.validator import Validator
+
+    validator = Validator(config=ipc_config())
+    validator.invert = invert
+    return validator.validate(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
+def test_source_passes_every_graded_test(assignment, path):
+    results = _run_validator(path, invert=False)
+    assert not results.get("failed"), "\n\n".join(f["source"][:300] + "\n" + f["raw_error"][-800:]
+                                                 for f in results["failed"])
+    assert not results.get("changed") and not results.get("type_changed"), results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
+def test_release_fails_every_graded_test(assignment, path, tmp_path):
+    """Solutions replaced by the stubs (as in the release) but hidden tests kept: nothing may pass."""
+    from nbgrader.preprocessors import ClearSolutions
+    from traitlets.config import Config
+
+    nb = nbformat.read(path, as_version=4)
+    cfg = Config()
+    cfg.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    nb, _ = ClearSolutions(config=cfg).preprocess(nb, {"language": "python"})
+    folder = os.path.dirname(path)
+    for f in os.listdir(folder):  # data files the notebook may read next to itself
+        if not f.endswith(".ipynb") and os.path.isfile(os.path.join(folder, f)):
+            os.symlink(os.path.join(folder, f), tmp_path / f)
+    blank = tmp_path / os.path.basename(path)
+    nbformat.write(nb, blank)
+    results = _run_validator(str(blank), invert=True)
+    assert not results.get("passed"), "these graded tests pass on a blank submission:\n" + "\n".join(
+        p["source"][:200] for p in results["passed"])
