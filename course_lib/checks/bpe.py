@@ -1,0 +1,709 @@
+"""Checks for lesson 06 (byte-pair encoding): get_stats, merge, word_counts, the
+training loop, encode and decode.
+
+Each ``check_*`` runs the student's function and ``course_lib.bpe`` on fixed inputs
+(and, with ``hidden=True``, other and larger ones taken from real medical text),
+compares the results exactly (these are integers, tuples and strings, no tolerance),
+checks that the input was not changed in place, and names these misconceptions:
+
+* ``pairs counted once``            a set of pairs: each pair counted 1, not its frequency
+* ``wrap-around pair``              (last, first) counted as if the sequence were circular
+* ``every other position``          ``range(0, n - 1, 2)``: pairs starting at odd positions lost
+* ``overlapping pairs skipped``     'a a a' counted as (a, a) once; every position counts here
+* ``last pair missing``             off by one at the end of the sequence
+* ``overlapping occurrences merged twice``  'a a a' -> [X, X]: the middle 'a' used by two
+                                    merges; the pair must merge once, left to right -> [X, a]
+* ``second element not skipped``    after a merge the loop moves on by 1 instead of 2
+* ``merging right to left``         'a a a' -> [a, X]
+* ``only the first occurrence``     one replacement per call instead of all of them
+* ``forgot the end-of-word marker`` 'low' and the 'low' inside 'lower' become the same symbols
+* ``separate end-of-word symbol``   '</w>' as its own symbol (the paper's drawing), where this
+                                    course attaches it to the last character (as subword-nmt)
+* ``split on single spaces``        ``text.split(' ')``: newlines and tabs stay inside words
+* ``ties broken by first appearance``  ``max(stats, key=stats.get)``: the course rule is the
+                                    highest count, then the smallest pair ``min(pair)``
+* ``ties broken by the largest pair``
+* ``word counts ignored``           each distinct word counted once, whatever its frequency
+* ``counted once, never recounted`` the top pairs of the first count, without recounting
+                                    after each merge
+* ``pairs across word boundaries``  words glued together before counting
+* ``first_id ignored``              new ids hard-coded to start at 256
+* ``merges applied out of training order``  the leftmost learned pair, the most frequent
+                                    one, or the newest one merged first, instead of the
+                                    earliest-learned pair present
+* ``decoding token by token``       each token's bytes decoded alone: a character whose UTF-8
+                                    bytes are split over two tokens breaks
+* ``decoded as Latin-1``            bytes read one character each: 'é' -> 'Ã©'
+* ``lone surrogates not passed through``  ``errors`` other than 'surrogatepass'
+
+``hidden=True`` selects other, larger inputs for the hidden tests.
+"""
+from __future__ import annotations
+
+import builtins
+import copy
+from collections.abc import Mapping
+from typing import Callable, Sequence
+
+from course_lib import bpe as ref
+from course_lib.checks.core import Case, IntegrityError, NotImplementedYet, Wrong, call_student
+
+__all__ = [
+    "check_get_stats",
+    "check_merge",
+    "check_word_counts",
+    "check_train",
+    "check_encode",
+    "check_decode",
+    "WRONG_GET_STATS",
+    "WRONG_MERGE",
+    "WRONG_WORD_COUNTS",
+    "WRONG_TRAIN",
+    "WRONG_ENCODE",
+    "WRONG_DECODE",
+]
+
+FORBIDDEN = tuple(f"course_lib.bpe.{name}" for name in (
+    "get_stats", "merge", "word_counts", "chunk_counts", "train_naive", "train_fast", "encode_ids",
+    "apply_merges", "decode_ids", "_train", "ByteBPE.encode", "ByteBPE.decode", "WordBPE.encode",
+    "WordBPE.decode", "WordBPE._word_ids"))
+
+_AssertionError = builtins.AssertionError
+_isinstance = builtins.isinstance
+_len = builtins.len
+_EOW = "</w>"
+
+
+# ---------------------------------------------------------------- private copies (wrong answers never call the reference)
+def _stats(ids):
+    out = {}
+    for pair in zip(ids, ids[1:]):
+        out[pair] = out.get(pair, 0) + 1
+    return out
+
+
+def _merge(ids, pair, idx):
+    out, i = [], 0
+    while i < _len(ids):
+        if i + 1 < _len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(idx)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _train_with(word_counts, num_merges, first_id, *, choose=None, merge_fn=_merge, weight=True):
+    choose = choose or (lambda s: min(s, key=lambda p: (-s[p], p)))
+    words = [(list(w), c if weight else 1) for w, c in word_counts.items()]
+    merges = {}
+    for step in range(num_merges):
+        stats = {}
+        for ids, c in words:
+            for p, n in _stats(ids).items():
+                stats[p] = stats.get(p, 0) + n * c
+        if not stats:
+            break
+        pair = choose(stats)
+        idx = first_id + step
+        words = [(merge_fn(ids, pair, idx), c) for ids, c in words]
+        merges[pair] = idx
+    return merges
+
+
+def _encode_with(ids, merges, *, choose, merge_fn=_merge):
+    ids = list(ids)
+    while _len(ids) >= 2:
+        present = [p for p in _stats(ids) if p in merges]
+        if not present:
+            break
+        pair = choose(ids, present, merges)
+        ids = merge_fn(ids, pair, merges[pair])
+    return ids
+
+
+# ---------------------------------------------------------------- known wrong answers
+def _stats_set(ids):
+    return {p: 1 for p in zip(ids, ids[1:])}
+
+
+def _stats_wrap(ids):
+    out = _stats(ids)
+    if _len(ids) >= 2:
+        pair = (ids[-1], ids[0])
+        out[pair] = out.get(pair, 0) + 1
+    return out
+
+
+def _stats_step_two(ids):
+    out = {}
+    for i in range(0, _len(ids) - 1, 2):
+        pair = (ids[i], ids[i + 1])
+        out[pair] = out.get(pair, 0) + 1
+    return out
+
+
+def _stats_no_overlap(ids):
+    out, i = {}, 0
+    while i < _len(ids) - 1:
+        pair = (ids[i], ids[i + 1])
+        out[pair] = out.get(pair, 0) + 1
+        i += 2 if ids[i] == ids[i + 1] else 1
+    return out
+
+
+def _stats_last_missing(ids):
+    return _stats(ids[:-1])
+
+
+WRONG_GET_STATS = [
+    Wrong("pairs counted once", _stats_set,
+          "every pair has count 1: count how OFTEN each adjacent pair occurs, e.g. "
+          "counts[pair] = counts.get(pair, 0) + 1, not just which pairs occur."),
+    Wrong("wrap-around pair", _stats_wrap,
+          "the pair (last, first) was counted, as if the sequence were circular; use zip(ids, ids[1:])."),
+    Wrong("every other position", _stats_step_two,
+          "only pairs starting at even positions were counted (a step of 2); every position i with a "
+          "neighbour i+1 starts a pair."),
+    Wrong("overlapping pairs skipped", _stats_no_overlap,
+          "in 'a a a' the pair (a, a) occurs at positions 0 and 1: get_stats counts both (overlapping "
+          "positions all count; only merge() must avoid using the middle 'a' twice)."),
+    Wrong("last pair missing", _stats_last_missing,
+          "the last pair (ids[-2], ids[-1]) is missing: an off-by-one at the end of the loop."),
+]
+
+
+def _merge_overlap_twice(ids, pair, idx):
+    out, i = [], 0
+    while i < _len(ids):
+        if i + 1 < _len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(idx)
+            i += 1 if i + 2 < _len(ids) and (ids[i + 1], ids[i + 2]) == pair else 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _merge_no_skip(ids, pair, idx):
+    out = []
+    for i in range(_len(ids)):
+        if i + 1 < _len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(idx)
+        else:
+            out.append(ids[i])
+    return out
+
+
+def _merge_right_to_left(ids, pair, idx):
+    out, i = [], _len(ids) - 1
+    while i >= 0:
+        if i >= 1 and (ids[i - 1], ids[i]) == pair:
+            out.append(idx)
+            i -= 2
+        else:
+            out.append(ids[i])
+            i -= 1
+    return out[::-1]
+
+
+def _merge_first_only(ids, pair, idx):
+    ids = list(ids)
+    for i in range(_len(ids) - 1):
+        if (ids[i], ids[i + 1]) == pair:
+            return ids[:i] + [idx] + ids[i + 2:]
+    return ids
+
+
+_OVERLAP_MESSAGE = ("in 'a a a' the pair (a, a) must merge ONCE, left to right, giving [X, a]: the middle "
+                    "'a' cannot belong to two merged tokens. After replacing a pair, jump past both of its "
+                    "elements (i += 2).")
+
+WRONG_MERGE = [
+    Wrong("overlapping occurrences merged twice", _merge_overlap_twice, _OVERLAP_MESSAGE),
+    Wrong("second element not skipped", _merge_no_skip,
+          "after writing the new id, the loop moved on by 1, so the pair's second element was processed "
+          "(and kept, or merged) again; move on by 2 after a merge."),
+    Wrong("merging right to left", _merge_right_to_left,
+          "occurrences were replaced from the right: in 'a a a' that gives [a, X]; BPE scans left to right "
+          "and gives [X, a]."),
+    Wrong("only the first occurrence", _merge_first_only,
+          "only the first occurrence was replaced: merge must replace EVERY (non-overlapping) occurrence."),
+]
+
+
+def _counts_no_marker(text):
+    out = {}
+    for w in text.split():
+        out[tuple(w)] = out.get(tuple(w), 0) + 1
+    return out
+
+
+def _counts_separate_marker(text):
+    out = {}
+    for w in text.split():
+        key = tuple(w) + (_EOW,)
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _counts_split_space(text):
+    out = {}
+    for w in text.split(" "):
+        if w:
+            key = tuple(w[:-1]) + (w[-1] + _EOW,)
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+WRONG_WORD_COUNTS = [
+    Wrong("forgot the end-of-word marker", _counts_no_marker,
+          "the last character of each word must carry '</w>' ('low' -> ('l', 'o', 'w</w>')). Without it "
+          "the word 'low' and the start of 'lower' are the same symbols, merges cannot prefer word "
+          "endings, and decoding cannot tell where one word ends and the next begins."),
+    Wrong("separate end-of-word symbol", _counts_separate_marker,
+          "'</w>' was added as a separate symbol; in this course (as in subword-nmt and HF tokenizers) it "
+          "is attached to the last character: ('l', 'o', 'w</w>')."),
+    Wrong("split on single spaces", _counts_split_space,
+          "text.split(' ') splits on the space character only, so newlines and tabs stay inside words; "
+          "use text.split() (any run of whitespace)."),
+]
+
+
+def _first_appearance(stats):
+    return max(stats, key=stats.get)
+
+
+def _largest_pair(stats):
+    return max(stats, key=lambda p: (stats[p], p))
+
+
+def _train_first_appearance(word_counts, num_merges, first_id=256):
+    return _train_with(word_counts, num_merges, first_id, choose=_first_appearance)
+
+
+def _train_largest_pair(word_counts, num_merges, first_id=256):
+    return _train_with(word_counts, num_merges, first_id, choose=_largest_pair)
+
+
+def _train_unweighted(word_counts, num_merges, first_id=256):
+    return _train_with(word_counts, num_merges, first_id, weight=False)
+
+
+def _train_no_recount(word_counts, num_merges, first_id=256):
+    stats = {}
+    for w, c in word_counts.items():
+        for p, n in _stats(list(w)).items():
+            stats[p] = stats.get(p, 0) + n * c
+    ranked = sorted(stats, key=lambda p: (-stats[p], p))[:num_merges]
+    return {p: first_id + i for i, p in enumerate(ranked)}
+
+
+def _train_across_words(word_counts, num_merges, first_id=256):
+    glued = []
+    for w, c in word_counts.items():
+        glued.extend(list(w) * c)
+    return _train_with({tuple(glued): 1}, num_merges, first_id) if glued else {}
+
+
+def _train_overlap_twice(word_counts, num_merges, first_id=256):
+    return _train_with(word_counts, num_merges, first_id, merge_fn=_merge_overlap_twice)
+
+
+def _train_ignore_first_id(word_counts, num_merges, first_id=256):
+    return _train_with(word_counts, num_merges, 256)
+
+
+_TIE_RULE = ("the course's rule: the highest count wins; among pairs with equal counts, the smallest pair "
+             "(compare (left, right) as tuples), i.e. min(stats, key=lambda p: (-stats[p], p)).")
+
+WRONG_TRAIN = [
+    Wrong("ties broken by first appearance", _train_first_appearance,
+          "max(stats, key=stats.get) returns the tied pair that was counted first; " + _TIE_RULE),
+    Wrong("ties broken by the largest pair", _train_largest_pair, "the largest tied pair was chosen; " + _TIE_RULE),
+    Wrong("word counts ignored", _train_unweighted,
+          "each distinct word was counted once; a word that occurs c times adds c to each of its pairs."),
+    Wrong("counted once, never recounted", _train_no_recount,
+          "the merges are the top pairs of the FIRST count; after every merge the pairs change (new ones "
+          "with the new id appear, others vanish), so count again before choosing the next merge."),
+    Wrong("pairs across word boundaries", _train_across_words,
+          "the words were glued together, so pairs spanning two words were counted; count pairs inside "
+          "each word only."),
+    Wrong("overlapping occurrences merged twice", _train_overlap_twice, _OVERLAP_MESSAGE),
+    Wrong("first_id ignored", _train_ignore_first_id,
+          "new ids must be first_id, first_id + 1, ...; they were hard-coded to start at 256."),
+]
+
+
+def _leftmost(ids, present, merges):
+    return present[0]
+
+
+def _most_frequent(ids, present, merges):
+    stats = _stats(ids)
+    return max(present, key=lambda p: stats[p])
+
+
+def _newest(ids, present, merges):
+    return max(present, key=lambda p: merges[p])
+
+
+def _encode_leftmost(ids, merges):
+    return _encode_with(ids, merges, choose=_leftmost)
+
+
+def _encode_most_frequent(ids, merges):
+    return _encode_with(ids, merges, choose=_most_frequent)
+
+
+def _encode_newest(ids, merges):
+    return _encode_with(ids, merges, choose=_newest)
+
+
+def _encode_overlap_twice(ids, merges):
+    return _encode_with(ids, merges, choose=lambda i, present, m: min(present, key=lambda p: m[p]),
+                        merge_fn=_merge_overlap_twice)
+
+
+_ORDER = ("merges must be applied in TRAINING order: at each step merge the present pair with the smallest "
+          "new id (the earliest learned), e.g. min(stats, key=lambda p: merges.get(p, float('inf'))). ")
+
+WRONG_ENCODE = [
+    Wrong("merges applied out of training order (leftmost first)", _encode_leftmost,
+          _ORDER + "Merging the leftmost known pair first gives a segmentation training never produced."),
+    Wrong("merges applied out of training order (most frequent first)", _encode_most_frequent,
+          _ORDER + "The pair frequent in THIS text is irrelevant; the rank from training decides."),
+    Wrong("merges applied out of training order (newest first)", _encode_newest,
+          _ORDER + "The newest merges were applied first."),
+    Wrong("overlapping occurrences merged twice", _encode_overlap_twice, _OVERLAP_MESSAGE),
+]
+
+
+def _decode_each_replace(ids, vocab):
+    return "".join(vocab[i].decode("utf-8", errors="replace") for i in ids)
+
+
+def _decode_each_strict(ids, vocab):
+    return "".join(vocab[i].decode("utf-8") for i in ids)
+
+
+def _decode_latin1(ids, vocab):
+    return b"".join(vocab[i] for i in ids).decode("latin-1")
+
+
+def _decode_strict(ids, vocab):
+    return b"".join(vocab[i] for i in ids).decode("utf-8")
+
+
+def _decode_replace(ids, vocab):
+    return b"".join(vocab[i] for i in ids).decode("utf-8", errors="replace")
+
+
+def _decode_ignore(ids, vocab):
+    return b"".join(vocab[i] for i in ids).decode("utf-8", errors="ignore")
+
+
+_BY_TOKEN = ("decode all the tokens' bytes TOGETHER: b''.join(vocab[i] for i in ids).decode('utf-8', "
+             "'surrogatepass'). A character's UTF-8 bytes may be split over two tokens (an emoji is 4 bytes, "
+             "'é' is 2), and each half alone is not valid UTF-8.")
+_SURROGATE = ("lone surrogates ('\\ud800') are encoded with errors='surrogatepass', so decode with "
+              "errors='surrogatepass' too, or they cannot round-trip.")
+
+WRONG_DECODE = [
+    Wrong("decoding token by token", _decode_each_replace, _BY_TOKEN),
+    Wrong("decoding token by token", _decode_each_strict, _BY_TOKEN),
+    Wrong("decoded as Latin-1", _decode_latin1,
+          "the bytes were decoded as Latin-1 (one character per byte: 'é' -> 'Ã©'); they are UTF-8."),
+    Wrong("lone surrogates not passed through", _decode_strict, _SURROGATE),
+    Wrong("lone surrogates not passed through", _decode_replace, _SURROGATE),
+    Wrong("lone surrogates not passed through", _decode_ignore, _SURROGATE),
+]
+
+
+# ---------------------------------------------------------------- exact comparison with named misconceptions
+def _as_pair_counts(x, what):
+    if not _isinstance(x, Mapping):
+        raise _AssertionError(f"{what}: expected a dict {{(left, right): count}}, got {type(x).__name__}")
+    out = {}
+    for k, v in x.items():
+        try:
+            key = tuple(int(i) for i in k)
+        except TypeError:
+            raise _AssertionError(f"{what}: keys must be pairs of ids like (104, 101), got {k!r}") from None
+        if _len(key) != 2:
+            raise _AssertionError(f"{what}: keys must be pairs (left, right), got {k!r}")
+        out[key] = int(v)
+    return out
+
+
+def _as_ids(x, what):
+    if _isinstance(x, (str, bytes, Mapping)) or not hasattr(x, "__iter__"):
+        raise _AssertionError(f"{what}: expected a list of int ids, got {type(x).__name__}")
+    try:
+        return [int(i) for i in x]
+    except (TypeError, ValueError):
+        raise _AssertionError(f"{what}: expected a list of int ids, got {list(x)[:5]!r}...") from None
+
+
+def _as_word_counts(x, what):
+    if not _isinstance(x, Mapping):
+        raise _AssertionError(f"{what}: expected a dict {{tuple of symbols: count}}, got {type(x).__name__}")
+    out = {}
+    for k, v in x.items():
+        if not _isinstance(k, tuple) or not all(_isinstance(s, str) for s in k):
+            raise _AssertionError(f"{what}: keys must be tuples of strings like ('l', 'o', 'w</w>'), got {k!r}")
+        out[k] = int(v)
+    return out
+
+
+def _as_str(x, what):
+    if not _isinstance(x, str):
+        raise _AssertionError(f"{what}: expected a str, got {type(x).__name__}")
+    return x
+
+
+def _short(x, limit: int = 160) -> str:
+    text = repr(x)
+    return text if _len(text) <= limit else text[:limit] + "..."
+
+
+def _name_crash(cause, case, wrongs, exercise):
+    """The student's code raised: name a known wrong implementation that raises the same error."""
+    for wrong in wrongs:
+        try:
+            wrong.fn(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+        except Exception as err:
+            if type(err) is type(cause) and str(err) == str(cause):
+                raise _AssertionError(
+                    f"{exercise}: likely misconception '{wrong.name}': {wrong.message} (your code raised "
+                    f"{type(cause).__name__}: {cause} on input '{case.label}')") from cause
+
+
+def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, exercise: str,
+             wrongs: Sequence[Wrong], normalise: Callable) -> None:
+    """Exact comparison on every case; on a mismatch, name the wrong answer the student's output equals."""
+    if student is reference:
+        raise IntegrityError(f"{exercise}: your function is the reference implementation from course_lib "
+                             "itself; write your own.")
+    for case in cases:
+        expected = normalise(reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs)), "reference")
+        args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
+        try:
+            raw = call_student(student, Case(case.label, args, kwargs), exercise, FORBIDDEN)
+        except (NotImplementedYet, IntegrityError):
+            raise
+        except _AssertionError as failure:
+            if failure.__cause__ is not None:
+                _name_crash(failure.__cause__, case, wrongs, exercise)
+            raise
+        if args != case.args or kwargs != case.kwargs:
+            raise _AssertionError(f"{exercise}: your function changed its input in place on '{case.label}'; "
+                                  "build and return a new object instead (callers still need the original).")
+        got = normalise(raw, f"{exercise} on input '{case.label}'")
+        if got == expected:
+            continue
+        fits: list[Wrong] = []
+        for wrong in wrongs:
+            try:
+                wrong_out = normalise(wrong.fn(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs)), "")
+            except Exception:
+                continue
+            if wrong_out != expected and wrong_out == got and wrong.name not in [w.name for w in fits]:
+                fits.append(wrong)
+        if fits:
+            also = (" The same output also fits " + ", ".join(f"'{w.name}'" for w in fits[1:]) + "."
+                    if _len(fits) > 1 else "")
+            raise _AssertionError(f"{exercise}: likely misconception '{fits[0].name}': {fits[0].message}{also} "
+                                  f"(input: {case.label}; expected {_short(expected)}, got {_short(got)})")
+        raise _AssertionError(f"{exercise} on input '{case.label}': expected {_short(expected)}, "
+                              f"got {_short(got)}")
+
+
+# ---------------------------------------------------------------- inputs
+_TOY = "low low low low low lower lower newest newest newest newest newest newest widest widest widest"
+_CLINICAL = ("Hepatosplenomegaly with fever.\nPneumothorax, left-sided; pneumonia ruled out.\t"
+             "Acetaminophen 500 mg q6h; naïve to β-blockers. aaa aaaa ")
+
+
+def _medical_sample(n_bytes: int) -> str:
+    from course_lib.bio.corpus import medical_corpus
+
+    text = medical_corpus(50_000)
+    return text[:n_bytes]
+
+
+def _byte_words(text: str) -> dict:
+    return ref.chunk_counts(text)
+
+
+def _ids(text: str) -> list[int]:
+    return list(text.encode("utf-8", "surrogatepass"))
+
+
+def _stats_cases(hidden: bool) -> list[Case]:
+    cases = [
+        Case("[1, 2, 3, 1, 2]", ([1, 2, 3, 1, 2],)),
+        Case("'a a a' = [97, 97, 97] (overlapping pairs)", ([97, 97, 97],)),
+        Case("a single id [5]", ([5],)),
+        Case("the bytes of 'banana'", (_ids("banana"),)),
+    ]
+    if hidden:
+        cases += [
+            Case("an empty list", ([],)),
+            Case("'aaaaa' plus 'ab'", (_ids("aaaaaab"),)),
+            Case("the bytes of a clinical sentence", (_ids(_CLINICAL),)),
+            Case("ids above 255 [300, 301, 300, 301, 300]", ([300, 301, 300, 301, 300],)),
+        ]
+    return cases
+
+
+def _merge_cases(hidden: bool) -> list[Case]:
+    cases = [
+        Case("[1, 2, 3, 1, 2], pair (1, 2) -> 4", ([1, 2, 3, 1, 2], (1, 2), 4)),
+        Case("'a a a', pair (a, a) -> 256 (overlap)", ([97, 97, 97], (97, 97), 256)),
+        Case("pair not present", ([1, 2, 3], (3, 1), 9)),
+        Case("'banana', pair (a, n) -> 256", (_ids("banana"), (97, 110), 256)),
+    ]
+    if hidden:
+        cases += [
+            Case("'aaaaa', pair (a, a) -> 256", ([97] * 5, (97, 97), 256)),
+            Case("'aaaa', pair (a, a) -> 256", ([97] * 4, (97, 97), 256)),
+            Case("an empty list", ([], (1, 2), 3)),
+            Case("pair at the very end", ([5, 6, 7, 8], (7, 8), 300)),
+            Case("'ababab', pair (a, b) -> 256", (_ids("ababab"), (97, 98), 256)),
+            Case("the bytes of a clinical sentence, pair (e, space)", (_ids(_CLINICAL), (101, 32), 256)),
+        ]
+    return cases
+
+
+def _word_count_cases(hidden: bool) -> list[Case]:
+    cases = [
+        Case("'low lower low'", ("low lower low",)),
+        Case("Sennrich's toy corpus", (_TOY,)),
+        Case("words separated by a newline and a tab", ("fever\ncough\tfever",)),
+    ]
+    if hidden:
+        cases += [
+            Case("a clinical note with punctuation and accents", (_CLINICAL,)),
+            Case("one-letter words", ("a b a I",)),
+            Case("only whitespace", (" \n\t ",)),
+            Case("2,000 characters of real medical text", (_medical_sample(2000),)),
+        ]
+    return cases
+
+
+def _as_ints(words: dict[tuple[str, ...], int]) -> dict[tuple[int, ...], int]:
+    """Symbols -> ids (sorted), for training cases built from word counts."""
+    symbols = sorted({s for w in words for s in w})
+    index = {s: i for i, s in enumerate(symbols)}
+    return {tuple(index[s] for s in w): c for w, c in words.items()}
+
+
+def _train_cases(hidden: bool) -> list[Case]:
+    toy = _as_ints(ref.word_counts(_TOY))
+    cases = [
+        Case("Sennrich's toy corpus (as ids), 6 merges, first_id=20", (toy, 6), {"first_id": 20}),
+        Case("'aaaa' once (overlapping pairs), 3 merges, first_id=1", ({(0, 0, 0, 0): 1}, 3), {"first_id": 1}),
+        Case("a tie: (9, 8) and (1, 2) both twice, 1 merge", ({(9, 8): 2, (1, 2): 2}, 1), {"first_id": 10}),
+        Case("two words, one 3 times: {(1, 2): 3, (2, 1, 2, 3): 1}, 3 merges, first_id=4",
+             ({(1, 2): 3, (2, 1, 2, 3): 1}, 3), {"first_id": 4}),
+    ]
+    if hidden:
+        cases += [
+            Case("bytes of a clinical sentence, 25 merges", (_byte_words(_CLINICAL), 25)),
+            Case("3,000 bytes of real medical text, 40 merges", (_byte_words(_medical_sample(3000)), 40)),
+            Case("'aaaaa aaa' bytes, 8 merges", (_byte_words("aaaaa aaa aaaaa"), 8)),
+            Case("more merges than the corpus allows", ({(1, 2, 3): 1}, 10), {"first_id": 5}),
+            Case("ties everywhere: 'abcabc' once, 4 merges, first_id=3", ({(0, 1, 2, 0, 1, 2): 1}, 4),
+                 {"first_id": 3}),
+            Case("words split so that gluing them creates pairs", ({(1, 2): 1, (3, 1): 4, (2, 3): 1}, 2),
+                 {"first_id": 4}),
+        ]
+    return cases
+
+
+def _encode_cases(hidden: bool) -> list[Case]:
+    small = ref.train_fast(_byte_words("low lower newest widest lowest " * 3), 12)
+    cases = [
+        Case("[1, 2, 3, 1, 2] with merges {(1, 2): 4, (4, 3): 5}", ([1, 2, 3, 1, 2], {(1, 2): 4, (4, 3): 5})),
+        Case("[1, 2, 3] with {(2, 3): 10, (1, 2): 11}: (2, 3) was learned first",
+             ([1, 2, 3], {(2, 3): 10, (1, 2): 11})),
+        Case("'aaaa' with {(a, a): 256, (256, 256): 257}", ([97] * 4, {(97, 97): 256, (256, 256): 257})),
+        Case("'lowest' with 12 merges learned on 'low lower newest widest lowest'", (_ids("lowest"), small)),
+    ]
+    if hidden:
+        text = _medical_sample(20_000)
+        merges = ref.train_fast(_byte_words(text), 150)
+        cases += [
+            Case("[2, 3, 4, 2, 3, 4] with {(3, 4): 10, (2, 3): 11, (10, 2): 12, (2, 10): 13}",
+                 ([2, 3, 4, 2, 3, 4], {(3, 4): 10, (2, 3): 11, (10, 2): 12, (2, 10): 13})),
+            Case("an empty list", ([], small)),
+            Case("'aaaaa' with {(a, a): 256, (256, a): 257}", ([97] * 5, {(97, 97): 256, (256, 97): 257})),
+            Case("' hepatosplenomegaly' with 150 merges learned on medical text",
+                 (_ids(" hepatosplenomegaly"), merges)),
+            Case("' acetaminophen' with 150 merges learned on medical text", (_ids(" acetaminophen"), merges)),
+            Case("'the patient' with 150 merges learned on medical text", (_ids("the patient"), merges)),
+            Case("'eee', {(e, e): 256, (e, 256): 257}", ([101] * 3, {(101, 101): 256, (101, 256): 257})),
+        ]
+    return cases
+
+
+def _decode_cases(hidden: bool) -> list[Case]:
+    plain = ref.build_vocab({})
+    emoji = ref.build_vocab({(0xF0, 0x9F): 256})                 # first half of many emoji
+    cases = [
+        Case("'hi' as bytes", ([104, 105], plain)),
+        Case("'café' with é as its two bytes C3 A9", (_ids("café"), plain)),
+        Case("'🩺' whose 4 bytes are split over two tokens", ([256, 0xA9, 0xBA], emoji)),
+        Case("'interferon-γ' as bytes", (_ids("interferon-γ"), plain)),
+    ]
+    if hidden:
+        text = _medical_sample(5000)
+        merges = ref.train_fast(_byte_words(text + " naïve café 🩺💊 β-blocker"), 120)
+        tok_vocab = ref.build_vocab(merges)
+        sample = "Naïve patient, β-blocker; café 🩺💊 Sjögren"
+        encoded = ref.apply_merges(_ids(sample), merges)
+        cases += [
+            Case("an empty list", ([], plain)),
+            Case(f"{sample!r} encoded with 120 merges", (encoded, tok_vocab)),
+            Case("a lone surrogate '\\ud800' between letters", (_ids("a\ud800b"), plain)),
+            Case("'💊' with its bytes merged 2 + 2", ([256, 0x92, 0x8A], emoji)),
+        ]
+    return cases
+
+
+# ---------------------------------------------------------------- checks
+def check_get_stats(student, hidden: bool = False) -> None:
+    """Student ``get_stats(ids)`` -> {(left, right): count} over every adjacent position."""
+    _compare(student, ref.get_stats, _stats_cases(hidden), exercise="get_stats", wrongs=WRONG_GET_STATS,
+             normalise=_as_pair_counts)
+
+
+def check_merge(student, hidden: bool = False) -> None:
+    """Student ``merge(ids, pair, idx)``: every occurrence, left to right, no overlap, input unchanged."""
+    _compare(student, ref.merge, _merge_cases(hidden), exercise="merge", wrongs=WRONG_MERGE, normalise=_as_ids)
+
+
+def check_word_counts(student, hidden: bool = False) -> None:
+    """Student ``word_counts(text)``: whitespace words as character tuples, '</w>' on the last one."""
+    _compare(student, ref.word_counts, _word_count_cases(hidden), exercise="word_counts",
+             wrongs=WRONG_WORD_COUNTS, normalise=_as_word_counts)
+
+
+def check_train(student, hidden: bool = False) -> None:
+    """Student ``train_naive(word_counts, num_merges, first_id=256)`` learns the reference's merges."""
+    _compare(student, ref.train_naive, _train_cases(hidden), exercise="train_naive", wrongs=WRONG_TRAIN,
+             normalise=_as_pair_counts)
+
+
+def check_encode(student, hidden: bool = False) -> None:
+    """Student ``encode_ids(ids, merges)`` applies merges in training order."""
+    _compare(student, ref.encode_ids, _encode_cases(hidden), exercise="encode_ids", wrongs=WRONG_ENCODE,
+             normalise=_as_ids)
+
+
+def check_decode(student, hidden: bool = False) -> None:
+    """Student ``decode_ids(ids, vocab)`` joins all bytes, then decodes UTF-8 once (surrogatepass)."""
+    _compare(student, ref.decode_ids, _decode_cases(hidden), exercise="decode_ids", wrongs=WRONG_DECODE,
+             normalise=_as_str)

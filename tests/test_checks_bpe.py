@@ -1,0 +1,188 @@
+"""course_lib.checks.bpe: every known wrong answer is caught and named, a correct independent
+implementation passes, and calling the reference is an IntegrityError."""
+from __future__ import annotations
+
+import pytest
+
+from course_lib import bpe
+from course_lib.checks import IntegrityError, NotImplementedYet
+from course_lib.checks import bpe as checks
+
+# ---------------------------------------------------------------- correct answers written independently
+
+
+def my_get_stats(ids):
+    counts = {}
+    for i in range(len(ids) - 1):
+        counts[(ids[i], ids[i + 1])] = counts.get((ids[i], ids[i + 1]), 0) + 1
+    return counts
+
+
+def my_merge(ids, pair, idx):
+    out, i = [], 0
+    while i < len(ids):
+        if tuple(ids[i:i + 2]) == tuple(pair):
+            out.append(idx)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def my_word_counts(text):
+    from collections import Counter
+
+    return dict(Counter(tuple(w[:-1]) + (w[-1] + "</w>",) for w in text.split()))
+
+
+def my_train_naive(word_counts, num_merges, first_id=256):
+    words = [(list(w), c) for w, c in word_counts.items()]
+    merges = {}
+    for step in range(num_merges):
+        stats = {}
+        for ids, c in words:
+            for p, n in my_get_stats(ids).items():
+                stats[p] = stats.get(p, 0) + n * c
+        if not stats:
+            break
+        best = max(stats.values())
+        pair = min(p for p, n in stats.items() if n == best)
+        merges[pair] = first_id + step
+        words = [(my_merge(ids, pair, first_id + step), c) for ids, c in words]
+    return merges
+
+
+def my_encode_ids(ids, merges):
+    ids = list(ids)
+    for pair, idx in sorted(merges.items(), key=lambda kv: kv[1]):   # one pass in training order
+        ids = my_merge(ids, pair, idx)
+    return ids
+
+
+def my_decode_ids(ids, vocab):
+    return b"".join(vocab[i] for i in ids).decode("utf-8", errors="surrogatepass")
+
+
+CORRECT = [
+    (checks.check_get_stats, my_get_stats),
+    (checks.check_merge, my_merge),
+    (checks.check_word_counts, my_word_counts),
+    (checks.check_train, my_train_naive),
+    (checks.check_encode, my_encode_ids),
+    (checks.check_decode, my_decode_ids),
+]
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("check, fn", CORRECT, ids=lambda x: getattr(x, "__name__", ""))
+def test_correct_independent_implementation_passes(check, fn, hidden):
+    check(fn, hidden=hidden)
+
+
+# ---------------------------------------------------------------- every wrong answer is named
+WRONGS = [(checks.check_get_stats, w) for w in checks.WRONG_GET_STATS] + \
+         [(checks.check_merge, w) for w in checks.WRONG_MERGE] + \
+         [(checks.check_word_counts, w) for w in checks.WRONG_WORD_COUNTS] + \
+         [(checks.check_train, w) for w in checks.WRONG_TRAIN] + \
+         [(checks.check_encode, w) for w in checks.WRONG_ENCODE] + \
+         [(checks.check_decode, w) for w in checks.WRONG_DECODE]
+
+
+@pytest.mark.parametrize("check, wrong", WRONGS, ids=[f"{c.__name__}:{w.name}:{w.fn.__name__}" for c, w in WRONGS])
+def test_each_wrong_answer_is_named_by_the_hidden_test(check, wrong):
+    """Named as the likely misconception, or as one that gives the very same output on that input."""
+    with pytest.raises(AssertionError, match=f"likely misconception .*'{_escape(wrong.name)}'"):
+        check(wrong.fn, hidden=True)
+
+
+def _escape(text):
+    import re
+
+    return re.escape(text)
+
+
+@pytest.mark.parametrize("check, wrong", [
+    (checks.check_merge, checks.WRONG_MERGE[0]),           # 'aaa' -> [X, X]
+    (checks.check_word_counts, checks.WRONG_WORD_COUNTS[0]),
+    (checks.check_train, checks.WRONG_TRAIN[0]),
+    (checks.check_encode, checks.WRONG_ENCODE[0]),
+    (checks.check_decode, checks.WRONG_DECODE[0]),
+    (checks.check_decode, checks.WRONG_DECODE[1]),         # raises UnicodeDecodeError on 'café'
+])
+def test_the_four_headline_misconceptions_are_named_by_the_visible_test(check, wrong):
+    with pytest.raises(AssertionError, match=_escape(wrong.name)):
+        check(wrong.fn)
+
+
+def test_messages_explain_the_fix():
+    with pytest.raises(AssertionError, match=r"merge ONCE, left to right, giving \[X, a\]"):
+        checks.check_merge(checks.WRONG_MERGE[0].fn)
+    with pytest.raises(AssertionError, match="'</w>'"):
+        checks.check_word_counts(checks.WRONG_WORD_COUNTS[0].fn)
+    with pytest.raises(AssertionError, match="TRAINING order"):
+        checks.check_encode(checks.WRONG_ENCODE[0].fn)
+    with pytest.raises(AssertionError, match="bytes TOGETHER"):
+        checks.check_decode(checks.WRONG_DECODE[0].fn)
+
+
+def test_an_unnamed_wrong_answer_still_fails_with_expected_and_got():
+    with pytest.raises(AssertionError, match="expected .* got"):
+        checks.check_get_stats(lambda ids: {(0, 0): 42})
+    with pytest.raises(AssertionError, match=r"expected a list of int ids, got str"):
+        checks.check_merge(lambda ids, pair, idx: "oops")
+    with pytest.raises(AssertionError, match=r"expected a dict"):
+        checks.check_train(lambda wc, n, first_id=256: [])
+    with pytest.raises(AssertionError, match=r"keys must be tuples of strings"):
+        checks.check_word_counts(lambda text: {"low": 1})
+
+
+def test_changing_the_input_in_place_is_reported():
+    def merge_in_place(ids, pair, idx):
+        out = my_merge(ids, pair, idx)
+        ids[:] = out
+        return out
+
+    with pytest.raises(AssertionError, match="changed its input in place"):
+        checks.check_merge(merge_in_place)
+
+
+def test_crash_is_reported_with_the_input():
+    def crashes(ids):
+        raise KeyError("boom")
+
+    with pytest.raises(AssertionError, match="raised KeyError"):
+        checks.check_get_stats(crashes)
+
+
+# ---------------------------------------------------------------- integrity
+@pytest.mark.parametrize("check, reference", [
+    (checks.check_get_stats, bpe.get_stats), (checks.check_merge, bpe.merge),
+    (checks.check_word_counts, bpe.word_counts), (checks.check_train, bpe.train_naive),
+    (checks.check_encode, bpe.encode_ids), (checks.check_decode, bpe.decode_ids)])
+def test_passing_the_reference_is_an_integrity_error(check, reference):
+    with pytest.raises(IntegrityError):
+        check(reference)
+
+
+def test_calling_the_reference_inside_is_an_integrity_error():
+    with pytest.raises(IntegrityError, match="course's reference implementation"):
+        checks.check_train(lambda wc, n, first_id=256: bpe.train_fast(wc, n, first_id))
+    with pytest.raises(IntegrityError):
+        checks.check_encode(lambda ids, merges: bpe.apply_merges(ids, merges))
+    with pytest.raises(IntegrityError):
+        checks.check_decode(lambda ids, vocab: bpe.ByteBPE().decode(ids))
+    from course_lib.bpe import merge as aliased
+
+    with pytest.raises(IntegrityError):
+        checks.check_merge(lambda ids, pair, idx: aliased(ids, pair, idx))
+    # the reference still works afterwards
+    assert bpe.merge([1, 2], (1, 2), 3) == [3]
+
+
+def test_stub_is_not_implemented_yet():
+    def stub(ids):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedYet, match="not implemented yet"):
+        checks.check_get_stats(stub)
