@@ -17,6 +17,9 @@ Covers
       language reference shipped with CPython itself (``pydoc_data.topics``, about
       0.45 MB): technical English prose about programming, used in lesson 06 as the
       "general" corpus a general-purpose tokenizer would be trained on.
+    * ``chloroplast_genome()``: real DNA, the 154,478 bp Arabidopsis thaliana
+      chloroplast genome (RefSeq NC_000932.1), a small extract committed in
+      ``course_lib/data`` (lesson 06 trains BPE on it, as DNABERT-2 does on genomes).
 
 Does NOT cover
     * downloading anything (every byte comes from files installed with the packages),
@@ -43,6 +46,7 @@ __all__ = [
     "medical_documents",
     "medical_corpus",
     "python_reference_corpus",
+    "chloroplast_genome",
 ]
 
 #: share of the byte budget per source (they sum to 1)
@@ -160,3 +164,23 @@ def python_reference_corpus() -> str:
         lines = [ln.rstrip() for ln in topics[key].splitlines() if not (ln.strip() and rule.match(ln))]
         parts.append("\n".join(lines).strip())
     return "\n\n".join(parts)
+
+
+@functools.lru_cache(maxsize=1)
+def chloroplast_genome() -> str:
+    """The 154,478 bp Arabidopsis thaliana chloroplast genome (RefSeq NC_000932.1) as 'ACGT...'.
+
+    Read from the small extract committed in ``course_lib/data`` (source and licence in
+    its README).
+    """
+    import gzip
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "data" / "NC_000932.1_arabidopsis_chloroplast.fasta.gz"
+    with gzip.open(path, "rt", encoding="ascii") as fh:
+        lines = fh.read().splitlines()
+    if not lines or not lines[0].startswith(">NC_000932.1"):
+        raise ValueError(f"{path}: expected a FASTA record of NC_000932.1")
+    seq = "".join(lines[1:])
+    if len(seq) != 154_478 or set(seq) - set("ACGT"):
+        raise ValueError(f"{path}: expected 154478 bases of A, C, G, T, got {len(seq)}")
+    return seq
