@@ -168,3 +168,100 @@ def head_heatmaps(weights, queries: Sequence[str], keys: Sequence[str] | None = 
     fig.suptitle(title)
     fig.tight_layout()
     return fig, axes
+
+
+# ---------------------------------------------------------------- lesson 07 (efficient attention)
+__all__ += ["attention_scaling_plot", "feature_mse_plot"]
+
+_METHOD_LABELS = {
+    "exact_ours": "exact (ours, builds L x L)",
+    "exact_torch": "exact (F.scaled_dot_product_attention)",
+    "exact": "exact softmax attention",
+    "linear": "linear attention (elu+1)",
+    "favor": "FAVOR+ (Performer)",
+}
+
+
+def _guide_line(ax, xs, y0, slope: int, label: str, color) -> None:
+    xs = np.asarray(sorted(xs), dtype=float)
+    ax.plot(xs, y0 * (xs / xs[0]) ** slope, ls=":", lw=1, color=color, label=label)
+
+
+def attention_scaling_plot(rows, *, title: str = "Cost of attention against sequence length"):
+    """Two log-log panels, time and peak memory against L, one line per method.
+
+    ``rows``: dicts with keys ``method``, ``L``, ``time_ms`` and optionally ``peak_mib``
+    (rows without memory are left out of the right panel). Dotted guides of slope 1 and 2
+    (O(L) and O(L^2)) start at the first point of the first method. Returns (fig, axes).
+    """
+    rows = list(rows)
+    if not rows:
+        raise ValueError("attention_scaling_plot needs at least one row {'method', 'L', 'time_ms'}")
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    colors = dict(zip(methods, sns.color_palette("colorblind", len(methods))))
+    markers = dict(zip(methods, "osD^vx"))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    panels = (("time_ms", "time per call (ms)", "Time"), ("peak_mib", "peak extra memory (MiB)", "Peak memory"))
+    for ax, (key, ylabel, name) in zip(axes, panels):
+        plotted = []
+        for method in methods:
+            pts = sorted((r["L"], r[key]) for r in rows if r["method"] == method and r.get(key) is not None
+                         and r[key] > 0)
+            if pts:
+                ax.plot(*zip(*pts), marker=markers[method], color=colors[method],
+                        label=_METHOD_LABELS.get(method, method))
+                plotted.append(pts)
+        if plotted:
+            gray = (0.45, 0.45, 0.45)
+            first = plotted[0]
+            xs = [p[0] for p in first]
+            _guide_line(ax, xs, first[0][1], 1, "slope 1: O(L)", gray)
+            _guide_line(ax, xs, first[0][1], 2, "slope 2: O(L^2)", (0.75, 0.75, 0.75))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length L (tokens)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(name)
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig, axes
+
+
+def feature_mse_plot(rows, *, title: str = "MSE of random-feature estimates of exp(x . y)"):
+    """Log-log MSE against the number of random features m: measured points, closed forms as lines.
+
+    ``rows``: dicts with ``kind``, ``m``, ``mse``, optionally ``mse_se`` (error bars),
+    ``closed_form`` (None where there is none) and ``pair`` (one panel per pair of vectors).
+    Returns (fig, axes) with one Axes per pair.
+    """
+    rows = list(rows)
+    if not rows:
+        raise ValueError("feature_mse_plot needs at least one row {'kind', 'm', 'mse'}")
+    pairs = list(dict.fromkeys(r.get("pair", "") for r in rows))
+    kinds = list(dict.fromkeys(r["kind"] for r in rows))
+    colors = dict(zip(kinds, sns.color_palette("colorblind", len(kinds))))
+    fig, axes = plt.subplots(1, len(pairs), figsize=(6.0 * len(pairs), 4.2), squeeze=False, sharey=True)
+    axes = axes[0]
+    for ax, pair in zip(axes, pairs):
+        for i, kind in enumerate(kinds):
+            pts = sorted((r["m"], r["mse"], r.get("mse_se") or 0.0, r.get("closed_form")) for r in rows
+                         if r["kind"] == kind and r.get("pair", "") == pair)
+            if not pts:
+                continue
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], fmt="osD^"[i % 4],
+                        color=colors[kind], capsize=3, label=f"{kind}: measured")
+            closed = [(p[0], p[3]) for p in pts if p[3] is not None]
+            if closed:
+                ax.plot(*zip(*closed), ls="--", color=colors[kind], label=f"{kind}: closed form")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("number of random projections m (trigonometric: 2m features)")
+        ax.set_ylabel("mean squared error (squared kernel units)")
+        ax.set_title(pair or "MSE against m")
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig, axes
