@@ -162,7 +162,7 @@ def multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, num_heads: int,
     return project(merge_heads(heads), w_o, b_o), weights  # (..., T, D), (..., H, T, S)
 
 
-def numpy_params_from_torch(m: nn.MultiheadAttention) -> dict:
+def numpy_params_from_torch(m: "nn.MultiheadAttention") -> dict:
     """Weights of ``nn.MultiheadAttention`` as numpy arrays for :func:`multi_head_attention`.
 
     ``m.in_proj_weight`` stacks [W_q; W_k; W_v] in nn.Linear's (out, in) orientation,
