@@ -25,12 +25,18 @@ Covers
       ``attention_from_features_torch``, ``linear_attention_torch``,
       ``favor_features_torch`` (with the numerical stabilisation) and
       ``favor_attention_torch`` (non-causal and causal).
+    * ``EfficientMultiHeadAttention``: ``course_lib.multihead.MultiHeadAttention`` with
+      linear or FAVOR+ heads (same parameters), and ``swap_attention`` to put it into
+      a model such as ``course_lib.blocks.TransformerClassifier``.
+    * ``measure_numpy_call``: best time and tracemalloc peak of one numpy call (the
+      lesson's measurements; torch's allocations are invisible to tracemalloc).
 
 Does NOT cover
     * chunked causal kernels (our causal prefix sums hold a (T, r, d_v) tensor),
       fused/CUDA kernels, redrawing features during training, FAVOR# or other
-      later variants, multi-head plumbing (use ``course_lib.multihead``),
-    * masks other than causal: padding is done by zeroing the padded keys' features.
+      later variants,
+    * masks other than causal and key padding (padded keys get zero features);
+      no dropout on attention weights (there are no weights to drop).
 
 Conventions: shapes (..., T, d) for queries, (..., S, d) for keys, (..., S, d_v)
 for values; r is the number of features per vector (d for elu+1, m for FAVOR+,
@@ -41,12 +47,16 @@ The numpy versions return float64; the torch versions keep the input dtype.
 from __future__ import annotations
 
 import math
+import time
+import tracemalloc
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from course_lib.attention import check_attention_shapes
+from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 
 __all__ = [
     "elu_feature_map",
@@ -66,6 +76,9 @@ __all__ = [
     "linear_attention_torch",
     "favor_features_torch",
     "favor_attention_torch",
+    "EfficientMultiHeadAttention",
+    "swap_attention",
+    "measure_numpy_call",
 ]
 
 
@@ -413,7 +426,7 @@ def linear_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
 
 
 def favor_features_torch(x: torch.Tensor, w: torch.Tensor, *, is_query: bool, eps: float = 1e-6,
-                         stabilize: bool = True) -> torch.Tensor:
+                         stabilize: bool = True, keep: torch.Tensor | None = None) -> torch.Tensor:
     """FAVOR+ features of queries or keys, scaled and stabilised as in the Performer.
 
     phi(x) = (exp(w x' - |x'|^2/2 - c) + eps) / sqrt(m) with x' = x d^(-1/4), so that
@@ -443,6 +456,8 @@ def favor_features_torch(x: torch.Tensor, w: torch.Tensor, *, is_query: bool, ep
     Args:
         x: (..., L, d) queries or keys; w: (m, d) projection from :func:`draw_projection`
         is_query: True for queries (per-row max), False for keys (one shared max)
+        keep: optional bool (..., L, 1), True = a real key; the others get zero features
+            and are left out of the shared max (key padding)
 
     Returns:
         features (..., L, m)
@@ -455,13 +470,16 @@ def favor_features_torch(x: torch.Tensor, w: torch.Tensor, *, is_query: bool, ep
     x = x * d ** -0.25
     w = w.to(dtype=x.dtype, device=x.device)
     exponent = x @ w.transpose(-2, -1) - 0.5 * (x * x).sum(dim=-1, keepdim=True)  # (..., L, m)
+    if keep is not None:
+        exponent = exponent.masked_fill(~keep, float("-inf"))  # hidden rows: exp(-inf) = 0
     if stabilize:
         if is_query:
             c = exponent.amax(dim=-1, keepdim=True)  # (..., L, 1): one per query
         else:
             c = exponent.amax(dim=(-2, -1), keepdim=True)  # (..., 1, 1): shared by all keys
-        exponent = exponent - c.detach()
-    return (torch.exp(exponent) + eps) / math.sqrt(m)
+        exponent = exponent - torch.nan_to_num(c.detach(), neginf=0.0)  # all hidden: nothing to shift
+    features = (torch.exp(exponent) + eps) / math.sqrt(m)
+    return features if keep is None else features * keep.to(features.dtype)
 
 
 def favor_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor,
@@ -480,3 +498,127 @@ def favor_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: 
     phi_q = favor_features_torch(q, w, is_query=True, eps=eps, stabilize=stabilize)  # (..., T, m)
     phi_k = favor_features_torch(k, w, is_query=False, eps=eps, stabilize=stabilize)  # (..., S, m)
     return attention_from_features_torch(phi_q, phi_k, v, causal)
+
+
+# ---------------------------------------------------------------- multi-head module and model surgery
+class EfficientMultiHeadAttention(MultiHeadAttention):
+    """:class:`course_lib.multihead.MultiHeadAttention` whose heads use linear attention or FAVOR+.
+
+    Same projections (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``), so weights copy
+    one to one (:func:`swap_attention`). Per head: phi(q), phi(k) of shape (B, H, L, r), then
+    :func:`attention_from_features_torch`.
+
+    Args:
+        d_model, num_heads, bias, batch_first: as MultiHeadAttention.
+        kind: "linear" (elu + 1) or "favor" (positive orthogonal random features).
+        num_features: m for "favor" (default 4 * d_head); the projection is drawn once
+            from ``seed`` and kept as a buffer (not trained, not redrawn).
+
+    ``forward(query, key, value, mask=None)``: ``mask`` may only hide keys (key padding):
+    bool, True = may attend, broadcastable to (B, 1, 1, S); hidden keys get zero features.
+    Returns (out, None): there is no attention matrix to return.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, kind: str = "linear", num_features: int | None = None,
+                 seed: int = 0, bias: bool = True, batch_first: bool = True, device=None, dtype=None):
+        super().__init__(d_model, num_heads, dropout=0.0, bias=bias, batch_first=batch_first,
+                         device=device, dtype=dtype)
+        if kind not in ("linear", "favor"):
+            raise ValueError(f"kind must be 'linear' or 'favor', got {kind!r}")
+        self.kind = kind
+        self.num_features = None
+        if kind == "favor":
+            self.num_features = int(num_features or 4 * self.d_head)
+            w = draw_projection(self.num_features, self.d_head, seed=seed,
+                                dtype=dtype or torch.get_default_dtype())
+            self.register_buffer("projection", w.to(device) if device is not None else w)
+
+    def extra_repr(self) -> str:
+        extra = f", num_features={self.num_features}" if self.kind == "favor" else ""
+        return f"{super().extra_repr()}, kind={self.kind}{extra}"
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                mask: torch.Tensor | None = None, need_weights: bool = False, average_attn_weights: bool = True):
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must be a 3-D tensor with D={self.d_model}, got "
+                                 f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        if not self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))  # (B, L, D)
+        keep = None
+        if mask is not None:
+            if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+                raise ValueError("mask must be a bool tensor, True = may attend")
+            if mask.dim() < 2 or mask.shape[-2] != 1:
+                raise ValueError(
+                    f"{type(self).__name__} takes key padding masks only, broadcastable to (B, 1, 1, S) "
+                    f"(the same keys hidden from every query); got {tuple(mask.shape)}. A causal mask needs "
+                    "the prefix-sum form (linear_attention_torch(..., causal=True))"
+                )
+            keep = mask[..., 0, :].unsqueeze(-1)  # (..., S, 1), broadcasts against (B, H, S, r)
+        H = self.num_heads
+        q = split_heads(self.q_proj(query), H)  # (B, H, T, d_head)
+        k = split_heads(self.k_proj(key), H)  # (B, H, S, d_head)
+        v = split_heads(self.v_proj(value), H)  # (B, H, S, d_head)
+        if self.kind == "linear":
+            phi_q, phi_k = elu_feature_map_torch(q), elu_feature_map_torch(k)  # (B, H, L, d_head)
+            if keep is not None:
+                phi_k = phi_k * keep.to(phi_k.dtype)  # hidden keys contribute nothing
+        else:
+            phi_q = favor_features_torch(q, self.projection, is_query=True)  # (B, H, T, m)
+            phi_k = favor_features_torch(k, self.projection, is_query=False, keep=keep)  # (B, H, S, m)
+        heads = attention_from_features_torch(phi_q, phi_k, v)  # (B, H, T, d_head)
+        out = self.out_proj(merge_heads(heads))  # (B, T, D)
+        if not self.batch_first:
+            out = out.transpose(0, 1)
+        return out, None
+
+
+def swap_attention(model: nn.Module, kind: str = "linear", num_features: int | None = None, seed: int = 0) -> nn.Module:
+    """Replace every MultiHeadAttention inside ``model`` by an EfficientMultiHeadAttention with
+    a copy of its projection weights (in place; returns ``model``). Raises ValueError if none is found.
+
+    Used to train the same classifier with exact and with linear attention from the same
+    initial weights: ``swap_attention(copy.deepcopy(model), "linear")``.
+    """
+    swapped = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is MultiHeadAttention:
+                p = child.q_proj.weight
+                new = EfficientMultiHeadAttention(child.d_model, child.num_heads, kind, num_features, seed=seed,
+                                                  bias=child.q_proj.bias is not None, batch_first=child.batch_first,
+                                                  device=p.device, dtype=p.dtype)
+                new.load_state_dict(child.state_dict(), strict=False)
+                setattr(parent, name, new.train(child.training))
+                swapped += 1
+    if swapped == 0:
+        raise ValueError("the model holds no course_lib.multihead.MultiHeadAttention to swap")
+    return model
+
+
+def measure_numpy_call(fn, *args, repeats: int = 3, **kwargs) -> tuple[float, int]:
+    """(best wall time in seconds over ``repeats`` calls, peak bytes tracemalloc saw during one call).
+
+    tracemalloc sees every numpy array allocation, so the peak is the largest amount of
+    memory the call's arrays held at once (inputs excluded). It does not see torch tensors.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(*args, **kwargs)
+        best = min(best, time.perf_counter() - t0)
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before, _ = tracemalloc.get_traced_memory()
+        fn(*args, **kwargs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return best, peak - before

@@ -399,3 +399,128 @@ def test_matches_performer_pytorch_on_the_same_projection():
     torch.testing.assert_close(E.favor_attention_torch(q, k, v, w, eps=0.0), theirs, atol=1e-5, rtol=1e-4)
     # Their FastAttention module uses eps = 1e-4 after subtracting the max of w.x alone (we subtract
     # the max of the whole exponent), so its eps bias differs from ours: compared at eps = 0 only.
+
+
+# ---------------------------------------------------------------- multi-head module, model surgery, measuring
+def _mha_pair(kind, num_features=None, d_model=16, heads=2, seed=0):
+    from course_lib.multihead import MultiHeadAttention
+
+    torch.manual_seed(seed)
+    exact = MultiHeadAttention(d_model, heads, dtype=torch.float64).eval()
+    holder = torch.nn.Sequential(exact)
+    E.swap_attention(holder, kind, num_features=num_features, seed=seed)
+    return exact, holder[0]
+
+
+def test_efficient_mha_linear_equals_per_head_linear_attention():
+    from course_lib.multihead import merge_heads, split_heads
+
+    exact, lin = _mha_pair("linear")
+    assert isinstance(lin, E.EfficientMultiHeadAttention) and lin.kind == "linear"
+    for name, p in exact.state_dict().items():
+        torch.testing.assert_close(lin.state_dict()[name], p)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 7, 16, generator=g, dtype=torch.float64)
+    out, weights = lin(x, x, x)
+    assert weights is None
+    q, k, v = (split_heads(proj(x), 2) for proj in (lin.q_proj, lin.k_proj, lin.v_proj))
+    expected = lin.out_proj(merge_heads(E.linear_attention_torch(q, k, v)))
+    torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["linear", "favor"])
+def test_efficient_mha_ignores_padded_keys(kind):
+    _, mha = _mha_pair(kind, num_features=32)
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 9, 16, generator=g, dtype=torch.float64)
+    keep = torch.ones(2, 9, dtype=torch.bool)
+    keep[0, 6:] = False
+    out, _ = mha(x, x, x, mask=keep[:, None, None, :])
+    # row 0 with its padded keys cut off entirely gives the same outputs for its real positions
+    short, _ = mha(x[:1, :6], x[:1, :6], x[:1, :6])
+    torch.testing.assert_close(out[0, :6], short[0], atol=1e-10, rtol=1e-8)
+    # changing the padded positions' content changes nothing for anyone
+    x2 = x.clone()
+    x2[0, 6:] = 100.0
+    torch.testing.assert_close(mha(x2, x2, x2, mask=keep[:, None, None, :])[0][:, :6], out[:, :6],
+                               atol=1e-10, rtol=1e-8)
+    with pytest.raises(ValueError, match="key padding masks only"):
+        mha(x, x, x, mask=torch.ones(9, 9, dtype=torch.bool).tril())
+
+
+def test_efficient_mha_favor_approximates_exact_mha_with_many_features():
+    exact, favor = _mha_pair("favor", num_features=8192)
+    with torch.no_grad():
+        for lin in (exact.q_proj, exact.k_proj, favor.q_proj, favor.k_proj):
+            lin.weight.mul_(0.5)  # moderate scores, so 8192 features estimate well
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 10, 16, generator=g, dtype=torch.float64)
+    want, _ = exact(x, x, x)
+    got, _ = favor(x, x, x)
+    assert (got - want).abs().max() < 0.05
+    assert favor.projection.shape == (8192, 8)
+
+
+def test_swap_attention_in_a_classifier_and_errors():
+    from course_lib.blocks import TransformerClassifier
+
+    torch.manual_seed(0)
+    model = TransformerClassifier(50, 3, d_model=16, num_heads=2, num_layers=2, d_ff=32).eval()
+    E.swap_attention(model, "linear")
+    kinds = [type(m).__name__ for m in model.modules() if "MultiHeadAttention" in type(m).__name__]
+    assert kinds == ["EfficientMultiHeadAttention"] * 2
+    ids = torch.randint(2, 50, (3, 12))
+    logits = model(ids)
+    assert logits.shape == (3, 3) and torch.isfinite(logits).all()
+    logits.sum().backward()  # trainable
+    with pytest.raises(ValueError, match="no course_lib.multihead.MultiHeadAttention"):
+        E.swap_attention(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="kind"):
+        E.EfficientMultiHeadAttention(16, 2, kind="softmax")
+
+
+def test_favor_features_keep_leaves_hidden_keys_out_of_the_max():
+    g = torch.Generator().manual_seed(4)
+    k = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    k[4:] = 50.0  # huge hidden keys would dominate a shared max and underflow the real ones
+    w = E.draw_projection(16, 4, seed=4)
+    keep = torch.tensor([True] * 4 + [False] * 2)[:, None]
+    feats = E.favor_features_torch(k, w, is_query=False, keep=keep, eps=0.0)
+    assert (feats[4:] == 0).all()
+    assert feats[:4].max() == pytest.approx(1 / math.sqrt(16))  # the real keys' max is exp(0)
+    torch.testing.assert_close(feats[:4], E.favor_features_torch(k[:4], w, is_query=False, eps=0.0))
+
+
+def test_measure_numpy_call_sees_the_largest_array():
+    seconds, peak = E.measure_numpy_call(np.ones, (500, 500), repeats=2)
+    assert seconds > 0 and peak >= 500 * 500 * 8
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(1024, 8)), rng.normal(size=(1024, 8)), rng.normal(size=(1024, 8))
+    _, exact_peak = E.measure_numpy_call(scaled_dot_product_attention, q, k, v, repeats=1)
+    _, linear_peak = E.measure_numpy_call(E.linear_attention, q, k, v, repeats=1)
+    assert exact_peak >= 1024 * 1024 * 8 > 10 * linear_peak
+    with pytest.raises(ValueError, match="repeats"):
+        E.measure_numpy_call(np.ones, 3, repeats=0)
+
+
+def test_lesson_plots_draw_what_they_are_given():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_lib.plotting import attention_scaling_plot, feature_mse_plot
+
+    rows = [{"method": meth, "L": L, "time_ms": t * L ** p, "peak_mib": (L ** p) / 1e3 if meth != "exact" or L > 64 else None}
+            for meth, p, t in (("exact", 2, 1e-4), ("linear", 1, 1e-3)) for L in (64, 128, 256)]
+    fig, axes = attention_scaling_plot(rows, title="t")
+    assert len(axes) == 2 and axes[0].get_xlabel().startswith("sequence length")
+    assert len(axes[1].get_lines()) == 2 + 2  # two methods + two guides
+    plt.close(fig)
+    mse_rows = [{"pair": "p", "kind": kind, "m": m, "mse": 1 / m, "mse_se": 0.01 / m, "closed_form": c and 1 / m}
+                for kind, c in (("positive iid", True), ("positive orthogonal", None)) for m in (16, 32)]
+    fig, axes = feature_mse_plot(mse_rows)
+    assert axes[0].get_title() == "p" and axes[0].get_yscale() == "log"
+    plt.close(fig)
+    with pytest.raises(ValueError):
+        attention_scaling_plot([])
