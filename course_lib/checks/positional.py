@@ -1,0 +1,207 @@
+"""Checks for lesson 04 (positional encoding), with the misconceptions they name.
+
+    check_sinusoidal_encoding(sinusoidal_encoding)   # PE matrix (num_positions, d_model)
+    check_shift_matrix(shift_matrix)                 # M_k with PE(pos + k) = M_k PE(pos)
+    check_exponential_basis(exponential_basis)       # Enformer's exponential basis functions
+
+Named misconceptions
+    sinusoidal_encoding: sin and cos swapped; exponent i/d instead of 2i/d; exponent from
+    the column index (odd columns get 10000^((2i+1)/d)); sines and cosines in two halves
+    instead of interleaved; positions counted from 1; frequencies 10000^(+2i/d) (inverted).
+    shift_matrix: rotation in the wrong direction (gives PE(pos - k)); angle k instead
+    of k * omega_i; any other matrix fails the property PE[k:] == PE[:-k] @ M_k.T.
+    exponential_basis: signed distance instead of |r|; missing ln 2 (h_i is then not a
+    half-life); half-lives spaced linearly instead of geometrically; basis axis first.
+
+``hidden=True`` uses other, larger inputs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from course_lib import positional as ref
+from course_lib.checks.core import (
+    Case,
+    Wrong,
+    assert_close,
+    assert_shape,
+    call_student,
+    compare_with_reference,
+    seeded,
+    to_numpy,
+)
+
+__all__ = [
+    "check_sinusoidal_encoding",
+    "check_shift_matrix",
+    "check_exponential_basis",
+    "WRONG_SINUSOIDAL",
+    "WRONG_SHIFT",
+    "WRONG_EXPONENTIAL",
+]
+
+FORBIDDEN_SINUSOIDAL = ("course_lib.positional.sinusoidal_encoding", "course_lib.positional.sinusoidal_frequencies",
+                        "course_lib.positional.shift_matrix")
+FORBIDDEN_SHIFT = FORBIDDEN_SINUSOIDAL
+FORBIDDEN_EXPONENTIAL = ("course_lib.positional.exponential_basis",
+                         "course_lib.positional.enformer_relative_features")
+
+
+# ---------------------------------------------------------------- private sinusoid (wrongs never call the reference)
+def _pe(num_positions, d_model, base=10000.0, *, swap=False, exponent="2i/d", layout="interleaved", start=0):
+    pos = np.arange(start, start + num_positions, dtype=np.float64)[:, None]  # (T, 1)
+    i = np.arange(d_model // 2, dtype=np.float64)  # (d/2,)
+    if exponent == "2i/d":
+        inv = base ** (-2 * i / d_model)
+    elif exponent == "i/d":
+        inv = base ** (-i / d_model)
+    elif exponent == "inverted":
+        inv = base ** (2 * i / d_model)
+    else:  # "column": each column j uses 10000^(j/d), so odd columns are off by one step
+        inv = None
+    pe = np.empty((num_positions, d_model))
+    if inv is None:
+        j = np.arange(d_model, dtype=np.float64)
+        ang = pos / base ** (j / d_model)
+        pe[:, 0::2], pe[:, 1::2] = np.sin(ang[:, 0::2]), np.cos(ang[:, 1::2])
+        return pe
+    ang = pos * inv  # (T, d/2)
+    first, second = (np.cos(ang), np.sin(ang)) if swap else (np.sin(ang), np.cos(ang))
+    if layout == "halves":
+        return np.concatenate([first, second], axis=1)
+    pe[:, 0::2], pe[:, 1::2] = first, second
+    return pe
+
+
+WRONG_SINUSOIDAL = [
+    Wrong("sin and cos swapped", lambda n, d, base=10000.0: _pe(n, d, base, swap=True),
+          "the even columns hold cosines and the odd columns sines; the formula is PE(pos, 2i) = sin(...) and "
+          "PE(pos, 2i+1) = cos(...). Check position 0: it must be [0, 1, 0, 1, ...]."),
+    Wrong("exponent i/d instead of 2i/d", lambda n, d, base=10000.0: _pe(n, d, base, exponent="i/d"),
+          "the frequencies use base^(i/d) where i counts (sin, cos) pairs; the exponent is 2i/d (the even "
+          "column index over d), so the wavelengths must reach up to about 2*pi*base at the last pair."),
+    Wrong("exponent from the column index", lambda n, d, base=10000.0: _pe(n, d, base, exponent="column"),
+          "each column j used its own exponent j/d, so a cosine column has a different frequency than the "
+          "sine before it; both columns of pair i share omega_i = 1 / base^(2i/d)."),
+    Wrong("sines and cosines in two halves", lambda n, d, base=10000.0: _pe(n, d, base, layout="halves"),
+          "you put all sines in the first half and all cosines in the second half (another common layout); "
+          "this course follows the paper: sines in the even columns 0, 2, 4, ..., cosines in the odd columns."),
+    Wrong("positions counted from 1", lambda n, d, base=10000.0: _pe(n, d, base, start=1),
+          "the first row is position 0 (sin 0 = 0, cos 0 = 1); use np.arange(num_positions)."),
+    Wrong("frequencies inverted", lambda n, d, base=10000.0: _pe(n, d, base, exponent="inverted"),
+          "you multiplied the position by base^(2i/d) instead of dividing by it: the angle is pos / base^(2i/d)."),
+]
+
+
+def _shift(k, d_model, base=10000.0, *, direction=1, use_omega=True):
+    i = np.arange(d_model // 2, dtype=np.float64)
+    omega = base ** (-2 * i / d_model) if use_omega else np.ones_like(i)
+    c, s = np.cos(k * omega), direction * np.sin(k * omega)
+    m = np.zeros((d_model, d_model))
+    e, o = np.arange(0, d_model, 2), np.arange(1, d_model, 2)
+    m[e, e], m[e, o], m[o, e], m[o, o] = c, s, -s, c
+    return m
+
+
+WRONG_SHIFT = [
+    Wrong("rotation in the wrong direction", lambda k, d, base=10000.0: _shift(k, d, base, direction=-1),
+          "your matrix moves PE(pos) to PE(pos - k): the signs of the sines are swapped (you returned M_k "
+          "transposed). From sin(a + b) = sin a cos b + cos a sin b: the sine row is [cos(k w), sin(k w)]."),
+    Wrong("angle k instead of k * omega", lambda k, d, base=10000.0: _shift(k, d, base, use_omega=False),
+          "every block rotates by the same angle k; pair i turns by k * omega_i with omega_i = 1 / base^(2i/d)."),
+]
+
+
+def _exp_basis(distances, num_basis, seq_len, min_half_life=3.0, *, signed=False, ln2=True, spacing="geom",
+               axis_last=True):
+    r = np.asarray(distances, dtype=np.float64)
+    r = r if signed else np.abs(r)
+    h = (np.geomspace if spacing == "geom" else np.linspace)(min_half_life, seq_len, num_basis)
+    rate = (math.log(2.0) if ln2 else 1.0) / h
+    out = np.exp(-rate * r[..., None])
+    return out if axis_last else np.moveaxis(out, -1, 0)
+
+
+WRONG_EXPONENTIAL = [
+    Wrong("signed distance instead of |r|",
+          lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, signed=True),
+          "negative distances give values above 1: the basis depends on how FAR a key is, |r|, so that "
+          "f(r) = f(-r) (the sign(r) copy adds the direction later)."),
+    Wrong("missing ln 2", lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, ln2=False),
+          "exp(-|r| / h) is e-folding, not halving: at |r| = h it gives 0.37, not 0.5. Use exp(-ln(2) |r| / h)."),
+    Wrong("half-lives spaced linearly", lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, spacing="lin"),
+          "the half-lives must be spaced evenly in LOG space (np.geomspace(min_half_life, seq_len, n)), so "
+          "short and long ranges get as many basis functions; np.linspace crowds them at long range."),
+    Wrong("basis axis first", lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, axis_last=False),
+          "the basis index must be the LAST axis: shape distances.shape + (num_basis,), features last like tokens."),
+]
+
+
+# ---------------------------------------------------------------- checks
+def check_sinusoidal_encoding(student, hidden: bool = False) -> None:
+    """Student ``sinusoidal_encoding(num_positions, d_model, base=10000.0)`` equals the paper's formula."""
+    exercise = "sinusoidal_encoding"
+    sizes = [(6, 4), (50, 16), (3, 2)] if not hidden else [(128, 64), (7, 10), (1, 6), (300, 32)]
+    cases = [Case(f"num_positions={n}, d_model={d}", (n, d)) for n, d in sizes]
+    cases.append(Case("base=100 instead of 10000", (20, 8), {"base": 100.0}))
+    compare_with_reference(student, ref.sinusoidal_encoding, cases, exercise=exercise, wrongs=WRONG_SINUSOIDAL,
+                           forbidden=FORBIDDEN_SINUSOIDAL, atol=1e-10, rtol=1e-8)
+    n, d = (200, 32) if hidden else (60, 8)
+    pe = to_numpy(call_student(student, Case(f"({n}, {d})", (n, d)), exercise, FORBIDDEN_SINUSOIDAL))
+    assert_shape(pe, (n, d), f"{exercise}: one row per position, one column per feature")
+    if pe.min() < -1 - 1e-12 or pe.max() > 1 + 1e-12:
+        raise AssertionError(f"{exercise}: values must lie in [-1, 1] (they are sines and cosines), "
+                             f"got min {pe.min():.3g}, max {pe.max():.3g}")
+    # the shift property, checked independently of any matrix the student wrote
+    k = 5
+    assert_close(pe[k:], pe[:-k] @ _shift(k, d).T,
+                 f"{exercise}: PE(pos + {k}) must be the same rotation of PE(pos) for every pos; it is not, so "
+                 "the (sin, cos) pairs do not share a frequency", atol=1e-9)
+
+
+def check_shift_matrix(student, hidden: bool = False) -> None:
+    """Student ``shift_matrix(k, d_model, base=10000.0)``: PE(pos + k) = M_k @ PE(pos) for all pos."""
+    exercise = "shift_matrix"
+    specs = [(1, 4), (3, 8), (-2, 6)] if not hidden else [(7, 16), (0, 4), (-11, 10), (2.5, 8), (40, 32)]
+    cases = [Case(f"k={k}, d_model={d}", (k, d)) for k, d in specs]
+    cases.append(Case("k=4, d_model=6, base=50", (4, 6), {"base": 50.0}))
+    compare_with_reference(student, ref.shift_matrix, cases, exercise=exercise, wrongs=WRONG_SHIFT,
+                           forbidden=FORBIDDEN_SHIFT, atol=1e-10, rtol=1e-8)
+    rng = seeded(404 if hidden else 4)
+    d = 12 if hidden else 6
+    k = int(rng.integers(1, 20))
+    m = to_numpy(call_student(student, Case(f"k={k}, d_model={d}", (k, d)), exercise, FORBIDDEN_SHIFT))
+    assert_shape(m, (d, d), f"{exercise}: M_k maps a d_model vector to a d_model vector")
+    pe = _pe(80, d)
+    assert_close(pe[k:], pe[:-k] @ m.T, f"{exercise}: PE(pos + {k}) must equal M_k @ PE(pos) for EVERY pos "
+                                        "(rows: PE[k:] == PE[:-k] @ M_k.T)", atol=1e-9)
+    assert_close(m @ m.T, np.eye(d), f"{exercise}: M_k must be orthogonal (a rotation), M_k @ M_k.T = I",
+                 atol=1e-9)
+
+
+def check_exponential_basis(student, hidden: bool = False) -> None:
+    """Student ``exponential_basis(distances, num_basis, seq_len, min_half_life=3.0)``."""
+    exercise = "exponential_basis"
+    rng = seeded(505 if hidden else 5)
+    cases = [
+        Case("distances -4..4, 3 basis functions, seq_len=64", (np.arange(-4, 5), 3, 64.0)),
+        Case("a (T, S) distance matrix for T=S=5, 2 basis functions, seq_len=10",
+             (np.arange(5)[None, :] - np.arange(5)[:, None], 2, 10.0)),
+        Case("distances [0, 3, 30] with min_half_life=2", (np.array([0.0, 3.0, 30.0]), 4, 30.0), {"min_half_life": 2.0}),
+    ]
+    if hidden:
+        cases += [
+            Case("random distances in [-500, 500], 8 basis functions, seq_len=1536",
+                 (rng.integers(-500, 501, size=(4, 6)), 8, 1536.0)),
+            Case("one basis function", (np.arange(-3, 4), 1, 12.0)),
+        ]
+    compare_with_reference(student, ref.exponential_basis, cases, exercise=exercise, wrongs=WRONG_EXPONENTIAL,
+                           forbidden=FORBIDDEN_EXPONENTIAL, atol=1e-10, rtol=1e-8)
+    r = np.arange(-20, 21)
+    f = to_numpy(call_student(student, Case("distances -20..20, 4 basis, seq_len=40", (r, 4, 40.0)), exercise,
+                              FORBIDDEN_EXPONENTIAL))
+    assert_shape(f, (41, 4), f"{exercise}: output shape is distances.shape + (num_basis,)")
+    assert_close(f, f[::-1], f"{exercise}: f(r) must equal f(-r) (symmetric in the distance)", atol=1e-12)
+    assert_close(f[20], np.ones(4), f"{exercise}: every basis function is 1 at distance 0", atol=1e-12)

@@ -1,0 +1,101 @@
+"""The lesson 04 checks: every known wrong answer is named, correct answers pass, the reference is refused."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from course_lib import positional as ref
+from course_lib.checks import IntegrityError, NotImplementedYet
+from course_lib.checks import positional as chk
+
+
+# ---------------------------------------------------------------- independent correct answers
+def sinusoidal_loops(num_positions, d_model, base=10000.0):
+    pe = np.zeros((num_positions, d_model))
+    for pos in range(num_positions):
+        for i in range(d_model // 2):
+            angle = pos / base ** (2 * i / d_model)
+            pe[pos, 2 * i] = math.sin(angle)
+            pe[pos, 2 * i + 1] = math.cos(angle)
+    return pe
+
+
+def shift_loops(k, d_model, base=10000.0):
+    m = np.zeros((d_model, d_model))
+    for i in range(d_model // 2):
+        w = k / base ** (2 * i / d_model)
+        m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[math.cos(w), math.sin(w)], [-math.sin(w), math.cos(w)]]
+    return m
+
+
+def exponential_loops(distances, num_basis, seq_len, min_half_life=3.0):
+    r = np.abs(np.asarray(distances, dtype=float))
+    ratio = (seq_len / min_half_life) ** (1 / (num_basis - 1)) if num_basis > 1 else 1.0
+    halves = [min_half_life * ratio**i for i in range(num_basis)]
+    return np.stack([0.5 ** (r / h) for h in halves], axis=-1)
+
+
+CORRECT = [
+    (chk.check_sinusoidal_encoding, sinusoidal_loops),
+    (chk.check_shift_matrix, shift_loops),
+    (chk.check_exponential_basis, exponential_loops),
+]
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("check, fn", CORRECT, ids=["sinusoidal", "shift", "exponential"])
+def test_correct_independent_answers_pass(check, fn, hidden):
+    check(fn, hidden=hidden)
+
+
+# ---------------------------------------------------------------- every named misconception
+def _wrong_params():
+    for check, wrongs in [(chk.check_sinusoidal_encoding, chk.WRONG_SINUSOIDAL),
+                         (chk.check_shift_matrix, chk.WRONG_SHIFT),
+                         (chk.check_exponential_basis, chk.WRONG_EXPONENTIAL)]:
+        for w in wrongs:
+            yield pytest.param(check, w, id=f"{check.__name__}:{w.name}")
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("check, wrong", list(_wrong_params()))
+def test_each_wrong_answer_is_named(check, wrong, hidden):
+    with pytest.raises(AssertionError, match=f"likely misconception '{re.escape(wrong.name)}'"):
+        check(wrong.fn, hidden=hidden)
+
+
+def test_required_misconceptions_are_named():
+    names = {w.name for w in chk.WRONG_SINUSOIDAL}
+    assert "sin and cos swapped" in names and "exponent i/d instead of 2i/d" in names
+
+
+# ---------------------------------------------------------------- other failures
+def test_reference_and_stub_are_refused():
+    with pytest.raises(IntegrityError):
+        chk.check_sinusoidal_encoding(ref.sinusoidal_encoding)
+    with pytest.raises(IntegrityError, match="reference implementation"):
+        chk.check_shift_matrix(lambda k, d, base=10000.0: ref.shift_matrix(k, d, base))
+    with pytest.raises(IntegrityError):
+        chk.check_exponential_basis(lambda r, n, s, m=3.0: ref.enformer_relative_features(r, 6 * n, s)[..., :n])
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedYet, match="not implemented yet"):
+        chk.check_sinusoidal_encoding(stub)
+
+
+def test_other_mistakes_fail_with_a_message():
+    with pytest.raises(AssertionError, match="expected shape"):
+        chk.check_sinusoidal_encoding(lambda n, d, base=10000.0: sinusoidal_loops(n, d, base).T)
+    with pytest.raises(AssertionError, match="sinusoidal_encoding"):
+        chk.check_sinusoidal_encoding(lambda n, d, base=10000.0: sinusoidal_loops(n, d, base) * 1.01)
+    with pytest.raises(AssertionError, match="shift_matrix"):  # identity is a rotation, but by 0
+        chk.check_shift_matrix(lambda k, d, base=10000.0: np.eye(d))
+    with pytest.raises(AssertionError, match="expected shape \\(9, 3\\), got \\(9,\\)"):
+        chk.check_exponential_basis(lambda r, n, s, m=3.0: np.exp(-np.abs(r)))
+    with pytest.raises(AssertionError, match="exponential_basis: your function raised ZeroDivisionError"):
+        chk.check_exponential_basis(lambda r, n, s, m=3.0: 1 / 0)
