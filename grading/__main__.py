@@ -1,7 +1,8 @@
 """Command line of the grading tools.
 
     python -m grading grade [--assignment 01_attention ...] [--workers 2] [--demo auto|yes|no] [--resume]
-    python -m grading preflight [--kernel python3]
+    python -m grading preflight [--kernel course-sandbox]
+    python -m grading sandbox-install                     (the isolated grading kernel, see grading/sandbox.py)
     python -m grading demo --assignment 01_attention     (write the demo class into grading/submitted/)
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import os
 import sys
 
-from grading import demo, pipeline, preflight
+from grading import demo, pipeline, preflight, sandbox
 
 
 def main(argv=None) -> int:
@@ -25,10 +26,13 @@ def main(argv=None) -> int:
                    help="auto: grade the demo class when submitted/ holds no real class")
     g.add_argument("--resume", action="store_true", help="skip submissions already graded (after a killed run)")
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
-    g.add_argument("--kernel", default=os.environ.get("COURSE_KERNEL", "python3"))
+    g.add_argument("--kernel", default=os.environ.get("COURSE_KERNEL", "course-sandbox"),
+                   help="grading kernel (default: course-sandbox, the isolated kernel; python3: no sandbox)")
 
     p = sub.add_parser("preflight", help="check the grading kernel and course_lib before grading")
-    p.add_argument("--kernel", default=os.environ.get("COURSE_KERNEL", "python3"))
+    p.add_argument("--kernel", default=os.environ.get("COURSE_KERNEL", "course-sandbox"))
+
+    sub.add_parser("sandbox-install", help="install the course-sandbox kernelspec into this environment")
 
     d = sub.add_parser("demo", help="write the demo class's submissions")
     d.add_argument("--assignment", action="append")
@@ -44,9 +48,16 @@ def main(argv=None) -> int:
                 demo=args.demo, resume=args.resume, feedback=not args.no_feedback, kernel=args.kernel)
             return pipeline.grade(opts)
         if args.command == "preflight":
+            if args.kernel == sandbox.KERNEL_NAME:
+                sandbox.install_kernelspec()
+                ok, why = sandbox.bwrap_works()
+                print(f"sandbox: {'bwrap isolation' if ok else 'resource limits only: ' + why}")
             python = preflight.check_kernel(args.kernel)
-            where = preflight.check_course_lib_in_kernel(args.kernel)
-            print(f"kernel {args.kernel!r} ({python}) imports course_lib from {where}")
+            status = preflight.check_course_lib_in_kernel(args.kernel)
+            print(f"kernel {args.kernel!r} ({python}): {status}")
+            return 0
+        if args.command == "sandbox-install":
+            print(sandbox.install_kernelspec())
             return 0
         if args.command == "demo":
             assignments = args.assignment or demo.assignments_with_demo()

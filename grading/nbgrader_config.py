@@ -9,8 +9,10 @@ COURSE_ROOT          another course root for release/, submitted/, ... (the test
 COURSE_DB_URL        gradebook URL (default: SQLite file gradebook.db here);
                      e.g. postgresql://user@127.0.0.1:5432/gradebook for a large class
 COURSE_CELL_TIMEOUT  seconds a single cell may run when grading (default 30)
-COURSE_KERNEL        kernel used to grade (default python3; the sandboxed
-                     kernel "course-sandbox" is installed by `python -m grading sandbox-install`)
+COURSE_KERNEL        kernel used to grade (default "course-sandbox", see grading/sandbox.py,
+                     installed by `python -m grading grade` or `python -m grading sandbox-install`;
+                     "python3" grades without the sandbox)
+COURSE_NOTEBOOK_TIMEOUT  seconds a whole notebook may run when grading (default 600)
 """
 import os
 
@@ -29,10 +31,36 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # Executing student notebooks: one named kernel, a time limit per cell, and IPC
 # sockets instead of TCP ports, so parallel workers never race for a port (nbgrader#174)
 # and a kernel without network (sandbox) can still talk to its grader.
-c.Execute.kernel_name = os.environ.get("COURSE_KERNEL", "python3")
+c.Execute.kernel_name = os.environ.get("COURSE_KERNEL", "course-sandbox")
 c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "30"))
 c.Execute.startup_timeout = 60
 c.KernelManager.transport = "ipc"
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Our preprocessors (grading/execute.py, grading/feedback.py) are importable by
+# plain `nbgrader` commands run in this folder too.
+import sys  # noqa: E402
+
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+
+# A kernel that dies (os._exit, segfault, memory or process limit) costs the cell
+# that killed it, not the whole submission; a notebook has a total time limit.
+c.Autograde.autograde_preprocessors = [
+    "grading.execute.ResilientExecute", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+]
+c.ResilientExecute.notebook_timeout = int(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))
+c.ResilientExecute.max_restarts = 3
+c.LimitOutput.max_lines = 300
+c.LimitOutput.max_traceback = 60
+
+# Feedback shows which hidden test failed, its points and message, never its code.
+c.GenerateFeedback.preprocessors = [GetGrades, "grading.feedback.HideHiddenTests", CSSHTMLHeaderPreprocessor]

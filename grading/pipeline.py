@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight
+from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight, sandbox
 
 SUBMITTED = os.path.join(GRADING_DIR, "submitted")
 RESULTS = os.path.join(GRADING_DIR, "logs", "results")
@@ -47,7 +47,7 @@ class Options:
     demo: str = "auto"  # auto: demo class when submitted/ holds no real class; yes; no
     resume: bool = False  # skip tasks already graded from identical files (after a killed run)
     feedback: bool = True
-    kernel: str = "python3"
+    kernel: str = "course-sandbox"
 
 
 def log(msg: str) -> None:
@@ -56,6 +56,7 @@ def log(msg: str) -> None:
 
 def nbgrader_env() -> dict:
     env = dict(os.environ)
+    env.setdefault("COURSE_KERNEL", "course-sandbox")
     env["PYTHONPATH"] = REPO_DIR + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
@@ -195,9 +196,14 @@ def print_table(assignments, students, grades, expected, results) -> list[str]:
 def grade(opts: Options) -> int:
     t0 = time.perf_counter()
     preflight.check_assignments(opts.assignments)
+    if opts.kernel == sandbox.KERNEL_NAME:
+        sandbox.install_kernelspec()
+        ok, why = sandbox.bwrap_works()
+        if not ok:
+            log(f"[preflight] WARNING: no isolation, resource limits only: {why}")
     python = preflight.check_kernel(opts.kernel)
-    where = preflight.check_course_lib_in_kernel(opts.kernel)
-    log(f"[preflight] kernel {opts.kernel!r} ({python}) imports course_lib from {where}")
+    status = preflight.check_course_lib_in_kernel(opts.kernel)
+    log(f"[preflight] kernel {opts.kernel!r} ({python}): {status}")
 
     for a in opts.assignments:
         run_nbgrader("generate_assignment", a, "--force")

@@ -35,12 +35,34 @@ def check_kernel(kernel_name: str) -> str:
     return spec.argv[0]
 
 
+_PROBE = """
+import os, course_lib, course_lib.checks.core, course_lib.attention
+hidden = not os.path.exists({notebooks!r})
+print(("sandboxed" if os.environ.get("COURSE_SANDBOXED") else "not sandboxed")
+      + ("; notebooks/ hidden" if hidden else "; notebooks/ VISIBLE"))
+print(course_lib.__file__)
+"""
+
+
 def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
-    """Start the grading kernel, import course_lib and its checks there; return course_lib's path."""
+    """Start the grading kernel, import course_lib and its checks there.
+
+    Returns "<sandbox status>; course_lib from <path>". Raises PreflightError when
+    course_lib does not import, or when a sandboxed kernel can still see notebooks/.
+    """
+    import tempfile
+
     from jupyter_client.manager import KernelManager
 
-    km = KernelManager(kernel_name=kernel_name, transport="ipc")
-    km.start_kernel()
+    ipc = tempfile.mkdtemp(prefix="nbg-ipc-")
+    workdir = tempfile.mkdtemp(prefix="preflight-")
+    km = KernelManager(kernel_name=kernel_name, transport="ipc", ip=os.path.join(ipc, "kernel"))
+    try:
+        import subprocess
+
+        km.start_kernel(cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except Exception as err:
+        raise PreflightError(f"the grading kernel {kernel_name!r} does not start: {err}") from err
     kc = km.client()
     try:
         kc.start_channels()
@@ -54,10 +76,8 @@ def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
             elif msg.get("msg_type") == "error":
                 outputs.append(f"{content.get('ename')}: {content.get('evalue')}")
 
-        reply = kc.execute_interactive(
-            "import course_lib, course_lib.checks.core, course_lib.attention\nprint(course_lib.__file__)",
-            timeout=timeout, output_hook=collect,
-        )
+        reply = kc.execute_interactive(_PROBE.format(notebooks=NOTEBOOKS_DIR), timeout=timeout,
+                                       output_hook=collect)
         text = "".join(outputs).strip()
         if reply["content"]["status"] != "ok":
             raise PreflightError(
@@ -65,7 +85,12 @@ def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
                 "cell would fail and nbgrader would score all students 0. Install the course into the "
                 "kernel's environment: `pip install -e .` with that kernel's python."
             )
-        return text.splitlines()[-1] if text else ""
+        lines = text.splitlines()
+        if "VISIBLE" in lines[0] and "not sandboxed" not in lines[0]:
+            raise PreflightError("the sandboxed kernel can read notebooks/ (the hidden tests); refusing to grade")
+        return f"{lines[0]}; course_lib from {lines[-1]}"
+    except RuntimeError as err:  # died before replying
+        raise PreflightError(f"the grading kernel {kernel_name!r} died on start: {err}") from err
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

@@ -41,6 +41,17 @@ def _tail(text: str | None, n: int = 4000) -> str:
     return (text or "")[-n:]
 
 
+def remove_submission(api, assignment: str, student: str) -> bool:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    try:
+        with Gradebook(api.coursedir.db_url) as gb:
+            gb.remove_submission(assignment, student)
+        return True
+    except MissingEntry:
+        return False
+
+
 def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict:
     start = time.perf_counter()
     result = {"assignment": assignment, "student": student}
@@ -53,6 +64,10 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
         autograded = os.path.join(GRADING_DIR, "autograded", student, assignment)
         result["autograded"] = os.path.isdir(autograded) and any(
             f.endswith(".ipynb") for f in os.listdir(autograded))
+        if not result["autograded"]:
+            # nbgrader keeps the grades of an earlier run when this one fails: drop them,
+            # so the export says 0 for this submission instead of a stale score
+            result["stale_grades_removed"] = remove_submission(api, assignment, student)
         if feedback and result["autograded"]:
             fb = api.generate_feedback(assignment, student, force=True)
             result["feedback_ok"] = bool(fb.get("success"))

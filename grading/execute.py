@@ -1,0 +1,94 @@
+"""nbgrader's Execute preprocessor, made to survive a kernel that dies.
+
+Plain nbgrader gives up on the whole submission when the kernel dies (``os._exit``,
+a segfault through ctypes, the memory limit, a fork bomb hitting the process
+limit): the student gets no grade at all, even for the exercises that were right.
+``ResilientExecute`` instead
+
+* marks the cell that killed the kernel with a ``KernelDied`` error (its tests score 0),
+  or, for a cell that ignores the interrupt after the per-cell timeout, ``CellTimeoutError``,
+* restarts the kernel, silently re-runs the cells before it (except earlier killers),
+  and goes on with the next cell, at most ``max_restarts`` times per notebook;
+* stops a notebook that runs longer than ``notebook_timeout`` seconds in total, marking
+  every cell not yet run with ``NotebookTimeout`` (on top of the per-cell ``timeout``).
+
+So a broken submission is graded on what ran, and nothing is lost.
+"""
+from __future__ import annotations
+
+import copy
+import time
+
+from jupyter_core.utils import run_sync
+from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import Execute
+from traitlets import Integer
+
+
+def error_output(ename: str, evalue: str):
+    return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
+class ResilientExecute(Execute):
+    notebook_timeout = Integer(600, help="wall-clock seconds for a whole notebook").tag(config=True)
+    max_restarts = Integer(3, help="kernel restarts allowed per notebook").tag(config=True)
+
+    def _mark(self, cell, ename: str, evalue: str) -> None:
+        if cell.cell_type == "code":
+            cell.outputs = list(cell.get("outputs", [])) + [error_output(ename, evalue)]
+
+    def _restart_and_replay(self, upto: int, skip: set[int]) -> None:
+        run_sync(self.km.restart_kernel)(now=True)
+        run_sync(self.kc.wait_for_ready)(timeout=self.startup_timeout)
+        for j in range(upto):
+            cell = self.nb.cells[j]
+            if cell.cell_type != "code" or j in skip:
+                continue
+            self.execute_cell(copy.deepcopy(cell), j, store_history=False)  # outputs already recorded
+
+    def preprocess(self, nb, resources=None, km=None):
+        NotebookClient.__init__(self, nb, km)
+        self.reset_execution_trackers()
+        self._check_assign_resources(resources)
+        start = time.monotonic()
+        killers: set[int] = set()
+        with self.setup_kernel():
+            info_msg = self.wait_for_reply(self.kc.kernel_info())
+            if info_msg and "language_info" in info_msg["content"]:
+                self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
+            cells = self.nb.cells
+            index = 0
+            while index < len(cells):
+                cell = cells[index]
+                if time.monotonic() - start > self.notebook_timeout:
+                    for rest in cells[index:]:
+                        self._mark(rest, "NotebookTimeout", f"the notebook ran longer than {self.notebook_timeout} s "
+                                                            "in total; this cell was not run")
+                    break
+                try:
+                    self.preprocess_cell(cell, resources, index)
+                except (DeadKernelError, CellTimeoutError) as err:
+                    killers.add(index)
+                    if isinstance(err, CellTimeoutError):
+                        self._mark(cell, "CellTimeoutError", f"this cell ran longer than {self.timeout} s and did "
+                                                             "not stop when interrupted; the kernel was restarted")
+                    else:
+                        self._mark(cell, "KernelDied", "the kernel died while running this cell (os._exit, a "
+                                                       "crash, or the memory/process limit); the cells after it "
+                                                       "ran in a restarted kernel")
+                    if len(killers) > self.max_restarts:
+                        for rest in cells[index + 1:]:
+                            self._mark(rest, "KernelDied", "too many kernel deaths; this cell was not run")
+                        break
+                    try:
+                        self._restart_and_replay(index, killers)
+                    except (DeadKernelError, CellTimeoutError):
+                        for rest in cells[index + 1:]:
+                            self._mark(rest, "KernelDied", "the kernel died again while re-running earlier cells; "
+                                                           "this cell was not run")
+                        break
+                index += 1
+        self.set_widgets_metadata()
+        return self.nb, self.resources
