@@ -265,3 +265,83 @@ def feature_mse_plot(rows, *, title: str = "MSE of random-feature estimates of e
     fig.suptitle(title)
     fig.tight_layout()
     return fig, axes
+
+
+# ---------------------------------------------------------------- lessons 04 (positional) and 05 (blocks)
+__all__ += ["encoding_heatmap", "basis_plot", "learning_curve"]
+
+
+def encoding_heatmap(pe, *, ax=None, title: str = "Sinusoidal positional encoding"):
+    """Image of a (positions, features) encoding matrix, values in [-1, 1] on a diverging map.
+
+    Rows are positions (top = position 0), columns feature indices. Returns the Axes.
+    """
+    from course_lib.checks.core import to_numpy
+
+    m = to_numpy(pe)
+    if m.ndim != 2:
+        raise ValueError(f"an encoding matrix must be 2-D (positions, features), got shape {m.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    img = ax.imshow(m, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    plt.colorbar(img, ax=ax, label="encoding value")
+    ax.set_xlabel("feature index (even: sin, odd: cos)")
+    ax.set_ylabel("position (token index)")
+    ax.set_title(title)
+    return ax
+
+
+def basis_plot(distances, features, labels: Sequence[str] | None = None, *, ax=None,
+               title: str = "Relative-position basis functions"):
+    """Lines f_i(r) against the distance r, one per basis function (features (..., n) along r).
+
+    ``distances`` (N,), ``features`` (N, n). Returns the Axes.
+    """
+    from course_lib.checks.core import to_numpy
+
+    r, f = to_numpy(distances), to_numpy(features)
+    if r.ndim != 1 or f.ndim != 2 or f.shape[0] != r.shape[0]:
+        raise ValueError(f"need distances (N,) and features (N, n); got {r.shape} and {f.shape}")
+    labels = [f"f_{i + 1}" for i in range(f.shape[1])] if labels is None else list(labels)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    colors = sns.color_palette("colorblind", f.shape[1])
+    for i in range(f.shape[1]):
+        ax.plot(r, f[:, i], color=colors[i], label=labels[i])
+    ax.set_xlabel("relative position r = j - i (tokens or bins)")
+    ax.set_ylabel("basis value f(r)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=2 if f.shape[1] > 4 else 1)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def learning_curve(history, *, baselines: dict | None = None, title: str = "Learning curve"):
+    """Loss and accuracy per epoch from a ``course_lib.training.History``.
+
+    ``baselines`` maps a name to an accuracy drawn as a dashed horizontal line (e.g.
+    the majority class or a bag-of-words model). Returns (fig, axes).
+    """
+    if not history.train_loss:
+        raise ValueError("the history is empty: train for at least one epoch")
+    epochs = history.epochs
+    colors = sns.color_palette("colorblind", 2 + len(baselines or {}))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    axes[0].plot(epochs, history.train_loss, marker="o", color=colors[0], label="train")
+    if history.eval_loss:
+        axes[0].plot(epochs, history.eval_loss, marker="s", color=colors[1], label="test")
+    axes[0].set_ylabel("cross-entropy loss (nats)")
+    axes[1].plot(epochs, history.train_acc, marker="o", color=colors[0], label="train")
+    if history.eval_acc:
+        axes[1].plot(epochs, history.eval_acc, marker="s", color=colors[1], label="test")
+    for k, (name, acc) in enumerate((baselines or {}).items()):
+        axes[1].axhline(acc, ls="--", color=colors[2 + k], label=f"{name} ({acc:.2f})")
+    axes[1].set_ylabel("accuracy (fraction correct)")
+    axes[1].set_ylim(0, 1.02)
+    for ax in axes:
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig, axes

@@ -212,3 +212,23 @@ def test_basis_bad_input():
         P.gamma_basis(R, 2, seq_len=1)
     with pytest.raises(ValueError, match="min_half_life"):
         P.exponential_basis(R, 2, seq_len=10, min_half_life=20)
+
+
+def test_plots_smoke():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_lib import plotting
+
+    ax = plotting.encoding_heatmap(P.sinusoidal_encoding(20, 8))
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    r = np.arange(-10, 11)
+    ax = plotting.basis_plot(r, P.exponential_basis(r, 3, seq_len=10))
+    assert len(ax.get_lines()) == 3
+    with pytest.raises(ValueError, match="2-D"):
+        plotting.encoding_heatmap(np.zeros(3))
+    with pytest.raises(ValueError, match="features \\(N, n\\)"):
+        plotting.basis_plot(r, np.zeros((3, 2)))
+    plt.close("all")

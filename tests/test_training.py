@@ -131,3 +131,20 @@ def test_tokenizer_bad_input():
         WordTokenizer.fit(["a"], min_freq=0)
     with pytest.raises(ValueError, match="max_len"):
         WordTokenizer.fit(["a"], min_freq=1).encode_batch(["a"], max_len=0)
+
+
+def test_learning_curve_plot_smoke():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from course_lib import plotting
+
+    h = train(mlp(), blobs(), quiet(epochs=2), eval_data=blobs(seed=1))
+    fig, axes = plotting.learning_curve(h, baselines={"majority": 0.5})
+    assert len(axes[0].get_lines()) == 2 and len(axes[1].get_lines()) == 3
+    assert axes[1].get_ylabel().startswith("accuracy")
+    with pytest.raises(ValueError, match="empty"):
+        plotting.learning_curve(History())
+    plt.close("all")
