@@ -48,13 +48,21 @@ if os.path.dirname(HERE) not in sys.path:
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
+    OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
 )
+
+# Integrity (grading/integrity.py): the submission is scanned before nbgrader restores
+# its locked cells; findings zero every autograded test with the reason shown.
+c.Autograde.sanitize_preprocessors = [
+    "grading.integrity.ScanSubmission", ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
+    CheckCellMetadata,
+]
 
 # A kernel that dies (os._exit, segfault, memory or process limit) costs the cell
 # that killed it, not the whole submission; a notebook has a total time limit.
 c.Autograde.autograde_preprocessors = [
-    "grading.execute.ResilientExecute", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    "grading.execute.ResilientExecute", "grading.integrity.ApplyIntegrity", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 c.ResilientExecute.notebook_timeout = int(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))

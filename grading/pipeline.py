@@ -161,7 +161,9 @@ def read_grades(path: str = GRADES_CSV) -> dict:
 
 def failure_reason(result: dict) -> str | None:
     if result.get("autograded") and result.get("autograde_ok"):
-        return None
+        problems = result.get("problems") or []
+        return "; ".join(problems[:4]) + (f"; (+{len(problems) - 4} more)" if len(problems) > 4 else "") \
+            if problems else None
     text = (result.get("exception") or result.get("error") or result.get("log") or "").strip()
     for line in reversed(text.splitlines()):
         if "ERROR" in line or "Error" in line:
@@ -235,7 +237,8 @@ def grade(opts: Options) -> int:
     failures = [(k, failure_reason(r)) for k, r in sorted(results.items()) if failure_reason(r)]
     log("")
     if failures:
-        log(f"[report] {len(failures)} submission(s) could not be graded completely (scored on what ran):")
+        log(f"[report] {len(failures)} submission(s) with problems (integrity findings, crashes, timeouts, "
+            "or not gradable; each scored on what ran):")
         for (a, s), why in failures:
             log(f"  {a}/{s}: {why}")
     log(f"[report] grades: {os.path.relpath(GRADES_CSV, REPO_DIR)}")

@@ -41,6 +41,36 @@ def _tail(text: str | None, n: int = 4000) -> str:
     return (text or "")[-n:]
 
 
+PROBLEM_ERRORS = ("IntegrityError", "KernelDied", "CellTimeoutError", "NotebookTimeout")
+
+
+def find_problems(autograded_dir: str) -> list[str]:
+    """Integrity findings, dead kernels and timeouts recorded in the autograded notebooks."""
+    import nbformat
+
+    problems = []
+    for name in sorted(os.listdir(autograded_dir)) if os.path.isdir(autograded_dir) else []:
+        if not name.endswith(".ipynb"):
+            continue
+        try:
+            nb = nbformat.read(os.path.join(autograded_dir, name), as_version=4)
+        except Exception as err:
+            problems.append(f"{name}: unreadable autograded notebook ({err})")
+            continue
+        for finding in nb.metadata.get("course_integrity", []):
+            problems.append(f"IntegrityError: {finding}")
+        for cell in nb.cells:
+            for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                if out.get("output_type") == "error" and out.get("ename") in PROBLEM_ERRORS:
+                    gid = cell.metadata.get("nbgrader", {}).get("grade_id", "a cell")
+                    text = f"{out['ename']} in {gid}: {out.get('evalue', '')[:160]}"
+                    if out["ename"] == "IntegrityError" and "integrity check failed" in out.get("evalue", ""):
+                        continue  # the findings themselves are listed above
+                    if text not in problems:
+                        problems.append(text)
+    return problems
+
+
 def remove_submission(api, assignment: str, student: str) -> bool:
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -64,6 +94,7 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
         autograded = os.path.join(GRADING_DIR, "autograded", student, assignment)
         result["autograded"] = os.path.isdir(autograded) and any(
             f.endswith(".ipynb") for f in os.listdir(autograded))
+        result["problems"] = find_problems(autograded)
         if not result["autograded"]:
             # nbgrader keeps the grades of an earlier run when this one fails: drop them,
             # so the export says 0 for this submission instead of a stale score
