@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 
 from nbconvert.preprocessors import Preprocessor
-from traitlets import Unicode
+from traitlets import Bool, Unicode
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class HideHiddenTests(Preprocessor):
+    enabled = Bool(True)  # nbconvert preprocessors are off unless enabled
     begin = Unicode("### BEGIN HIDDEN TESTS").tag(config=True)
     end = Unicode("### END HIDDEN TESTS").tag(config=True)
 

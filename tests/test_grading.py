@@ -79,3 +79,25 @@ def test_preflight_stops_when_course_lib_does_not_import(tmp_path):
                        env_extra={"JUPYTER_PATH": str(tmp_path / "jupyter")})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "course_lib does not import" in proc.stderr
+
+
+def test_feedback_hides_hidden_tests_but_names_the_failure(demo_run):
+    root, _ = demo_run
+    from grading import demo
+
+    for assignment in demo.assignments_with_demo():
+        for student in demo.STUDENTS:
+            for html in (root / "feedback" / student / assignment).glob("*.html"):
+                text = html.read_text()
+                assert "BEGIN HIDDEN TESTS" not in text and "hidden=True" not in text, html
+    text = (root / "feedback" / "s03_misconception" / "01_attention" / "attention.html").read_text()
+    assert "hidden tests: not shown in feedback" in text
+    assert "attention_numpy_hidden" in text and "missing scaling" in text
+    # the instructor's autograded copy keeps everything
+    autograded = (root / "autograded" / "s03_misconception" / "01_attention" / "attention.ipynb").read_text()
+    assert "hidden=True" in autograded
+
+
+def test_demo_runs_in_the_sandbox(demo_run):
+    _, proc = demo_run
+    assert "sandboxed; notebooks/ hidden" in proc.stdout or "no isolation" in proc.stdout
