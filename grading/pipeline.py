@@ -71,6 +71,14 @@ def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
     return proc
 
 
+def db_url() -> str:
+    """The gradebook URL exactly as nbgrader_config.py computes it."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=PACKAGE_DIR).load_config()
+    return config.CourseDirectory.db_url
+
+
 def has_real_class() -> bool:
     """True when submitted/ holds submissions that the demo generator did not write."""
     if not os.path.isdir(SUBMITTED) or os.path.exists(DEMO_MARKER):
@@ -207,10 +215,12 @@ def grade(opts: Options) -> int:
     status = preflight.check_course_lib_in_kernel(opts.kernel)
     log(f"[preflight] kernel {opts.kernel!r} ({python}): {status}")
 
+    compared = 0
     for a in opts.assignments:
         run_nbgrader("generate_assignment", a, "--force")
-    log(f"[release] regenerated {len(opts.assignments)} assignment(s) into grading/release/ "
-        "and stored their tests in the gradebook")
+        compared += preflight.check_gradebook_matches_source(db_url(), a)
+    log(f"[release] regenerated {len(opts.assignments)} assignment(s) into {os.path.join(GRADING_DIR, 'release')}; "
+        f"the gradebook's {compared} test/locked cells equal the source")
 
     use_demo = opts.demo == "yes" or (opts.demo == "auto" and not has_real_class())
     expected = {}

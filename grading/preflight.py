@@ -110,3 +110,36 @@ def check_assignments(assignments: list[str]) -> None:
         nbs = [f for f in os.listdir(os.path.join(NOTEBOOKS_DIR, a)) if f.endswith(".ipynb")]
         if not nbs:
             raise PreflightError(f"assignment {a!r} has no notebook in notebooks/{a}/")
+
+
+def check_gradebook_matches_source(db_url: str, assignment: str) -> int:
+    """After the release: every locked/graded cell the gradebook grades against equals the source.
+
+    nbgrader grades against the tests it stored at release time, not the ones in
+    notebooks/; a stale gradebook would grade with old tests. Returns the number of
+    cells compared; raises PreflightError naming the first cell that differs.
+    """
+    import nbformat
+    from nbgrader.api import Gradebook, MissingEntry
+
+    compared = 0
+    folder = os.path.join(NOTEBOOKS_DIR, assignment)
+    with Gradebook(db_url) as gb:
+        for name in sorted(f for f in os.listdir(folder) if f.endswith(".ipynb")):
+            nb_id = name[:-len(".ipynb")]
+            try:
+                stored = {c.name: c.source for c in gb.find_notebook(nb_id, assignment).source_cells}
+            except MissingEntry:
+                raise PreflightError(f"the gradebook has no notebook {nb_id!r} for {assignment!r}; "
+                                     "regenerate the release") from None
+            for cell in nbformat.read(os.path.join(folder, name), as_version=4).cells:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                if meta.get("locked") or (meta.get("grade") and not meta.get("solution")):
+                    gid = meta.get("grade_id")
+                    if stored.get(gid) != cell.source:
+                        raise PreflightError(
+                            f"{assignment}/{name}: the gradebook's copy of cell {gid!r} differs from the source "
+                            "notebook, so grading would use stale tests. Regenerate the release "
+                            "(nbgrader generate_assignment --force).")
+                    compared += 1
+    return compared
