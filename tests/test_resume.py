@@ -1,0 +1,190 @@
+"""A worker killed mid-run loses nothing: the run says it failed, and `grade --resume` grades what is missing.
+
+One grading run of the demo class of lesson 01 (2 workers, SQLite) is interrupted by
+SIGKILL to the worker that grades ``s04_crash``, while that submission runs (its softmax
+cell loops until the per-cell timeout, so the worker is certainly busy for seconds; by then
+at least one other submission has its result). The test then checks what an instructor
+would see, runs ``grade --resume`` on the same course root and compares with an
+uninterrupted run.
+"""
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT = "01_attention"
+VICTIM = "s04_crash"  # the submission whose worker is killed mid-grading
+CELL_TIMEOUT = "10"
+
+
+def env_for(root):
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT=CELL_TIMEOUT, PYTHONPATH=REPO)
+    env.pop("COURSE_DB_URL", None)
+    return env
+
+
+def grade_cmd(*extra):
+    return [sys.executable, "-m", "grading", "grade", "--assignment", ASSIGNMENT, "--workers", "2",
+            "--no-feedback", *extra]
+
+
+def process_table():
+    """{pid: (ppid, session id, cmdline)} of every process we can read."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                stat = fh.read()
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+        table[int(name)] = (int(fields[1]), int(fields[3]), cmdline)
+    return table
+
+
+def descendants(pid, table):
+    children = {}
+    for p, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(p)
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def read_grades(root):
+    with open(root / "grades.csv", newline="") as fh:
+        return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
+
+
+def result_files(root):
+    folder = root / "logs" / "results" / ASSIGNMENT
+    return {p.stem: p for p in folder.glob("*.json")} if folder.is_dir() else {}
+
+
+@pytest.fixture(scope="module")
+def killed_run(tmp_path_factory):
+    """Start a run, SIGKILL the worker grading VICTIM while it runs, let the run finish."""
+    root = tmp_path_factory.mktemp("course-killed")
+    log = open(root.parent / "killed-run.log", "w+")
+    proc = subprocess.Popen(grade_cmd("--demo", "yes"), cwd=REPO, env=env_for(root), stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    claim = root / "logs" / "results" / ASSIGNMENT / f".claim-{VICTIM}"
+    victim_pid, others_done, workers_seen = None, None, []
+    deadline = time.monotonic() + 150
+    try:
+        while victim_pid is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                pytest.fail(f"the run ended or stalled before {VICTIM} was claimed:\n{log.read()[-3000:]}")
+            if claim.exists() and claim.read_text().strip():
+                pid = int(claim.read_text())
+                time.sleep(1.0)  # the worker is now starting the kernel / running cells; grading takes >= 10 s
+                table = process_table()
+                workers_seen = [p for p in descendants(proc.pid, table) if "grading.worker" in table[p][2]]
+                assert pid in workers_seen, (pid, workers_seen)
+                assert not (claim.parent / f"{VICTIM}.json").exists(), "victim finished before the kill"
+                others_done = sorted(result_files(root))
+                os.kill(pid, signal.SIGKILL)
+                victim_pid = pid
+            time.sleep(0.1)
+        rc = proc.wait(timeout=150)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    time.sleep(0.5)
+    leftovers = [(p, cmd) for p, (_, sid, cmd) in process_table().items() if sid == proc.pid]
+    log.seek(0)
+    output = log.read()
+    log.close()
+    return dict(root=root, rc=rc, output=output, victim_pid=victim_pid, others_done=others_done,
+                workers_seen=workers_seen, leftovers=leftovers)
+
+
+@pytest.fixture(scope="module")
+def resumed(killed_run):
+    root = killed_run["root"]
+    before = {s: (p.stat().st_mtime_ns, json.loads(p.read_text())["worker_pid"]) for s, p in result_files(root).items()}
+    # --demo no: keep the class on disk as it is (the demo generator would rewrite every file)
+    proc = subprocess.run(grade_cmd("--resume", "--demo", "no"), cwd=REPO, env=env_for(root),
+                          capture_output=True, text=True, timeout=150)
+    return dict(root=root, proc=proc, before=before)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course-whole")
+    proc = subprocess.run(grade_cmd("--demo", "yes"), cwd=REPO, env=env_for(root), capture_output=True,
+                          text=True, timeout=150)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return read_grades(root)
+
+
+def expected():
+    from grading import demo
+
+    return demo.expected_scores()[ASSIGNMENT]
+
+
+def test_kill_hit_a_running_worker_while_the_other_ran(killed_run):
+    assert len(killed_run["workers_seen"]) == 2, killed_run["workers_seen"]
+    assert killed_run["others_done"], "no submission was graded before the kill"
+    assert VICTIM not in killed_run["others_done"]
+
+
+def test_killed_run_reports_the_failure(killed_run):
+    assert killed_run["rc"] != 0, killed_run["output"][-3000:]
+    out = killed_run["output"]
+    assert str(killed_run["victim_pid"]) in out and re.search(r"-9\b|SIGKILL", out), out[-3000:]
+
+
+def test_only_the_submission_in_flight_is_missing(killed_run):
+    """The other worker took every task the dead one had not claimed; only VICTIM has no result."""
+    from grading import demo
+
+    results = result_files(killed_run["root"])
+    assert set(results) == set(demo.STUDENTS) - {VICTIM}, sorted(results)
+    for student, path in results.items():
+        assert json.loads(path.read_text())["autograded"], student
+
+
+def test_killed_worker_left_no_process_behind(killed_run):
+    """Its kernel (looping in the student's cell) died with it; nothing of the run keeps running."""
+    assert killed_run["leftovers"] == [], killed_run["leftovers"]
+
+
+def test_resume_grades_only_what_is_missing(resumed):
+    proc = resumed["proc"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    after = result_files(resumed["root"])
+    from grading import demo
+
+    assert set(after) == set(demo.STUDENTS)
+    for student, (mtime, pid) in resumed["before"].items():
+        assert after[student].stat().st_mtime_ns == mtime, f"{student} was graded again"
+        assert json.loads(after[student].read_text())["worker_pid"] == pid
+    victim = json.loads(after[VICTIM].read_text())
+    assert victim["autograded"], victim
+
+
+def test_resumed_grades_equal_expected_and_an_uninterrupted_run(resumed, uninterrupted):
+    grades = read_grades(resumed["root"])
+    assert grades == pytest.approx(expected(), abs=1e-9)
+    assert grades == uninterrupted
