@@ -25,6 +25,13 @@ tokenizers = pytest.importorskip("tokenizers")
 
 
 # ---------------------------------------------------------------- worked examples
+def test_docstring_examples_hold():
+    import doctest
+
+    result = doctest.testmod(bpe, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 15 and result.failed == 0
+
+
 def test_get_stats_counts_every_adjacent_position():
     assert bpe.get_stats([1, 2, 3, 1, 2]) == {(1, 2): 2, (2, 3): 1, (3, 1): 1}
     assert bpe.get_stats([7, 7, 7]) == {(7, 7): 2}
