@@ -74,7 +74,7 @@ _len = builtins.len
 _EOW = "</w>"
 
 
-# ---------------------------------------------------------------- private copies (wrong answers never call the reference)
+# ---------------------------------------------------------------- private copies (wrong answers never call ref)
 def _stats(ids):
     out = {}
     for pair in zip(ids, ids[1:]):
