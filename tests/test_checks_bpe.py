@@ -137,6 +137,34 @@ def test_an_unnamed_wrong_answer_still_fails_with_expected_and_got():
         checks.check_word_counts(lambda text: {"low": 1})
 
 
+def test_outputs_with_a_rigged_eq_do_not_pass():
+    class Always(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+    class AlwaysInt(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    with pytest.raises(AssertionError):
+        checks.check_decode(lambda ids, vocab: Always("x"))
+    with pytest.raises(AssertionError):
+        checks.check_merge(lambda ids, pair, idx: [AlwaysInt(0)] * len(ids))
+    with pytest.raises(AssertionError):
+        checks.check_word_counts(lambda text: {(Always("x"),): AlwaysInt(1)})
+
+
+def test_numpy_and_float_outputs_are_accepted():
+    import numpy as np
+
+    checks.check_merge(lambda ids, pair, idx: np.array(my_merge(ids, pair, idx), dtype=np.int64))
+    checks.check_get_stats(lambda ids: {p: float(n) for p, n in my_get_stats(ids).items()})
+
+
 def test_changing_the_input_in_place_is_reported():
     def merge_in_place(ids, pair, idx):
         out = my_merge(ids, pair, idx)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import operator
 from collections.abc import Mapping
 from typing import Callable, Sequence
 
@@ -422,28 +423,37 @@ WRONG_DECODE = [
 
 
 # ---------------------------------------------------------------- exact comparison with named misconceptions
+# Normalisers turn the student's output into plain built-in values (exact int, str, tuple,
+# list, dict), so an object with a rigged __eq__ cannot pass the comparison.
+def _exact_int(x, what):
+    if _isinstance(x, float) and float.is_integer(x):
+        x = int(x)
+    try:
+        v = operator.index(x)
+    except TypeError:
+        raise _AssertionError(f"{what}: expected integers, got {type(x).__name__} {x!r}") from None
+    return int.__add__(v, 0)
+
+
 def _as_pair_counts(x, what):
     if not _isinstance(x, Mapping):
         raise _AssertionError(f"{what}: expected a dict {{(left, right): count}}, got {type(x).__name__}")
     out = {}
     for k, v in x.items():
         try:
-            key = tuple(int(i) for i in k)
+            key = tuple(_exact_int(i, what) for i in k)
         except TypeError:
             raise _AssertionError(f"{what}: keys must be pairs of ids like (104, 101), got {k!r}") from None
         if _len(key) != 2:
             raise _AssertionError(f"{what}: keys must be pairs (left, right), got {k!r}")
-        out[key] = int(v)
+        out[key] = _exact_int(v, what)
     return out
 
 
 def _as_ids(x, what):
     if _isinstance(x, (str, bytes, Mapping)) or not hasattr(x, "__iter__"):
         raise _AssertionError(f"{what}: expected a list of int ids, got {type(x).__name__}")
-    try:
-        return [int(i) for i in x]
-    except (TypeError, ValueError):
-        raise _AssertionError(f"{what}: expected a list of int ids, got {list(x)[:5]!r}...") from None
+    return [_exact_int(i, what) for i in x]
 
 
 def _as_word_counts(x, what):
@@ -453,14 +463,14 @@ def _as_word_counts(x, what):
     for k, v in x.items():
         if not _isinstance(k, tuple) or not all(_isinstance(s, str) for s in k):
             raise _AssertionError(f"{what}: keys must be tuples of strings like ('l', 'o', 'w</w>'), got {k!r}")
-        out[k] = int(v)
+        out[tuple(str.__str__(s) for s in k)] = _exact_int(v, what)
     return out
 
 
 def _as_str(x, what):
     if not _isinstance(x, str):
         raise _AssertionError(f"{what}: expected a str, got {type(x).__name__}")
-    return x
+    return str.__str__(x)
 
 
 def _short(x, limit: int = 160) -> str:
