@@ -152,7 +152,8 @@ def main(argv=None) -> int:
         print(f"  vocab {vocab_size}: done", flush=True)
 
     def fmt(v, spec):
-        return "-" if v is None else format(v, spec)
+        width = int(spec.split(".")[0])
+        return "-".rjust(width) if v is None else format(v, spec)
 
     print()
     print("training time (s), end to end, one run each")
@@ -161,7 +162,7 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"{r['vocab']:>6} {r['merges']:>6} {fmt(r.get('naive_s'), '9.2f')} "
               f"{fmt(r.get('naive_ms_per_merge'), '9.1f')} {r['fast_s']:7.2f} {r['hf_s']:7.2f} "
-              f"{fmt(r.get('naive_over_fast'), '9.1f') + ('x' if r.get('naive_over_fast') else ''):>10} "
+              f"{fmt(r.get('naive_over_fast'), '9.1f') + ('x' if r.get('naive_over_fast') else ' '):>10} "
               f"{r['fast_over_hf']:7.2f}x {str(r.get('fast_equals_naive', '-')):>11} "
               f"{str(r['fast_equals_hf_relabelled']):>9}")
     print("  * HF's merges equal ours once our base ids are numbered the way HF numbers its byte alphabet")
