@@ -87,7 +87,7 @@ def elu_feature_map(x) -> np.ndarray:
     """phi(x) = elu(x) + 1, elementwise: x + 1 for x > 0, exp(x) otherwise. Always > 0.
 
     Positivity makes every similarity phi(q) . phi(k) > 0, so the normaliser never
-    vanishes and the weights are a proper average (Katharopoulos et al. 2020, eq. 7).
+    vanishes and the weights are a proper average (Katharopoulos et al. 2020).
 
     >>> elu_feature_map(np.array([-1.0, 0.0, 2.0])).round(4)
     array([0.3679, 1.    , 3.    ])
@@ -255,7 +255,7 @@ def draw_projection(m: int, d: int, *, orthogonal: bool = True, seed: int | None
     uniform on the sphere), each row rescaled by an independent chi_d norm (the norm
     of a fresh Gaussian d-vector), so its length has the distribution it would have
     if iid. The last block is cut to m mod d rows. Orthogonality lowers the
-    estimator's variance (Choromanski et al. 2021, Theorem 2).
+    estimator's variance (Choromanski et al. 2021, section on orthogonal random features).
 
     Pass exactly one of ``seed`` (an int) or ``generator`` (a torch.Generator).
     ``batch_shape`` draws independent projections at once: (*batch_shape, m, d).
