@@ -17,8 +17,12 @@ So a broken submission is graded on what ran, and nothing is lost.
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import tempfile
 import time
 
+from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -31,9 +35,41 @@ def error_output(ename: str, evalue: str):
     return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
+class FreshIPCKernelManager(AsyncKernelManager):
+    """A kernel manager whose IPC sockets live in a folder of their own, made for each kernel.
+
+    jupyter_client numbers IPC sockets from 1 upwards under one prefix; a kernel
+    started right after another (or by a second worker) could reuse a socket path
+    a dying kernel still holds ("Invalid Signature"). A fresh folder per kernel
+    rules that out; a restart keeps it, so connected clients reconnect.
+    """
+
+    _own_ipc_dir = None
+
+    async def _async_pre_start_kernel(self, **kw):
+        if self.transport == "ipc" and self._own_ipc_dir is None:
+            self._own_ipc_dir = tempfile.mkdtemp(prefix="nbg-ipc-")
+            self.ip = os.path.join(self._own_ipc_dir, "kernel")
+        return await super()._async_pre_start_kernel(**kw)
+
+    pre_start_kernel = _async_pre_start_kernel
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart and self._own_ipc_dir:
+            shutil.rmtree(self._own_ipc_dir, ignore_errors=True)
+            self._own_ipc_dir = None
+
+    cleanup_resources = _async_cleanup_resources
+
+
 class ResilientExecute(Execute):
     notebook_timeout = Integer(600, help="wall-clock seconds for a whole notebook").tag(config=True)
     max_restarts = Integer(3, help="kernel restarts allowed per notebook").tag(config=True)
+
+    def __init__(self, *args, **kwargs):
+        kwargs["kernel_manager_class"] = FreshIPCKernelManager
+        super().__init__(*args, **kwargs)
 
     def _mark(self, cell, ename: str, evalue: str) -> None:
         if cell.cell_type == "code":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -63,7 +64,8 @@ def find_problems(autograded_dir: str) -> list[str]:
             for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
                 if out.get("output_type") == "error" and out.get("ename") in PROBLEM_ERRORS:
                     gid = cell.metadata.get("nbgrader", {}).get("grade_id", "a cell")
-                    text = f"{out['ename']} in {gid}: {out.get('evalue', '')[:160]}"
+                    detail = out.get("evalue") or re.sub(r"\x1b\[[0-9;]*m", "", (out.get("traceback") or [""])[-1])
+                    text = f"{out['ename']} in {gid}: {detail[:160]}"
                     if out["ename"] == "IntegrityError" and "integrity check failed" in out.get("evalue", ""):
                         continue  # the findings themselves are listed above
                     if text not in problems:

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def run_grading(args, root, env_extra=None, timeout=1500):
-    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="20", PYTHONPATH=REPO)
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="30", PYTHONPATH=REPO)
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "grading", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
