@@ -28,7 +28,7 @@ Does NOT cover
 Enformer's basis functions are written here from the definitions described in
 the paper, not from its code. Conventions chosen (each is a parameter or stated
 in the function): half-lives spaced geometrically from ``min_half_life`` to
-``seq_len``; central windows of half-width 2^i; gamma densities with means spaced
+``seq_len``; central windows |r| < 2^i; gamma densities with means spaced
 linearly from seq_len/n to seq_len and standard deviation seq_len/(2n), each
 rescaled to peak 1 at its mode.
 
