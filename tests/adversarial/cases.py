@@ -1,0 +1,808 @@
+"""The hostile class of 01_attention: one entry per submission, with its exact expected outcome.
+
+Each :class:`Case` names a student (the folder under ``submitted/``), says in one line
+what the submission does, and fixes what grading must make of it:
+
+``score``       the exact autograded points (of 9: softmax 1 + 2, numpy attention 1 + 2,
+                torch attention 1 + 2) that ``grades.csv`` must show for the student;
+``feedback``    substrings the student's feedback HTML must show in its outputs, errors or
+                notes (never counted when they only appear in the student's own source);
+``report``      substrings the report of ``python -m grading grade`` must show on the lines
+                that name the student (its list of problems);
+``absent``      substrings the feedback's outputs must NOT show ("LEAK", "ESCAPED", ...);
+``absent_html`` substrings the feedback's raw HTML must not contain (an unescaped <script>);
+``integrity``   True when the expectation rests on ``grading/integrity.py``: cheating scores 0
+                for the whole notebook with a visible ``IntegrityError``;
+``scan_gap``    the static scan (``grading.integrity.ScanSubmission``) misses this case: its
+                unit test is ``xfail(strict=True)`` with this reason;
+``xfail``       grading lacks the behaviour the case demands: the class-run test of the case
+                is ``xfail(strict=True)`` with this reason (it turns red once grading gains
+                the behaviour: then remove the mark).
+
+``build(ctx)`` returns the files of the submission folder (name -> text): most cases take
+the release notebook, put the instructor's solutions (or the release stubs) into the
+solution cells and then do their one hostile thing. Paths a case probes (the repository,
+the course root, another student's folder) come from ``ctx``; markers a case prints when
+an attack WORKS ("LEAK", "ESCAPED", ...) are assembled at run time, so the feedback never
+shows them merely because it shows the source.
+
+How the expectations were decided (also in tests/adversarial/__init__.py):
+
+* broken or abusive but not cheating (loops, sleep, exit, segfaults, memory, forks, output
+  floods, recursion, odd exceptions, deleting one's own answer): graded on what ran; the
+  cells it broke score 0, the rest count;
+* cheating (patching the checks or np.allclose, rebinding ``checks`` or AssertionError,
+  hiding errors through IPython, exec/ctypes/sys.modules, calling the reference or PyTorch's
+  built-in attention, editing locked cells or nbgrader metadata, deleting or adding graded
+  cells, another assignment's notebook): 0 for the whole notebook with the reason shown;
+  a segfault through ``ctypes`` is a crash AND a finding: the finding wins (0);
+* not gradable (corrupt, empty, not a notebook, wrong file name, empty folder): 0, a row in
+  grades.csv, and the report says why;
+* the sandbox keeps every secret and every folder but the student's own out of reach.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import subprocess
+import textwrap
+from typing import Callable, Dict, Optional, Tuple
+
+import nbformat
+from nbformat.v4 import new_code_cell
+
+ASSIGNMENT = "01_attention"
+NOTEBOOK = "attention.ipynb"
+MAX_SCORE = 9.0
+MARKER = "PWNED"  # every file a hostile submission tries to write outside its folder is named PWNED-*
+
+
+@dataclasses.dataclass
+class Context:
+    """What a case needs to build its submission."""
+
+    release: nbformat.NotebookNode  # the release notebook of 01_attention (stubs, no hidden tests)
+    solutions: Dict[str, str]  # grade_id -> the instructor's solution cell source (markers removed)
+    root: str  # the nbgrader course root (COURSE_ROOT) of the run
+    repo: str  # the repository
+    student: str = ""  # the student being built (set by classrun.write_class)
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    student: str
+    what: str
+    score: float
+    feedback: Tuple[str, ...] = ()  # must be in the feedback HTML's outputs (not in the student's source)
+    report: Tuple[str, ...] = ()  # must be on the grade command's report lines that name the student
+    build: Optional[Callable[[Context], Dict[str, str]]] = None  # None: an honest demo student
+    absent: Tuple[str, ...] = ()  # must not be in the feedback's outputs
+    absent_html: Tuple[str, ...] = ()  # must not be in the feedback's raw HTML
+    integrity: bool = False
+    scan_gap: Optional[str] = None
+    xfail: Optional[str] = None
+
+    @property
+    def honest(self) -> bool:
+        return self.build is None
+
+
+# ------------------------------------------------------------------ building blocks
+def _gid(cell) -> Optional[str]:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def _index(nb, grade_id: str) -> int:
+    for i, cell in enumerate(nb.cells):
+        if _gid(cell) == grade_id:
+            return i
+    raise KeyError(f"no cell {grade_id!r} in the release notebook")
+
+
+def notebook(ctx: Context, *, correct: bool = True, replace: Optional[Dict[str, str]] = None,
+             after: Optional[Dict[str, list]] = None, drop: Tuple[str, ...] = (),
+             edit: Optional[Callable] = None) -> nbformat.NotebookNode:
+    """The release notebook with the instructor's solutions (``correct``) or the stubs, then
+    ``replace`` (grade_id -> cell source), new student cells ``after`` a grade_id, cells dropped,
+    and a final ``edit(nb)`` for anything else."""
+    nb = copy.deepcopy(ctx.release)
+    sources = dict(ctx.solutions) if correct else {}
+    sources.update(replace or {})
+    for cell in nb.cells:
+        if _gid(cell) in sources:
+            cell.source = textwrap.dedent(sources[_gid(cell)]).strip("\n")
+    for gid, new_sources in (after or {}).items():
+        i = _index(nb, gid)
+        for k, src in enumerate(new_sources):
+            nb.cells.insert(i + 1 + k, new_code_cell(textwrap.dedent(src).strip("\n")))
+    nb.cells = [c for c in nb.cells if _gid(c) not in drop]
+    if edit is not None:
+        edit(nb)
+    return nb
+
+
+def files(nb, name: str = NOTEBOOK) -> Dict[str, str]:
+    return {name: nbformat.writes(nb), "timestamp.txt": "2025-01-15 12:00:00.000000 UTC"}
+
+
+def added(ctx: Context, after: str, source: str, correct: bool = True) -> Dict[str, str]:
+    """Correct (or blank) submission plus one student cell after ``after``."""
+    return files(notebook(ctx, correct=correct, after={after: [source]}))
+
+
+LAST_IMPL = "attention_torch_impl"  # a student cell here runs after all three functions exist
+
+
+def with_torch_cell(ctx: Context, prefix: str = "", suffix: str = "") -> Dict[str, str]:
+    """Correct submission whose torch solution cell gets code before / after the function."""
+    src = textwrap.dedent(prefix).strip("\n") + "\n\n" + ctx.solutions["attention_torch_impl"].strip("\n") \
+        + "\n\n" + textwrap.dedent(suffix).strip("\n")
+    return files(notebook(ctx, replace={"attention_torch_impl": src.strip("\n")}))
+
+
+STUB_SOFTMAX = '''
+def softmax(x, axis=-1):
+    """Numerically stable softmax of x along axis."""
+    # YOUR CODE HERE
+    raise NotImplementedError()
+'''
+
+WRONG_SOFTMAX = '''
+def softmax(x, axis=-1):
+    """exp / sum without subtracting the max: overflows at large inputs."""
+    e = np.exp(np.asarray(x, dtype=np.float64))
+    return e / e.sum(axis=axis, keepdims=True)
+'''
+
+
+def _r(path: str) -> str:
+    return repr(path)
+
+
+# ------------------------------------------------------------------ the hostile cases
+def infinite_loop(ctx):
+    # the loop sits before the def: the torch function never exists
+    return with_torch_cell(ctx, prefix="while True:\n    pass")
+
+
+def sleep_forever(ctx):
+    return added(ctx, "softmax_impl", "import time\ntime.sleep(10 ** 6)  # right before the softmax tests")
+
+
+def ignore_interrupt(ctx):
+    return added(ctx, LAST_IMPL, """
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the per-cell timeout's interrupt is ignored
+        while True:
+            pass
+    """)
+
+
+def sys_exit_in_function(ctx):
+    return files(notebook(ctx, replace={"softmax_impl": '''
+        import sys
+
+        def softmax(x, axis=-1):
+            """Leaves the interpreter instead of answering."""
+            sys.exit("softmax refuses to be graded")
+    ''', "attention_torch_impl": ctx.solutions["attention_torch_impl"] + "\n\nsys.exit(0)\n"}))
+
+
+def os_exit(ctx):
+    return with_torch_cell(ctx, suffix="import os\nos._exit(1)")
+
+
+def builtin_exit(ctx):
+    return with_torch_cell(ctx, suffix="exit()")
+
+
+def segfault_ctypes(ctx):
+    return with_torch_cell(ctx, suffix="import ctypes\nctypes.string_at(0)")
+
+
+def kill_all(ctx):
+    # as nobody in its own PID namespace it can signal nothing but itself, which kill(-1) spares;
+    # without the namespace it would kill the other worker's kernel (also nobody)
+    return with_torch_cell(ctx, suffix="""
+        import os, signal
+        os.kill(-1, signal.SIGKILL)  # every process it may signal
+        print("still alive after kill(-1)")
+    """)
+
+
+def memory_bomb(ctx):
+    # 50 GiB touched at once: the sandbox's address-space limit refuses it before any page is used
+    return with_torch_cell(ctx, prefix="hog = np.ones(50 * 1024 ** 3 // 8)")
+
+
+def fork_bomb(ctx):
+    return added(ctx, LAST_IMPL, """
+        import os, time
+        children, refused = [], None
+        for _ in range(3000):
+            try:
+                pid = os.fork()
+            except OSError as err:
+                refused = err
+                break
+            if pid == 0:
+                time.sleep(0.5)
+                os._exit(0)
+            children.append(pid)
+        for pid in children:
+            os.waitpid(pid, 0)
+        if refused:
+            print(f"fork refused after {len(children)} children ({type(refused).__name__})")
+        else:
+            print("FORK LIMIT " + "NOT HIT after", len(children), "children")
+    """)
+
+
+def print_flood(ctx):
+    return added(ctx, LAST_IMPL, """
+        import sys
+        line = "flood " * 16 + "\\n"  # 97 bytes
+        for _ in range(1_050_000):  # ~100 MB
+            sys.stdout.write(line)
+    """)
+
+
+def huge_image(ctx):
+    return added(ctx, LAST_IMPL, """
+        import base64, os
+        from IPython.display import display
+        blob = base64.b64encode(os.urandom(30 * 1024 * 1024)).decode()  # 40 MB of base64
+        display({"image/png": blob}, raw=True)
+        print("huge image displayed")
+    """)
+
+
+def disk_fill(ctx):
+    return added(ctx, LAST_IMPL, """
+        chunk = b"\\0" * (16 * 1024 * 1024)
+        try:
+            with open("filler.bin", "wb") as fh:
+                for _ in range(20):  # 320 MiB
+                    fh.write(chunk)
+                    fh.flush()
+            print("DISK LIMIT " + "NOT HIT")
+        except OSError as err:
+            print("disk write stopped:", err)
+    """)
+
+
+def recursion(ctx):
+    return files(notebook(ctx, replace={"softmax_impl": '''
+        def softmax(x, axis=-1):
+            """Calls itself forever."""
+            return softmax(x, axis)
+    '''}))
+
+
+def deep_recursion_crash(ctx):
+    # C-level recursion (repr of a deeply nested list) past a raised recursion limit: a segfault
+    return with_torch_cell(ctx, suffix="""
+        import sys
+        sys.setrecursionlimit(10 ** 8)
+        nested = []
+        for _ in range(10 ** 6):
+            nested = [nested]
+        repr(nested)
+    """)
+
+
+def keyboard_interrupt_subclass(ctx):
+    return files(notebook(ctx, replace={"softmax_impl": '''
+        class Stop(KeyboardInterrupt):
+            """Not an Exception: escapes `except Exception` in the checks."""
+
+        def softmax(x, axis=-1):
+            raise Stop("softmax stops the grader")
+    '''}))
+
+
+def delete_test_cell(ctx):
+    return files(notebook(ctx, drop=("softmax_visible",)))
+
+
+def delete_solution_cell(ctx):
+    return files(notebook(ctx, drop=("softmax_impl",)))
+
+
+def test_cells_replaced_by_pass(ctx):
+    # a wrong softmax, and both softmax tests emptied: nbgrader restores them and they must run
+    def edit(nb):
+        for gid in ("softmax_visible", "softmax_hidden"):
+            nb.cells[_index(nb, gid)].source = "pass"
+    return files(notebook(ctx, replace={"softmax_impl": WRONG_SOFTMAX}, edit=edit))
+
+
+def points_100(ctx):
+    def edit(nb):
+        nb.cells[_index(nb, "softmax_visible")].metadata.nbgrader["points"] = 100
+    return files(notebook(ctx, edit=edit))
+
+
+def test_to_solution(ctx):
+    def edit(nb):
+        cell = nb.cells[_index(nb, "softmax_hidden")]
+        cell.metadata.nbgrader.update(grade=False, solution=True, locked=False)
+        cell.metadata.nbgrader.pop("points", None)
+        cell.source = "pass"
+    return files(notebook(ctx, replace={"softmax_impl": WRONG_SOFTMAX}, edit=edit))
+
+
+def bonus_cell(ctx):
+    def edit(nb):
+        cell = new_code_cell('"""Bonus points."""\npass')
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": False, "points": 50,
+                                     "grade_id": "bonus", "schema_version": 3}
+        nb.cells.append(cell)
+    return files(notebook(ctx, edit=edit))
+
+
+def duplicate_test_cell(ctx):
+    def edit(nb):
+        i = _index(nb, "softmax_visible")
+        nb.cells.insert(i + 1, copy.deepcopy(nb.cells[i]))
+        nb.cells[i + 1]["id"] = "duplicate-of-softmax-visible"
+    return files(notebook(ctx, edit=edit))
+
+
+def corrupt_json(ctx):
+    text = nbformat.writes(notebook(ctx))
+    return {NOTEBOOK: text[: len(text) // 2], "timestamp.txt": "2025-01-15 12:00:00.000000 UTC"}
+
+
+def empty_file(ctx):
+    return {NOTEBOOK: "", "timestamp.txt": "2025-01-15 12:00:00.000000 UTC"}
+
+
+def not_a_notebook(ctx):
+    return {NOTEBOOK: json.dumps({"cells": "softmax", "answers": [1, 2, 3]}),
+            "timestamp.txt": "2025-01-15 12:00:00.000000 UTC"}
+
+
+def wrong_file_name(ctx):
+    return files(notebook(ctx), name="attention-Copy1.ipynb")
+
+
+def empty_folder(ctx):
+    return {}
+
+
+def other_assignment(ctx):
+    # lesson 02's notebook (as committed), handed in as lesson 01's
+    text = subprocess.run(["git", "show", "HEAD:notebooks/02_masking/masking.ipynb"], cwd=ctx.repo,
+                          capture_output=True, text=True, check=True).stdout
+    return {NOTEBOOK: text, "timestamp.txt": "2025-01-15 12:00:00.000000 UTC"}
+
+
+
+
+def _read_secrets_source(ctx) -> str:
+    shared = os.path.join(os.path.dirname(ctx.repo), "shared", "DESIGN.md")
+    targets = {
+        "source notebook": os.path.join(ctx.repo, "notebooks", ASSIGNMENT, NOTEBOOK),
+        "gradebook": ctx.path("gradebook.db"),
+        "release": ctx.path("release", ASSIGNMENT, NOTEBOOK),
+        "demo answers": os.path.join(ctx.repo, "grading", "demo", f"{ASSIGNMENT}.py"),
+        "git": os.path.join(ctx.repo, ".git", "HEAD"),
+        "design docs": shared,
+        "instructor home": os.path.join(os.path.expanduser("~"), ".bash_history"),
+    }
+    return f"""
+        targets = {targets!r}
+        for what, path in targets.items():
+            try:
+                with open(path, "rb") as fh:
+                    fh.read(64)
+                print("LE" + "AK", what, path)
+            except OSError as err:
+                print("blocked read of", what, type(err).__name__)
+    """
+
+
+def read_secrets(ctx):
+    # asks for the unsandboxed python3 kernel too: the grader must run its own sandbox kernel anyway
+    def edit(nb):
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return files(notebook(ctx, after={LAST_IMPL: [_read_secrets_source(ctx)]}, edit=edit))
+
+
+def read_other_student(ctx):
+    paths = [ctx.path("submitted", "s01_correct", ASSIGNMENT, NOTEBOOK),
+             ctx.path("autograded", "s01_correct", ASSIGNMENT, NOTEBOOK)]
+    return added(ctx, LAST_IMPL, f"""
+        import json
+        stolen = None
+        for path in {paths!r}:
+            try:
+                with open(path) as fh:
+                    stolen = json.load(fh)
+                print("LE" + "AK", path)
+                break
+            except OSError as err:
+                print("blocked read of another student", type(err).__name__)
+        if stolen is not None:  # copy s01_correct's answers into a module and use them
+            answers = [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+                       for c in stolen["cells"] if c.get("metadata", {{}}).get("nbgrader", {{}}).get("solution")
+                       and c["cell_type"] == "code"]
+            with open("stolen_answers.py", "w") as fh:
+                fh.write("import math\\nimport numpy as np\\nimport torch\\n\\n" + "\\n\\n".join(answers))
+            from stolen_answers import softmax, scaled_dot_product_attention, scaled_dot_product_attention_torch
+    """, correct=False)
+
+
+def socket_probe(ctx):
+    return added(ctx, LAST_IMPL, """
+        import socket, time
+        # loopback, and a TEST-NET-1 address (RFC 5737: never routed, no real traffic)
+        for host, port in [("127.0.0.1", 8888), ("192.0.2.1", 80)]:
+            t0 = time.monotonic()
+            try:
+                with socket.create_connection((host, port), timeout=3):
+                    print("CONNEC" + "TED to", host, port)
+            except OSError as err:
+                dt = time.monotonic() - t0
+                print(f"socket to {host} blocked ({type(err).__name__})", "SL" + "OW" if dt > 1.5 else "fast")
+    """)
+
+
+def write_outside(ctx):
+    me = ctx.student
+    name = f"{MARKER}-{me}.txt"
+    targets = [
+        os.path.join(ctx.repo, "course_lib", name),
+        os.path.join(ctx.repo, "course_lib", "checks", name),
+        os.path.join(ctx.repo, name),
+        os.path.join(ctx.repo, "notebooks", ASSIGNMENT, name),
+        os.path.join(ctx.repo, "grading", name),
+        ctx.path(name),
+        ctx.path("autograded", "s01_correct", ASSIGNMENT, name),
+        ctx.path("submitted", me, ASSIGNMENT, name),
+        ctx.path("feedback", name),
+        os.path.join("/var/tmp", name),
+    ]
+    appends = [os.path.join(ctx.repo, "course_lib", "checks", "attention.py"),
+               os.path.join(ctx.repo, "course_lib", "attention.py")]
+    return added(ctx, LAST_IMPL, f"""
+        for path in {targets!r}:
+            try:
+                with open(path, "w") as fh:
+                    fh.write("written from a student's kernel")
+                print("ESC" + "APED: wrote", path)
+            except OSError as err:
+                print("blocked write", type(err).__name__)
+        for path in {appends!r}:
+            try:
+                open(path, "a").close()  # opening for append is enough to prove write access
+                print("ESC" + "APED: may append to", path)
+            except OSError as err:
+                print("blocked append", type(err).__name__)
+        with open({name!r}, "w") as fh:
+            fh.write("own folder")
+        with open("/tmp/{name}", "w") as fh:
+            fh.write("private tmp")
+        print("own folder and private /tmp writable")
+    """)
+
+
+def fake_grade_file(ctx):
+    me = ctx.student
+    targets = [ctx.path("grades.csv"), ctx.path("logs", "results", ASSIGNMENT, f"{me}.json"),
+               ctx.path("gradebook.db")]
+    return added(ctx, LAST_IMPL, f"""
+        import json
+        fake = json.dumps({{"student": {me!r}, "score": 9, "autograded": True, "autograde_ok": True}})
+        for path in {targets!r}:
+            try:
+                with open(path, "a") as fh:
+                    fh.write("{ASSIGNMENT},{me},9.0,9.0\\n" if path.endswith(".csv") else fake)
+                print("ESC" + "APED: wrote", path)
+            except OSError as err:
+                print("blocked fake grade", type(err).__name__)
+        for name in ("grades.csv", "gradebook.db", "{me}.json"):
+            with open(name, "w") as fh:  # in its own folder: harmless, and must not count
+                fh.write(fake)
+        print("Score: 9/9 (all tests passed)")
+    """, correct=False)
+
+
+def fake_passed(ctx):
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        print("softmax: visible tests passed")
+        print("All tests passed! 9/9 points")
+
+        def softmax(x, axis=-1):
+            """Prints success, returns its input."""
+            print("softmax: visible tests passed")
+            return x
+    '''}))
+
+
+def patch_allclose(ctx):
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": WRONG_SOFTMAX + textwrap.dedent('''
+        np.allclose = lambda *args, **kwargs: True
+        np.isclose = lambda a, b, **kwargs: np.ones(np.broadcast(a, b).shape, dtype=bool)
+        torch.allclose = lambda *args, **kwargs: True
+    ''')}))
+
+
+def patch_checks(ctx):
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": STUB_SOFTMAX + textwrap.dedent('''
+        checks.attention.check_softmax = lambda *args, **kwargs: None
+        checks.attention.check_attention_numpy = lambda *args, **kwargs: None
+        checks.attention.check_attention_torch = lambda *args, **kwargs: None
+    ''')}))
+
+
+def setattr_checks(ctx):
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": STUB_SOFTMAX + textwrap.dedent('''
+        for name in ("check_softmax", "check_attention_numpy", "check_attention_torch"):
+            setattr(checks.attention, name, lambda *args, **kwargs: None)
+    ''')}))
+
+
+def sys_modules_checks(ctx):
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": STUB_SOFTMAX + textwrap.dedent('''
+        import sys
+        target = sys.modules["course_lib.checks.attention"]
+        target.check_softmax = target.check_attention_numpy = target.check_attention_torch = print
+    ''')}))
+
+
+def redefine_checks(ctx):
+    return added(ctx, LAST_IMPL, """
+        from types import SimpleNamespace
+        _ok = lambda *args, **kwargs: None
+        checks = SimpleNamespace(attention=SimpleNamespace(
+            check_softmax=_ok, check_attention_numpy=_ok, check_attention_torch=_ok))
+    """, correct=False)
+
+
+def redefine_assertion_error(ctx):
+    return added(ctx, LAST_IMPL, """
+        class AssertionError(Exception):
+            '''A failed check is now an ordinary exception.'''
+        NotImplementedError = AssertionError
+    """, correct=False)
+
+
+def swallow_errors(ctx):
+    # IPython's custom exception hook: a failing test cell produces no error output at all
+    return added(ctx, LAST_IMPL, """
+        get_ipython().set_custom_exc((BaseException,), lambda shell, etype, value, tb, tb_offset=None: None)
+    """, correct=False)
+
+
+def swallow_errors_alias(ctx):
+    # the same without ever writing the name get_ipython
+    return added(ctx, LAST_IMPL, """
+        from IPython.core import getipython as _g
+        _shell = getattr(_g, "get_" + "ipython")()
+        _shell.set_custom_exc((BaseException,), lambda *args, **kwargs: None)
+    """, correct=False)
+
+
+def call_reference(ctx):
+    return files(notebook(ctx, replace={"softmax_impl": '''
+        from course_lib.attention import softmax as _reference_softmax
+
+        def softmax(x, axis=-1):
+            """The course's own answer."""
+            return _reference_softmax(x, axis)
+    '''}))
+
+
+def reference_via_checks(ctx):
+    return files(notebook(ctx, replace={"softmax_impl": '''
+        def softmax(x, axis=-1):
+            """The reference, reached through the checks module the setup cell imported."""
+            return checks.attention.ref.softmax(x, axis)
+    '''}))
+
+
+def call_sdpa(ctx):
+    return files(notebook(ctx, replace={"attention_torch_impl": '''
+        import torch.nn.functional as F
+
+        def scaled_dot_product_attention_torch(q, k, v, mask=None):
+            """PyTorch's built-in, with the weights recomputed for show."""
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+            return out, w
+    '''}))
+
+
+def shell_escape(ctx):
+    return added(ctx, LAST_IMPL, "!ls /\n%env")
+
+
+def exec_answer(ctx):
+    src = ctx.solutions["softmax_impl"]
+    return files(notebook(ctx, replace={"softmax_impl": f"exec({src!r})"}))
+
+
+def html_injection(ctx):
+    def edit(nb):
+        nb.cells[_index(nb, "why_sqrt_dk")].source = "Because <script>alert('x49 markdown')</script> variance."
+    nb = notebook(ctx, after={LAST_IMPL: ["""
+        from IPython.display import HTML, display
+        display(HTML("<script>document.title = 'x49 output'</script><b>bold claim</b>"))
+    """]}, edit=edit)
+    return files(nb)
+
+
+# ------------------------------------------------------------------ the table
+HONEST = [
+    Case("s01_correct", "the instructor's solutions", 9.0, feedback=("visible tests passed",)),
+    Case("s02_blank", "the release notebook untouched", 0.0, feedback=("not implemented yet",)),
+    Case("s03_misconception", "numpy attention without 1/sqrt(d_k)", 6.0, feedback=("missing scaling",)),
+    Case("s04_crash", "softmax cell loops forever (demo)", 3.0, feedback=("CellTimeoutError",),
+         report=("CellTimeoutError",)),
+]
+
+_NOT_JSON = "does not appear to be JSON"
+# what grading/integrity.py shows: ApplyIntegrity's error output and note, the report's problem lines
+# (a bare "IntegrityError" would also match the checks' own source quoted in any traceback)
+INTEGRITY_FEEDBACK = "integrity check failed"
+INTEGRITY_REPORT = "IntegrityError: "
+_NOT_GRADABLE = ("the report says only nbgrader's 'Please see the above traceback'; pipeline.failure_reason "
+                 "must surface the root cause from the worker's log")
+_NBGRADER_FAILS_FIRST = ("nbgrader's own sanitizing fails before the integrity verdict is applied (no autograded "
+                         "notebook, no feedback); the report gives no IntegrityError")
+
+HOSTILE = [
+    # ---- time (the slow ones first: the workers take students in name order)
+    Case("x01_infinite_loop", "`while True: pass` before the torch function", 6.0, build=infinite_loop,
+         feedback=("CellTimeoutError",), report=("CellTimeoutError",)),
+    Case("x02_sleep_forever", "time.sleep(10**6) in a cell right before the softmax tests", 9.0,
+         build=sleep_forever, feedback=("CellTimeoutError", "softmax: visible tests passed"),
+         report=("CellTimeoutError",)),
+    Case("x03_ignore_interrupt", "ignores SIGINT, then loops: the kernel must be restarted", 9.0,
+         build=ignore_interrupt, feedback=("CellTimeoutError", "scaled_dot_product_attention_torch: visible tests passed"),
+         report=("CellTimeoutError",)),
+    # ---- leaving the interpreter
+    Case("x04_sys_exit", "softmax calls sys.exit(); sys.exit(0) after the torch function", 3.0,
+         build=sys_exit_in_function, feedback=("SystemExit", "softmax refuses to be graded")),
+    Case("x05_os_exit", "os._exit(1) after the torch function", 6.0, build=os_exit,
+         feedback=("KernelDied",), report=("KernelDied in attention_torch_impl",)),
+    Case("x06_builtin_exit", "exit() after the torch function", 6.0, build=builtin_exit,
+         feedback=("KernelDied", "exit()"), report=("KernelDied in attention_torch_impl",),
+         xfail="exit() stops the kernel ~0.1 s after its cell: execute.ResilientExecute blames whichever "
+               "later cell is running (score 6, 7 or 8 by timing) and replays the exit() cell after every "
+               "restart; it must treat the cell whose execute_reply carries the 'ask_exit' payload as the "
+               "killer and say so (KernelDied: ... called exit())"),
+    Case("x07_segfault_ctypes", "ctypes.string_at(0) after the torch function: a crash AND an integrity finding",
+         0.0, build=segfault_ctypes, integrity=True, feedback=(INTEGRITY_FEEDBACK, "ctypes", "KernelDied"),
+         report=(INTEGRITY_REPORT, "ctypes")),
+    Case("x08_deep_recursion_crash", "repr of a 10^6-deep list with the recursion limit raised: C-stack segfault",
+         6.0, build=deep_recursion_crash, feedback=("KernelDied",), report=("KernelDied in attention_torch_impl",)),
+    Case("x09_kill_all", "os.kill(-1, SIGKILL): may only hit its own sandbox", 9.0, build=kill_all,
+         feedback=("still alive after kill(-1)", "scaled_dot_product_attention_torch: visible tests passed")),
+    # ---- resources
+    Case("x10_memory_bomb", "np.ones(50 GiB) before the torch function", 6.0, build=memory_bomb,
+         feedback=("MemoryError",)),
+    Case("x11_fork_bomb", "os.fork() in a loop (children sleep 0.5 s)", 9.0, build=fork_bomb,
+         feedback=("fork refused after",), absent=("FORK LIMIT NOT HIT",)),
+    Case("x12_print_flood", "100 MB written to stdout", 9.0, build=print_flood,
+         feedback=("Output truncated", "scaled_dot_product_attention_torch: visible tests passed")),
+    Case("x13_huge_image", "a 40 MB base64 image output", 9.0, build=huge_image, feedback=("huge image displayed",),
+         xfail="the feedback HTML and the autograded notebook carry the whole 40 MB image: nbgrader's "
+               "LimitOutput bounds only stream lines and tracebacks; grading needs a limit on rich outputs"),
+    Case("x14_disk_fill", "a 320 MiB file in its own folder", 9.0, build=disk_fill,
+         feedback=("disk write stopped", "File too large"), absent=("DISK LIMIT NOT HIT",)),
+    Case("x15_recursion", "softmax calls itself", 3.0, build=recursion, feedback=("RecursionError",)),
+    Case("x16_keyboard_interrupt", "softmax raises a KeyboardInterrupt subclass (not an Exception)", 3.0,
+         build=keyboard_interrupt_subclass, feedback=("Stop", "softmax stops the grader")),
+    # ---- the notebook's structure
+    Case("x17_delete_test_cell", "softmax_visible deleted", 0.0, build=delete_test_cell, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "deleted"), report=(INTEGRITY_REPORT, "softmax_visible")),
+    Case("x18_delete_solution_cell", "softmax_impl deleted (its own loss, not cheating)", 3.0,
+         build=delete_solution_cell, feedback=("NameError",), absent=(INTEGRITY_FEEDBACK,)),
+    Case("x19_tests_replaced_by_pass", "wrong softmax, both softmax tests replaced by `pass`: restored and run",
+         0.0, build=test_cells_replaced_by_pass, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "locked cell", "unstable softmax"), report=(INTEGRITY_REPORT, "locked cell")),
+    Case("x20_points_100", "softmax_visible worth 100 points", 0.0, build=points_100, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "points"), report=(INTEGRITY_REPORT, "points")),
+    Case("x21_test_to_solution", "softmax_hidden turned into a solution cell holding `pass`", 0.0,
+         build=test_to_solution, integrity=True, feedback=(INTEGRITY_FEEDBACK, "metadata"),
+         report=(INTEGRITY_REPORT, "metadata"), xfail=_NBGRADER_FAILS_FIRST + " (OverwriteCells: Inconsistent checksums)"),
+    Case("x22_bonus_cell", "an added graded cell worth 50 points", 0.0, build=bonus_cell, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "bonus"), report=(INTEGRITY_REPORT, "bonus"),
+         xfail=_NBGRADER_FAILS_FIRST + " (CheckCellMetadata: nbgrader cell does not have a grade_id)"),
+    Case("x23_duplicate_test_cell", "softmax_visible duplicated, e.g. by copy-paste (harmless)", 9.0,
+         build=duplicate_test_cell, feedback=("softmax: visible tests passed",), absent=(INTEGRITY_FEEDBACK,),
+         xfail="nbgrader's DeduplicateIds leaves `nbgrader: {}` on the duplicate, then fails with SchemaTooOldError: "
+               "the whole submission scores 0 for a copy-paste"),
+    Case("x24_write_outside", "writes into course_lib, the repo, the course root, another student", 9.0,
+         build=write_outside, feedback=("blocked write", "blocked append", "own folder and private /tmp writable"),
+         absent=("ESCAPED",)),
+    Case("x25_fake_grade_file", "blank; writes grades.csv, its result JSON, the gradebook; prints 9/9", 0.0,
+         build=fake_grade_file, feedback=("blocked fake grade", "not implemented yet"), absent=("ESCAPED",)),
+    Case("x26_fake_passed", "blank; prints 'tests passed' and returns its input", 0.0, build=fake_passed,
+         feedback=("AssertionError",)),
+    # ---- files that are not the notebook
+    Case("x27_corrupt_json", "the notebook cut in half", 0.0, build=corrupt_json, report=(_NOT_JSON,),
+         xfail=_NOT_GRADABLE),
+    Case("x28_empty_file", "a 0-byte attention.ipynb", 0.0, build=empty_file, report=(_NOT_JSON,),
+         xfail=_NOT_GRADABLE),
+    Case("x29_not_a_notebook", "valid JSON that is no notebook", 0.0, build=not_a_notebook,
+         report=("could not be converted",), xfail=_NOT_GRADABLE),
+    Case("x30_wrong_file_name", "correct answers in attention-Copy1.ipynb", 0.0, build=wrong_file_name,
+         report=("attention-Copy1",), xfail=_NOT_GRADABLE),
+    Case("x31_empty_folder", "an empty assignment folder", 0.0, build=empty_folder,
+         report=("No notebooks were matched",),
+         xfail="grades.csv has no row at all for this student (never entered the gradebook): an LMS import "
+               "would leave the grade blank instead of 0"),
+    Case("x32_other_assignment", "lesson 02's notebook handed in as attention.ipynb", 0.0, build=other_assignment,
+         integrity=True, feedback=(INTEGRITY_FEEDBACK, "not a cell of this assignment"),
+         report=(INTEGRITY_REPORT, "not a cell of this assignment"),
+         xfail=_NBGRADER_FAILS_FIRST + " (CheckCellMetadata: nbgrader cell does not have a grade_id)"),
+    # ---- the sandbox
+    Case("x33_read_secrets", "asks for the python3 kernel; reads the source notebook, gradebook, release, "
+         "demo answers, .git, docs, home", 9.0, build=read_secrets,
+         feedback=("blocked read of source notebook", "blocked read of gradebook", "blocked read of release",
+                   "blocked read of demo answers", "blocked read of git", "blocked read of instructor home"),
+         absent=("LEAK",)),
+    Case("x34_read_other_student", "blank; copies s01_correct's answers if it can read them", 0.0,
+         build=read_other_student, feedback=("blocked read of another student",), absent=("LEAK",)),
+    Case("x35_socket", "connects to 127.0.0.1 and to 192.0.2.1 (TEST-NET, never routed)", 9.0, build=socket_probe,
+         feedback=("socket to 127.0.0.1 blocked", "socket to 192.0.2.1 blocked"), absent=("CONNECTED", "SLOW")),
+    # ---- cheating
+    Case("x36_patch_allclose", "wrong softmax; np.allclose, np.isclose, torch.allclose patched", 0.0,
+         build=patch_allclose, integrity=True, feedback=(INTEGRITY_FEEDBACK, "np.allclose"),
+         report=(INTEGRITY_REPORT, "np.allclose")),
+    Case("x37_patch_checks", "blank; checks.attention.check_* replaced", 0.0, build=patch_checks, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "checks.attention.check_softmax"), report=(INTEGRITY_REPORT, "checks.attention")),
+    Case("x38_setattr_checks", "blank; setattr(checks.attention, ...)", 0.0, build=setattr_checks, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "setattr"), report=(INTEGRITY_REPORT, "setattr")),
+    Case("x39_sys_modules", "blank; checks patched through sys.modules", 0.0, build=sys_modules_checks,
+         integrity=True, feedback=(INTEGRITY_FEEDBACK, "sys.modules"), report=(INTEGRITY_REPORT, "sys.modules")),
+    Case("x40_redefine_checks", "blank; an added cell rebinds `checks`", 0.0, build=redefine_checks, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "'checks'"), report=(INTEGRITY_REPORT, "'checks'")),
+    Case("x41_redefine_assertion_error", "blank; AssertionError and NotImplementedError redefined", 0.0,
+         build=redefine_assertion_error, integrity=True, feedback=(INTEGRITY_FEEDBACK, "AssertionError"),
+         report=(INTEGRITY_REPORT, "AssertionError")),
+    Case("x42_swallow_errors", "blank; get_ipython().set_custom_exc hides every error output", 0.0,
+         build=swallow_errors, integrity=True, feedback=(INTEGRITY_FEEDBACK, "get_ipython"),
+         report=(INTEGRITY_REPORT, "get_ipython")),
+    Case("x43_swallow_errors_alias", "blank; set_custom_exc reached without writing get_ipython", 0.0,
+         build=swallow_errors_alias, integrity=True, feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,),
+         scan_gap="the scan looks for the name get_ipython only; getattr(getipython, 'get_' + 'ipython')() "
+                  "passes, and set_custom_exc / showtraceback are not flagged",
+         xfail="the tests still score 0 (nbgrader's Execute.on_cell_executed records the error that the "
+               "execute_reply reports), but the cheat is not named: no integrity verdict in feedback or report"),
+    Case("x44_call_reference", "softmax imports and calls course_lib.attention.softmax", 0.0, build=call_reference,
+         integrity=True, feedback=(INTEGRITY_FEEDBACK, "course_lib.attention"),
+         report=(INTEGRITY_REPORT, "course_lib.attention"),
+         scan_gap="importing course_lib (other than course_lib.checks) in a student cell is not a finding",
+         xfail="only the softmax tests score 0 (run-time IntegrityError); numpy attention uses the reference "
+               "softmax through the student's and passes: 6 of 9"),
+    Case("x45_reference_via_checks", "softmax calls checks.attention.ref.softmax", 0.0, build=reference_via_checks,
+         integrity=True, feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,),
+         scan_gap="reading attributes of `checks` (checks.attention.ref) in a student cell is not a finding",
+         xfail="only the softmax tests score 0 (run-time IntegrityError); numpy attention passes: 6 of 9"),
+    Case("x46_call_sdpa", "torch attention calls F.scaled_dot_product_attention", 0.0, build=call_sdpa,
+         integrity=True, feedback=(INTEGRITY_FEEDBACK, "built-in attention"), report=(INTEGRITY_REPORT, "built-in")),
+    Case("x47_shell_escape", "`!ls /` and `%env` in an added cell", 0.0, build=shell_escape, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,)),
+    Case("x48_exec_answer", "softmax defined through exec(...)", 0.0, build=exec_answer, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "exec"), report=(INTEGRITY_REPORT, "exec")),
+    # ---- the feedback itself
+    Case("x49_html_injection", "<script> in an HTML output and in the written answer", 9.0, build=html_injection,
+         feedback=("bold claim",),
+         absent_html=("<script>document.title = 'x49 output'", "<script>alert('x49 markdown')"),
+         xfail="the feedback HTML renders a student's HTML output and markdown unsanitized (<script> runs when "
+               "the student or the instructor opens it): set c.HTMLExporter.sanitize_html = True for "
+               "generate_feedback"),
+]
+
+CASES = HONEST + HOSTILE
+BY_STUDENT = {c.student: c for c in CASES}
