@@ -2,21 +2,24 @@
 
 ``cases.py`` holds the table (:data:`cases.CASES`): the four honest demo students
 (s01_correct 9, s02_blank 0, s03_misconception 6, s04_crash 3) and the hostile ones
-(``x01_...`` to ``x52_...``). One row says:
+(``x01_...`` to ``x50_...``). One row says:
 
-    Case(student, what, score, reasons, where, build, absent=(), integrity=False, xfail=None)
+    Case(student, what, score, feedback=(), report=(), build=..., absent=(), absent_html=(),
+         integrity=False, scan_gap=None, xfail=None)
 
 * ``score``: the exact autograded points (of 9) that ``grades.csv`` must show;
-* ``reasons``: substrings that must be visible, in the student's feedback HTML
-  (``where="feedback"``), in the report that ``python -m grading grade`` prints
-  (``"report"``), or in both (``"both"``): the student and the instructor both learn why;
-* ``absent``: substrings that must not be in the feedback (a secret the sandbox must
-  keep, "ESCAPED", "LEAK", an injected ``<script>``);
-* ``integrity``: the expectation rests on ``grading/integrity.py`` (cheating = 0 with a
-  visible ``IntegrityError``); otherwise on the sandbox (``grading/sandbox.py``), the
-  resilient executor (``grading/execute.py``) or nbgrader itself;
-* ``xfail``: grading lacks the behaviour; the outcome test is ``xfail(strict=True)`` with
-  that reason (it fails loudly once grading gains the behaviour, so the mark gets removed).
+* ``feedback``: substrings the student's feedback HTML must show in its outputs and notes
+  (text inside the code cells' source does not count: the student wrote that);
+* ``report``: substrings on the lines of ``python -m grading grade``'s report that name the
+  student (so the instructor learns why, by name);
+* ``absent`` / ``absent_html``: what must not be in the feedback's outputs / raw HTML (a
+  secret the sandbox must keep, "ESCAPED", "LEAK", an injected ``<script>``);
+* ``integrity``: the expectation rests on ``grading/integrity.py`` (cheating = 0 for the
+  whole notebook, with "integrity check failed" in the feedback and "IntegrityError: " in
+  the report); otherwise on the sandbox, the resilient executor or nbgrader itself;
+* ``scan_gap`` / ``xfail``: grading lacks the behaviour; the static-scan test / the class-run
+  test of that case is ``xfail(strict=True)`` with that reason, so it fails loudly once
+  grading gains the behaviour (then the mark is removed).
 
 How the expectations were decided:
 

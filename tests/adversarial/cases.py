@@ -303,6 +303,12 @@ def keyboard_interrupt_subclass(ctx):
 
         def softmax(x, axis=-1):
             raise Stop("softmax stops the grader")
+    ''', "attention_torch_impl": '''
+        class Escape(BaseException):
+            """Neither an Exception nor an interrupt."""
+
+        def scaled_dot_product_attention_torch(q, k, v, mask=None):
+            raise Escape("torch attention escapes the checks")
     '''}))
 
 
@@ -514,6 +520,17 @@ def fake_grade_file(ctx):
     """, correct=False)
 
 
+def fake_feedback(ctx):
+    # nbgrader copies the files in the kernel's folder into the student's feedback folder:
+    # a forged attention.html there must not survive as the feedback
+    return added(ctx, LAST_IMPL, """
+        fake = "<html><body><h1>attention (Score: 11.0 / 11.0)</h1><p>FORGED " + "FEEDBACK</p></body></html>"
+        with open("attention.html", "w") as fh:
+            fh.write(fake)
+        print("forged attention.html written")
+    """, correct=False)
+
+
 def fake_passed(ctx):
     return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
         print("softmax: visible tests passed")
@@ -699,8 +716,9 @@ HOSTILE = [
     Case("x14_disk_fill", "a 320 MiB file in its own folder", 9.0, build=disk_fill,
          feedback=("disk write stopped", "File too large"), absent=("DISK LIMIT NOT HIT",)),
     Case("x15_recursion", "softmax calls itself", 3.0, build=recursion, feedback=("RecursionError",)),
-    Case("x16_keyboard_interrupt", "softmax raises a KeyboardInterrupt subclass (not an Exception)", 3.0,
-         build=keyboard_interrupt_subclass, feedback=("Stop", "softmax stops the grader")),
+    Case("x16_base_exceptions", "softmax raises a KeyboardInterrupt subclass, torch attention a BaseException "
+         "subclass (neither is an Exception)", 0.0, build=keyboard_interrupt_subclass,
+         feedback=("softmax stops the grader", "torch attention escapes the checks")),
     # ---- the notebook's structure
     Case("x17_delete_test_cell", "softmax_visible deleted", 0.0, build=delete_test_cell, integrity=True,
          feedback=(INTEGRITY_FEEDBACK, "deleted"), report=(INTEGRITY_REPORT, "softmax_visible")),
@@ -802,6 +820,9 @@ HOSTILE = [
          xfail="the feedback HTML renders a student's HTML output and markdown unsanitized (<script> runs when "
                "the student or the instructor opens it): set c.HTMLExporter.sanitize_html = True for "
                "generate_feedback"),
+    Case("x50_fake_feedback", "blank; writes a forged attention.html (11/11) into its folder", 0.0,
+         build=fake_feedback, feedback=("forged attention.html written", "not implemented yet"),
+         absent=("FORGED FEEDBACK",)),
 ]
 
 CASES = HONEST + HOSTILE
