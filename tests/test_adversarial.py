@@ -301,7 +301,7 @@ def test_fork_bomb_in_one_sandbox_leaves_another_sandbox_working(sandbox_root, t
     honest = Kernel(sandbox_root, str(tmp_path_factory.mktemp("honest")))
     bomber = Kernel(sandbox_root, str(tmp_path_factory.mktemp("bomber")))
     try:
-        # the bomber holds as many children as its limit lets it for 4 s
+        # the bomber holds as many children as its limit lets it for 2 s
         bomber.kc.execute("""
 import os, sys, time
 kids = []
@@ -309,7 +309,7 @@ try:
     for _ in range(3000):
         pid = os.fork()
         if pid == 0:
-            time.sleep(4); os._exit(0)
+            time.sleep(2); os._exit(0)
         kids.append(pid)
 except OSError:
     pass
