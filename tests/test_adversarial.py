@@ -21,7 +21,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -117,7 +116,6 @@ def test_case_builds_a_submission_that_does_what_it_says(release_ctx, case):
 
 def _scan(ctx, nb):
     integrity = pytest.importorskip("grading.integrity")
-    from nbgrader.coursedir import CourseDirectory  # noqa: F401  (nbgrader installed)
 
     resources = {"nbgrader": {"db_url": f"sqlite:///{os.path.join(ctx.root, 'gradebook.db')}",
                               "notebook": C.NOTEBOOK[:-6], "assignment": C.ASSIGNMENT}}

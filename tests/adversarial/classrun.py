@@ -17,6 +17,7 @@ import html
 import html.parser
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -74,8 +75,6 @@ def write_class(ctx: Context, cases=CASES) -> None:
     demo.generate(ASSIGNMENT, submitted, release_dir=ctx.path("release"))
     honest = {c.student for c in cases if c.honest}
     for student in set(demo.STUDENTS) - honest:  # only the demo students the table names
-        import shutil
-
         shutil.rmtree(os.path.join(submitted, student))
     for case in cases:
         if case.honest:
