@@ -3,7 +3,8 @@
 The table of cases, with the expected outcome of each, is ``tests/adversarial/cases.py``
 (how to read it: ``tests/adversarial/__init__.py``).
 
-Fast part (no grading run, ~30 s): the table is consistent, every case builds a submission
+Fast part (no grading run, ~30 s; the two probes of kernels running side by side are marked slow):
+the table is consistent, every case builds a submission
 whose code is valid Python (so a case fails for its hostile act, not a typo), the static
 integrity scan flags exactly the cheating cases and nothing else (false positives would
 zero honest students), and the sandbox kernel, probed directly, keeps secrets, folders,
@@ -290,6 +291,7 @@ print("forks", len(children), "refused", refused)
     assert "refused True" in out and forks < 500, out
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     "sandbox.set_limits sets RLIMIT_NPROC to the PROCESSES nobody runs + 64, but the kernel counts every "
     "THREAD of nobody on the machine (a kernel with torch has ~14): with 4 or 5 busy kernels running (two "
@@ -311,6 +313,7 @@ def test_six_busy_sandbox_kernels_can_run_at_once(sandbox_root, tmp_path_factory
             k.close()
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     "all sandbox kernels run as the one user nobody and RLIMIT_NPROC counts that user's threads on the whole "
     "machine, while sandbox.set_limits counts only processes at start + 64: one student's fork bomb (or a few "
