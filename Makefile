@@ -6,6 +6,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.course-installed
 WORKERS ?= 2
+# nbgrader runs tools such as `alembic` from PATH: put the environment's bin first
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: setup grade test lab bench clean-grading help
 

@@ -28,7 +28,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool, Integer
 
 
 def error_output(ename: str, evalue: str):
@@ -71,6 +72,15 @@ class ResilientExecute(Execute):
         kwargs["kernel_manager_class"] = FreshIPCKernelManager
         super().__init__(*args, **kwargs)
 
+    _asked_exit = False
+
+    def on_cell_executed(self, **kwargs):
+        super().on_cell_executed(**kwargs)
+        reply = kwargs.get("execute_reply") or {}
+        for payload in reply.get("content", {}).get("payload", None) or []:
+            if payload.get("source") == "ask_exit":  # exit()/quit(): the kernel stops after this reply
+                self._asked_exit = True
+
     def _mark(self, cell, ename: str, evalue: str) -> None:
         if cell.cell_type == "code":
             cell.outputs = list(cell.get("outputs", [])) + [error_output(ename, evalue)]
@@ -104,10 +114,17 @@ class ResilientExecute(Execute):
                                                             "in total; this cell was not run")
                     break
                 try:
+                    self._asked_exit = False
                     self.preprocess_cell(cell, resources, index)
+                    if self._asked_exit:
+                        raise DeadKernelError("exit() called")
                 except (DeadKernelError, CellTimeoutError) as err:
                     killers.add(index)
-                    if isinstance(err, CellTimeoutError):
+                    if self._asked_exit:
+                        self._asked_exit = False
+                        self._mark(cell, "KernelDied", "this cell called exit() or quit(), which stops the kernel; "
+                                                       "the cells after it ran in a restarted kernel")
+                    elif isinstance(err, CellTimeoutError):
                         self._mark(cell, "CellTimeoutError", f"this cell ran longer than {self.timeout} s and did "
                                                              "not stop when interrupted; the kernel was restarted")
                     else:
@@ -128,3 +145,24 @@ class ResilientExecute(Execute):
                 index += 1
         self.set_widgets_metadata()
         return self.nb, self.resources
+
+
+class LimitRichOutput(Preprocessor):
+    """Replace any rich output (image, HTML, JSON) larger than ``max_bytes`` with a short note.
+
+    nbgrader's LimitOutput bounds printed lines and tracebacks only; a 40 MB image
+    would otherwise end up in the gradebook's notebook and the student's feedback.
+    """
+
+    enabled = Bool(True)
+    max_bytes = Integer(1_000_000).tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") in ("display_data", "execute_result"):
+                size = sum(len(v) if isinstance(v, str) else len(str(v)) for v in out.get("data", {}).values())
+                if size > self.max_bytes:
+                    out["data"] = {"text/plain": f"[output of {size:,} characters removed: larger than the "
+                                                 f"{self.max_bytes:,} allowed in a graded notebook]"}
+                    out["metadata"] = {}
+        return cell, resources

@@ -47,7 +47,8 @@ from grading import NOTEBOOKS_DIR
 META_KEY = "course_integrity"
 
 _EXCEPTIONS = {name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
-_FORBIDDEN_MODULES = {"builtins": "uses the builtins module", "ctypes": "uses ctypes (raw memory access)",
+_FORBIDDEN_MODULES = {"builtins": "uses the builtins module", "IPython": "uses IPython internals",
+                      "course_lib": "imports course_lib in an answer (the reference implementations and checks)", "ctypes": "uses ctypes (raw memory access)",
                       "gc": "uses the garbage collector's object graph", "importlib": "uses importlib",
                       "inspect": "uses frame/source introspection", "grading": "imports the grading tools"}
 _FORBIDDEN_NAMES = {"__builtins__": "touches __builtins__", "eval": "calls eval", "exec": "calls exec",
@@ -55,10 +56,13 @@ _FORBIDDEN_NAMES = {"__builtins__": "touches __builtins__", "eval": "calls eval"
                     "vars": "calls vars()", "get_ipython": "uses get_ipython (magics / shell commands)",
                     "_ih": "reads the input history", "_oh": "reads the output history",
                     "In": "reads the input history", "Out": "reads the output history",
-                    "_getframe": "inspects stack frames"}
+                    "_getframe": "inspects stack frames", "checks": "uses the grading checks in an answer",
+                    "getipython": "uses IPython internals"}
 _FORBIDDEN_ATTRS = {"modules": ("sys", "patches sys.modules"), "_getframe": (None, "inspects stack frames"),
                     "__code__": (None, "rewrites function code"), "__globals__": (None, "reaches function globals"),
                     "__dict__": (None, "edits an object's __dict__"),
+                    "set_custom_exc": (None, "installs a custom exception handler in the kernel"),
+                    "showtraceback": (None, "replaces the kernel's traceback display"),
                     "scaled_dot_product_attention": (None, "calls PyTorch's built-in attention"),
                     "multi_head_attention_forward": (None, "calls PyTorch's built-in multi-head attention")}
 
@@ -245,6 +249,46 @@ class ScanSubmission(NbGraderPreprocessor):
             if gid not in seen:
                 findings.append(f"cell {gid}: a graded cell was deleted")
         nb.metadata[META_KEY] = findings
+        self._repair_metadata(nb, source_cells, grade_cells, solution_cells)
+        return nb, resources
+
+    @staticmethod
+    def _repair_metadata(nb, source_cells, grade_cells, solution_cells) -> None:
+        """Put nbgrader's metadata back as released, so nbgrader grades (and shows the findings)
+        instead of stopping on "Inconsistent checksums" or a cell without grade_id."""
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader")
+            if meta is None:
+                continue
+            gid = meta.get("grade_id") if isinstance(meta, dict) else None
+            if gid not in source_cells:
+                del cell.metadata["nbgrader"]  # unknown or broken: a plain cell, never graded
+                continue
+            meta["grade"] = gid in grade_cells
+            meta["solution"] = gid in solution_cells
+            meta["locked"] = bool(source_cells[gid][0])
+            meta["schema_version"] = 3
+            if gid in grade_cells:
+                meta["points"] = float(grade_cells[gid])
+            else:
+                meta.pop("points", None)
+            if cell.cell_type != source_cells[gid][2]:
+                cell.cell_type = source_cells[gid][2]
+                if cell.cell_type == "markdown":
+                    cell.pop("outputs", None)
+                    cell.pop("execution_count", None)
+                else:
+                    cell["outputs"], cell["execution_count"] = [], None
+
+
+class DropEmptyMetadata(NbGraderPreprocessor):
+    """nbgrader's DeduplicateIds leaves ``nbgrader: {}`` on a copied cell, which later fails the
+    schema check: a copy-pasted test cell is a plain cell, not a reason to lose the grade."""
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", None) == {}:
+                del cell.metadata["nbgrader"]
         return nb, resources
 
 

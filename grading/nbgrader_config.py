@@ -55,15 +55,15 @@ from nbgrader.preprocessors import (  # noqa: E402
 # Integrity (grading/integrity.py): the submission is scanned before nbgrader restores
 # its locked cells; findings zero every autograded test with the reason shown.
 c.Autograde.sanitize_preprocessors = [
-    "grading.integrity.ScanSubmission", ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
-    CheckCellMetadata,
+    "grading.integrity.ScanSubmission", ClearOutput, DeduplicateIds, "grading.integrity.DropEmptyMetadata",
+    OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
 ]
 
 # A kernel that dies (os._exit, segfault, memory or process limit) costs the cell
 # that killed it, not the whole submission; a notebook has a total time limit.
 c.Autograde.autograde_preprocessors = [
     "grading.execute.ResilientExecute", "grading.integrity.ApplyIntegrity", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+    "grading.execute.LimitRichOutput", SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 c.ResilientExecute.notebook_timeout = int(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))
 c.ResilientExecute.max_restarts = 3
@@ -72,3 +72,5 @@ c.LimitOutput.max_traceback = 60
 
 # Feedback shows which hidden test failed, its points and message, never its code.
 c.GenerateFeedback.preprocessors = [GetGrades, "grading.feedback.HideHiddenTests", CSSHTMLHeaderPreprocessor]
+# a student's <script> in an output or markdown cell must not run when the feedback is opened
+c.HTMLExporter.sanitize_html = True

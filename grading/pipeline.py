@@ -23,6 +23,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,8 @@ def log(msg: str) -> None:
 def nbgrader_env() -> dict:
     env = dict(os.environ)
     env.setdefault("COURSE_KERNEL", "course-sandbox")
+    # nbgrader calls `alembic` (and jupyter calls kernels) from PATH: this environment's bin first
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = REPO_DIR + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
@@ -99,6 +102,16 @@ def prepare_demo(assignments: list[str]) -> list[str]:
             demo.generate(a, SUBMITTED)
             done.append(a)
     return done
+
+
+def register_students(students: list[str]) -> None:
+    """Every student with a folder gets a gradebook row, so the export lists them even when
+    nothing of theirs could be graded (an empty folder, a file that is not a notebook)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url()) as gb:
+        for s in students:
+            gb.update_or_create_student(s)
 
 
 def submissions(assignment: str) -> list[str]:
@@ -167,16 +180,27 @@ def read_grades(path: str = GRADES_CSV) -> dict:
     return out
 
 
+_ROOT_CAUSES = re.compile(
+    r"(Skipping unknown notebook[^\n]*|No notebooks were matched[^\n]*|does not appear to be JSON[^\n]*|"
+    r"\b(?!NbGraderException)[A-Z]\w*(?:Error|Exception): [^\n]+)")
+
+
 def failure_reason(result: dict) -> str | None:
+    """One line saying why a submission has problems, or None when it graded cleanly."""
+    problems = result.get("problems") or []
     if result.get("autograded") and result.get("autograde_ok"):
-        problems = result.get("problems") or []
         return "; ".join(problems[:4]) + (f"; (+{len(problems) - 4} more)" if len(problems) > 4 else "") \
             if problems else None
-    text = (result.get("exception") or result.get("error") or result.get("log") or "").strip()
-    for line in reversed(text.splitlines()):
-        if "ERROR" in line or "Error" in line:
-            return line.strip()[:200]
-    return text.splitlines()[-1][:200] if text else "autograde failed"
+    text = "\n".join(str(result.get(k) or "") for k in ("log", "error", "exception"))
+    causes = [m.group(0).strip() for m in _ROOT_CAUSES.finditer(text)
+              if "Please see the" not in m.group(0)]
+    if not result.get("autograded"):
+        head = "not graded (scored 0)"
+    else:
+        head = "graded with errors"
+    why = causes[0] if causes else "see the log in " + os.path.join(RESULTS, result.get("assignment", ""),
+                                                                     f"{result.get('student', '')}.json")
+    return f"{head}: {why[:200]}" + (f"; {'; '.join(problems[:3])}" if problems else "")
 
 
 def print_table(assignments, students, grades, expected, results) -> list[str]:
@@ -232,6 +256,7 @@ def grade(opts: Options) -> int:
         log(f"[submissions] grading the class in {SUBMITTED}")
 
     tasks = [(a, s) for a in opts.assignments for s in submissions(a)]
+    register_students(sorted({s for _, s in tasks}))
     if not tasks:
         log("[autograde] nothing submitted: no tasks")
         return 0

@@ -13,12 +13,14 @@ isolated (with bwrap)
       ``grading/`` (the gradebook, the demo answers, other students' folders) and
       the instructor's home directory are not visible;
     * writable: only the submission's own working folder and a private /tmp;
-    * when the grader runs as root, the kernel runs as user ``nobody`` (``setpriv``
-      inside the sandbox), so the process limit below applies (root is exempt from
-      RLIMIT_NPROC) and it cannot escalate (no_new_privs).
+    * when the grader runs as root, each kernel runs as an unused uid of its own
+      (``setpriv`` inside the sandbox), so the process limit below applies to that
+      kernel alone (root is exempt from RLIMIT_NPROC; a shared uid such as nobody
+      would let one student's fork bomb starve another's kernel) and it cannot
+      escalate (no_new_privs).
 bounded (always, also without bwrap)
     * memory: address space ``COURSE_SANDBOX_MEMORY_MB`` (default 6144 MiB);
-    * processes: ``COURSE_SANDBOX_NPROC`` more than the user already runs (default 64);
+    * processes and threads: ``COURSE_SANDBOX_NPROC`` more than the uid already runs (default 128);
     * CPU time: ``COURSE_SANDBOX_CPU_SECONDS`` per kernel (default 900 s), on top of the
       per-cell wall-clock timeout and the per-notebook limit of ``grading.execute``;
     * file size: ``COURSE_SANDBOX_FSIZE_MB`` per file written (default 256 MiB).
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import resource
 import shutil
 import subprocess
@@ -40,7 +41,6 @@ import sys
 from grading import GRADING_DIR, REPO_DIR
 
 KERNEL_NAME = "course-sandbox"
-NOBODY = "nobody"
 
 
 def _env_int(name: str, default: int) -> int:
@@ -66,16 +66,34 @@ def bwrap_works() -> tuple[bool, str]:
     return True, exe
 
 
-def _count_user_processes(uid: int) -> int:
+def _count_user_tasks(uid: int) -> int:
+    """Processes and threads of a user: RLIMIT_NPROC counts both."""
     n = 0
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 if os.stat(f"/proc/{pid}").st_uid == uid:
-                    n += 1
+                    n += len(os.listdir(f"/proc/{pid}/task"))
             except OSError:
                 pass
     return n
+
+
+def _free_uid() -> int:
+    """An unused uid for one kernel (as root), so its process limit is its own."""
+    import secrets
+
+    used = set()
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                used.add(os.stat(f"/proc/{pid}").st_uid)
+            except OSError:
+                pass
+    while True:
+        uid = 200_000 + secrets.randbelow(800_000)
+        if uid not in used:
+            return uid
 
 
 def set_limits(uid: int) -> None:
@@ -87,7 +105,7 @@ def set_limits(uid: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     fsize = _env_int("COURSE_SANDBOX_FSIZE_MB", 256) * mb
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    nproc = _count_user_processes(uid) + _env_int("COURSE_SANDBOX_NPROC", 64)
+    nproc = _count_user_tasks(uid) + _env_int("COURSE_SANDBOX_NPROC", 128)
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
@@ -133,12 +151,10 @@ def _check_workdir(workdir: str) -> None:
                              "Start the kernel in the submission's own folder.")
 
 
-def _hand_to_nobody(paths: list[str]) -> tuple[int, int]:
-    """As root: give the writable folders themselves (not their files) to nobody."""
-    pw = pwd.getpwnam(NOBODY)
+def _hand_to(uid: int, paths: list[str]) -> None:
+    """As root: give the writable folders themselves (not their files) to the kernel's uid."""
     for p in paths:
-        os.chown(p, pw.pw_uid, pw.pw_gid)
-    return pw.pw_uid, pw.pw_gid
+        os.chown(p, uid, uid)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -173,9 +189,11 @@ def main(argv: list[str] | None = None) -> None:
     setpriv = shutil.which("setpriv")
     if ok and uid == 0 and setpriv:
         # bwrap runs as root (so it can mount what root can read), then the kernel
-        # itself becomes nobody: the process limit binds (root is exempt) and
+        # itself becomes an unprivileged uid of its own: the process limit binds
+        # (root is exempt) and counts only this kernel's processes and threads, and
         # nothing outside its own folders is writable.
-        uid, gid = _hand_to_nobody([workdir, *private])
+        uid = gid = _free_uid()
+        _hand_to(uid, [workdir, *private])
         kernel_argv = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
                        "--", *kernel_argv]
     set_limits(uid)

@@ -38,3 +38,7 @@ def ipc_config():
 @pytest.fixture(scope="session")
 def repo_dir():
     return REPO
+
+# nbgrader runs `alembic` from PATH; make this environment's bin come first even
+# when pytest was started as .venv/bin/python -m pytest without activating it.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
