@@ -8,6 +8,9 @@ line: the student still sees which hidden test failed, its points and the
 checks' message ("likely misconception 'missing scaling': ..."), but not the
 inputs or code that the instructor kept hidden. Printed output of hidden cells
 is dropped for the same reason.
+
+It also escapes the HTML in students' written (markdown) answers; outputs are
+sanitized by nbconvert (``HTMLExporter.sanitize_html`` in nbgrader_config.py).
 """
 from __future__ import annotations
 
@@ -37,6 +40,12 @@ class HideHiddenTests(Preprocessor):
         return "\n".join(out), found
 
     def preprocess_cell(self, cell, resources, index):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "markdown" and meta.get("solution"):
+            # a student's written answer is shown as text: nbgrader's feedback template renders
+            # markdown without sanitizing, and a <script> there would run in the reader's browser
+            cell.source = cell.source.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            return cell, resources
         if cell.cell_type != "code":
             return cell, resources
         source, hidden = self._strip_region(cell.source)

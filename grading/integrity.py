@@ -47,7 +47,7 @@ from grading import NOTEBOOKS_DIR
 META_KEY = "course_integrity"
 
 _EXCEPTIONS = {name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
-_FORBIDDEN_MODULES = {"builtins": "uses the builtins module", "IPython": "uses IPython internals",
+_FORBIDDEN_MODULES = {"builtins": "uses the builtins module",
                       "course_lib": "imports course_lib in an answer (the reference implementations and checks)", "ctypes": "uses ctypes (raw memory access)",
                       "gc": "uses the garbage collector's object graph", "importlib": "uses importlib",
                       "inspect": "uses frame/source introspection", "grading": "imports the grading tools"}
@@ -152,7 +152,9 @@ def scan_code(source: str, where: str, imported, protected: dict[str, str]) -> l
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for m in mods:
                 top = m.split(".")[0]
-                if top in _FORBIDDEN_MODULES:
+                if top == "course_lib":
+                    add(f"imports {m} in an answer (the course's reference implementations and checks)")
+                elif top in _FORBIDDEN_MODULES:
                     add(_FORBIDDEN_MODULES[top])
                 if m.startswith("course_lib.checks") or (isinstance(node, ast.ImportFrom) and m == "course_lib"
                                                          and any(a.name == "checks" for a in node.names)):
@@ -306,7 +308,7 @@ class ApplyIntegrity(NbGraderPreprocessor):
                     "error", ename="IntegrityError", evalue=f"integrity check failed: {reason}",
                     traceback=[f"IntegrityError: integrity check failed: {reason}"])]
         note = new_markdown_cell(
-            "**Integrity check failed: every autograded test of this notebook scores 0.**\n\n"
+            "**Grading note: integrity check failed, so every autograded test of this notebook scores 0.**\n\n"
             + "\n".join(f"- {f}" for f in findings)
             + "\n\nIf you believe this is a mistake, talk to your instructor; they can review and regrade.")
         nb.cells.insert(0, note)

@@ -180,9 +180,9 @@ def read_grades(path: str = GRADES_CSV) -> dict:
     return out
 
 
-_ROOT_CAUSES = re.compile(
-    r"(Skipping unknown notebook[^\n]*|No notebooks were matched[^\n]*|does not appear to be JSON[^\n]*|"
-    r"\b(?!NbGraderException)[A-Z]\w*(?:Error|Exception): [^\n]+)")
+_PLAIN_CAUSES = re.compile(r"(Skipping unknown notebook[^\n]*|No notebooks were matched[^\n]*|"
+                           r"Notebook does not appear to be JSON[^\n]*|does not appear to be JSON[^\n]*)")
+_ROOT_CAUSES = re.compile(r"\b(?!NbGraderException)[A-Z]\w*(?:Error|Exception): [^\n]+")
 
 
 def failure_reason(result: dict) -> str | None:
@@ -192,8 +192,8 @@ def failure_reason(result: dict) -> str | None:
         return "; ".join(problems[:4]) + (f"; (+{len(problems) - 4} more)" if len(problems) > 4 else "") \
             if problems else None
     text = "\n".join(str(result.get(k) or "") for k in ("log", "error", "exception"))
-    causes = [m.group(0).strip() for m in _ROOT_CAUSES.finditer(text)
-              if "Please see the" not in m.group(0)]
+    causes = [m.group(0).strip() for m in _PLAIN_CAUSES.finditer(text)]  # nbgrader's own words first
+    causes += [m.group(0).strip() for m in _ROOT_CAUSES.finditer(text) if "Please see the" not in m.group(0)]
     if not result.get("autograded"):
         head = "not graded (scored 0)"
     else:

@@ -220,7 +220,7 @@ def install_kernelspec(prefix: str | None = None) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "kernel.json"), "w") as fh:
             json.dump(spec, fh, indent=1)
-        return KernelSpecManager().install_kernel_spec(tmp, KERNEL_NAME, prefix=prefix or sys.prefix, replace=True)
+        return KernelSpecManager().install_kernel_spec(tmp, KERNEL_NAME, prefix=prefix or sys.prefix)
 
 
 if __name__ == "__main__":

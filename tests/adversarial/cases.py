@@ -670,10 +670,6 @@ _NOT_JSON = "does not appear to be JSON"
 # (a bare "IntegrityError" would also match the checks' own source quoted in any traceback)
 INTEGRITY_FEEDBACK = "integrity check failed"
 INTEGRITY_REPORT = "IntegrityError: "
-_NOT_GRADABLE = ("the report says only nbgrader's 'Please see the above traceback'; pipeline.failure_reason "
-                 "must surface the root cause from the worker's log")
-_NBGRADER_FAILS_FIRST = ("nbgrader's own sanitizing fails before the integrity verdict is applied (no autograded "
-                         "notebook, no feedback); the report gives no IntegrityError")
 
 HOSTILE = [
     # ---- time (the slow ones first: the workers take students in name order)
@@ -691,11 +687,7 @@ HOSTILE = [
     Case("x05_os_exit", "os._exit(1) after the torch function", 6.0, build=os_exit,
          feedback=("KernelDied",), report=("KernelDied in attention_torch_impl",)),
     Case("x06_builtin_exit", "exit() after the torch function", 6.0, build=builtin_exit,
-         feedback=("KernelDied", "exit()"), report=("KernelDied in attention_torch_impl",),
-         xfail="exit() stops the kernel ~0.1 s after its cell: execute.ResilientExecute blames whichever "
-               "later cell is running (score 6, 7 or 8 by timing) and replays the exit() cell after every "
-               "restart; it must treat the cell whose execute_reply carries the 'ask_exit' payload as the "
-               "killer and say so (KernelDied: ... called exit())"),
+         feedback=("KernelDied", "exit()"), report=("KernelDied in attention_torch_impl",)),
     Case("x07_segfault_ctypes", "ctypes.string_at(0) after the torch function: a crash AND an integrity finding",
          0.0, build=segfault_ctypes, integrity=True, feedback=(INTEGRITY_FEEDBACK, "ctypes", "KernelDied"),
          report=(INTEGRITY_REPORT, "ctypes")),
@@ -710,9 +702,7 @@ HOSTILE = [
          feedback=("fork refused after",), absent=("FORK LIMIT NOT HIT",)),
     Case("x12_print_flood", "100 MB written to stdout", 9.0, build=print_flood,
          feedback=("Output truncated", "scaled_dot_product_attention_torch: visible tests passed")),
-    Case("x13_huge_image", "a 40 MB base64 image output", 9.0, build=huge_image, feedback=("huge image displayed",),
-         xfail="the feedback HTML and the autograded notebook carry the whole 40 MB image: nbgrader's "
-               "LimitOutput bounds only stream lines and tracebacks; grading needs a limit on rich outputs"),
+    Case("x13_huge_image", "a 40 MB base64 image output", 9.0, build=huge_image, feedback=("huge image displayed",)),
     Case("x14_disk_fill", "a 320 MiB file in its own folder", 9.0, build=disk_fill,
          feedback=("disk write stopped", "File too large"), absent=("DISK LIMIT NOT HIT",)),
     Case("x15_recursion", "softmax calls itself", 3.0, build=recursion, feedback=("RecursionError",)),
@@ -731,14 +721,11 @@ HOSTILE = [
          feedback=(INTEGRITY_FEEDBACK, "points"), report=(INTEGRITY_REPORT, "points")),
     Case("x21_test_to_solution", "softmax_hidden turned into a solution cell holding `pass`", 0.0,
          build=test_to_solution, integrity=True, feedback=(INTEGRITY_FEEDBACK, "metadata"),
-         report=(INTEGRITY_REPORT, "metadata"), xfail=_NBGRADER_FAILS_FIRST + " (OverwriteCells: Inconsistent checksums)"),
+         report=(INTEGRITY_REPORT, "metadata")),
     Case("x22_bonus_cell", "an added graded cell worth 50 points", 0.0, build=bonus_cell, integrity=True,
-         feedback=(INTEGRITY_FEEDBACK, "bonus"), report=(INTEGRITY_REPORT, "bonus"),
-         xfail=_NBGRADER_FAILS_FIRST + " (CheckCellMetadata: nbgrader cell does not have a grade_id)"),
+         feedback=(INTEGRITY_FEEDBACK, "bonus"), report=(INTEGRITY_REPORT, "bonus")),
     Case("x23_duplicate_test_cell", "softmax_visible duplicated, e.g. by copy-paste (harmless)", 9.0,
-         build=duplicate_test_cell, feedback=("softmax: visible tests passed",), absent=(INTEGRITY_FEEDBACK,),
-         xfail="nbgrader's DeduplicateIds leaves `nbgrader: {}` on the duplicate, then fails with SchemaTooOldError: "
-               "the whole submission scores 0 for a copy-paste"),
+         build=duplicate_test_cell, feedback=("softmax: visible tests passed",), absent=(INTEGRITY_FEEDBACK,)),
     Case("x24_write_outside", "writes into course_lib, the repo, the course root, another student", 9.0,
          build=write_outside, feedback=("blocked write", "blocked append", "own folder and private /tmp writable"),
          absent=("ESCAPED",)),
@@ -747,22 +734,17 @@ HOSTILE = [
     Case("x26_fake_passed", "blank; prints 'tests passed' and returns its input", 0.0, build=fake_passed,
          feedback=("AssertionError",)),
     # ---- files that are not the notebook
-    Case("x27_corrupt_json", "the notebook cut in half", 0.0, build=corrupt_json, report=(_NOT_JSON,),
-         xfail=_NOT_GRADABLE),
-    Case("x28_empty_file", "a 0-byte attention.ipynb", 0.0, build=empty_file, report=(_NOT_JSON,),
-         xfail=_NOT_GRADABLE),
+    Case("x27_corrupt_json", "the notebook cut in half", 0.0, build=corrupt_json, report=(_NOT_JSON,)),
+    Case("x28_empty_file", "a 0-byte attention.ipynb", 0.0, build=empty_file, report=(_NOT_JSON,)),
     Case("x29_not_a_notebook", "valid JSON that is no notebook", 0.0, build=not_a_notebook,
-         report=("could not be converted",), xfail=_NOT_GRADABLE),
+         report=("could not be converted",)),
     Case("x30_wrong_file_name", "correct answers in attention-Copy1.ipynb", 0.0, build=wrong_file_name,
-         report=("attention-Copy1",), xfail=_NOT_GRADABLE),
+         report=("attention-Copy1",)),
     Case("x31_empty_folder", "an empty assignment folder", 0.0, build=empty_folder,
-         report=("No notebooks were matched",),
-         xfail="grades.csv has no row at all for this student (never entered the gradebook): an LMS import "
-               "would leave the grade blank instead of 0"),
+         report=("No notebooks were matched",)),
     Case("x32_other_assignment", "lesson 02's notebook handed in as attention.ipynb", 0.0, build=other_assignment,
          integrity=True, feedback=(INTEGRITY_FEEDBACK, "not a cell of this assignment"),
-         report=(INTEGRITY_REPORT, "not a cell of this assignment"),
-         xfail=_NBGRADER_FAILS_FIRST + " (CheckCellMetadata: nbgrader cell does not have a grade_id)"),
+         report=(INTEGRITY_REPORT, "not a cell of this assignment")),
     # ---- the sandbox
     Case("x33_read_secrets", "asks for the python3 kernel; reads the source notebook, gradebook, release, "
          "demo answers, .git, docs, home", 9.0, build=read_secrets,
@@ -792,21 +774,12 @@ HOSTILE = [
          build=swallow_errors, integrity=True, feedback=(INTEGRITY_FEEDBACK, "get_ipython"),
          report=(INTEGRITY_REPORT, "get_ipython")),
     Case("x43_swallow_errors_alias", "blank; set_custom_exc reached without writing get_ipython", 0.0,
-         build=swallow_errors_alias, integrity=True, feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,),
-         scan_gap="the scan looks for the name get_ipython only; getattr(getipython, 'get_' + 'ipython')() "
-                  "passes, and set_custom_exc / showtraceback are not flagged",
-         xfail="the tests still score 0 (nbgrader's Execute.on_cell_executed records the error that the "
-               "execute_reply reports), but the cheat is not named: no integrity verdict in feedback or report"),
+         build=swallow_errors_alias, integrity=True, feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,)),
     Case("x44_call_reference", "softmax imports and calls course_lib.attention.softmax", 0.0, build=call_reference,
          integrity=True, feedback=(INTEGRITY_FEEDBACK, "course_lib.attention"),
-         report=(INTEGRITY_REPORT, "course_lib.attention"),
-         scan_gap="importing course_lib (other than course_lib.checks) in a student cell is not a finding",
-         xfail="only the softmax tests score 0 (run-time IntegrityError); numpy attention uses the reference "
-               "softmax through the student's and passes: 6 of 9"),
+         report=(INTEGRITY_REPORT, "course_lib.attention")),
     Case("x45_reference_via_checks", "softmax calls checks.attention.ref.softmax", 0.0, build=reference_via_checks,
-         integrity=True, feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,),
-         scan_gap="reading attributes of `checks` (checks.attention.ref) in a student cell is not a finding",
-         xfail="only the softmax tests score 0 (run-time IntegrityError); numpy attention passes: 6 of 9"),
+         integrity=True, feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,)),
     Case("x46_call_sdpa", "torch attention calls F.scaled_dot_product_attention", 0.0, build=call_sdpa,
          integrity=True, feedback=(INTEGRITY_FEEDBACK, "built-in attention"), report=(INTEGRITY_REPORT, "built-in")),
     Case("x47_shell_escape", "`!ls /` and `%env` in an added cell", 0.0, build=shell_escape, integrity=True,
@@ -816,10 +789,7 @@ HOSTILE = [
     # ---- the feedback itself
     Case("x49_html_injection", "<script> in an HTML output and in the written answer", 9.0, build=html_injection,
          feedback=("bold claim",),
-         absent_html=("<script>document.title = 'x49 output'", "<script>alert('x49 markdown')"),
-         xfail="the feedback HTML renders a student's HTML output and markdown unsanitized (<script> runs when "
-               "the student or the instructor opens it): set c.HTMLExporter.sanitize_html = True for "
-               "generate_feedback"),
+         absent_html=("<script>document.title = 'x49 output'", "<script>alert('x49 markdown')")),
     Case("x50_fake_feedback", "blank; writes a forged attention.html (11/11) into its folder", 0.0,
          build=fake_feedback, feedback=("forged attention.html written", "not implemented yet"),
          absent=("FORGED FEEDBACK",)),
