@@ -6,8 +6,10 @@ Both runs grade the same submissions (the demo class, ``--copies`` times over) i
 two fresh course roots, in the same run of this script:
 
 * baseline: ``nbgrader autograde <assignment> --force`` per assignment, one process,
-  students one after another (nbgrader's default TCP kernels);
-* ours: ``grading.worker`` processes sharing the tasks (IPC kernels), no feedback.
+  students one after another, nbgrader's default TCP kernels and the plain ``python3``
+  kernel (no sandbox);
+* ours: ``grading.worker`` processes sharing the tasks (IPC kernels, the ``course-sandbox``
+  kernel), no feedback.
 
 It prints both wall times, the ratio and whether the exported grades are identical
 (they must be). Target (issue 2): at least 1.5x with 2 workers on 2 cores.
@@ -83,7 +85,7 @@ def main() -> int:
 
     t0 = time.perf_counter()
     for a in assignments:
-        nbgrader(seq_root, "autograde", a, "--force", "--KernelManager.transport=tcp")
+        nbgrader(seq_root, "autograde", a, "--force", "--KernelManager.transport=tcp", "--Execute.kernel_name=python3")
     t_seq = time.perf_counter() - t0
 
     t0 = time.perf_counter()
