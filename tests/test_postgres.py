@@ -30,10 +30,6 @@ def pg_server():
 
 def grade(root, db_url=None, feedback=True):
     env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="20", PYTHONPATH=REPO)
-    # RLIMIT_NPROC counts the threads of every process of the kernels' user (nobody), system-wide: other
-    # tests grading at the same time (xdist, fork bombs in the adversarial class) would otherwise use up
-    # this run's budget and kill its kernels at start ("Kernel died before replying to kernel_info").
-    env.setdefault("COURSE_SANDBOX_NPROC", "1024")
     env.pop("COURSE_DB_URL", None)
     if db_url:
         env["COURSE_DB_URL"] = db_url
