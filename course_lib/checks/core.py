@@ -51,6 +51,7 @@ __all__ = [
     "assert_shape",
     "assert_finite",
     "call_student",
+    "reference",
     "compare_with_reference",
     "forbidden_calls",
 ]
@@ -230,13 +231,30 @@ def forbidden_calls(paths: Iterable[str], exercise: str):
                 fn.__globals__["__course_integrity_error__"] = prev
 
 
-def call_student(fn: Callable, case: Case, exercise: str, forbidden: Iterable[str] = ()):
-    """Call the student's function on one case, turning its exceptions into clear failures."""
+def reference(fn: Callable, *args, **kwargs):
+    """The reference's value on one input: the only way a check may call course_lib's references.
+
+    Checks never call ``course_lib.<topic>`` functions directly: when grading, the reference
+    is computed by the trusted verifier outside the student's kernel, and in the students'
+    bundle it comes from stored outputs. This indirection is what makes both possible.
+    """
+    return fn(*args, **kwargs)
+
+
+def call_student(fn: Callable, case: Case, exercise: str, forbidden: Iterable[str] = (),
+                 observe: Callable | None = None):
+    """Call the student's function on one case, turning its exceptions into clear failures.
+
+    ``observe``: for a function that returns something other than plain data (a module,
+    a trained model), a function of the output that returns plain data (numbers, strings,
+    arrays, tensors and tuples/lists/dicts of them); the check then works on that.
+    """
     if not callable(fn):
         raise _AssertionError(f"{exercise}: expected a function, got {type(fn).__name__}")
     try:
         with forbidden_calls(forbidden, exercise):
-            return fn(*case.args, **case.kwargs)
+            out = fn(*case.args, **case.kwargs)
+            return out if observe is None else observe(out)
     except NotImplementedError:
         raise NotImplementedYet(
             f"{exercise}: not implemented yet (the function still raises NotImplementedError). "

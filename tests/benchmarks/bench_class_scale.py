@@ -17,8 +17,10 @@ module's ``MISCONCEPTION`` / ``CRASH``), in a fixed cycle of 25 kinds:
 Runs, each in its own fresh course root, same submissions, in this order:
 
 A. baseline: ``nbgrader autograde 01_attention --force --KernelManager.transport=tcp
-   --Execute.kernel_name=python3``: one process, students one after another, no sandbox
-   (the course's nbgrader_config.py otherwise, so kernel deaths are survived the same way);
+   --Execute.kernel_name=python3 --Execute.shutdown_kernel=graceful``: one process, students one
+   after another, no sandbox, nbgrader's default kernel shutdown; the course's nbgrader_config.py
+   otherwise, so a dying kernel costs the same points as in our runs (plain ``Execute`` would
+   drop the whole submission and the grades could not be compared);
 B. ``grading.worker`` x W (default 2), SQLite gradebook, the ``course-sandbox`` kernel;
 C. the same on PostgreSQL (a throwaway server from tests/pg.py, fsync on);
 D. B with nbgrader's default ``Execute.shutdown_kernel = "graceful"`` (ask the kernel to shut
@@ -177,7 +179,7 @@ def graded_errors(root: str, sid: str) -> list[str]:
 
 def run_baseline(env: dict, meter: "CpuMeter | None" = None) -> float:
     return nbgrader(env, "autograde", ASSIGNMENT, "--force", "--KernelManager.transport=tcp",
-                    "--Execute.kernel_name=python3", meter=meter)
+                    "--Execute.kernel_name=python3", "--Execute.shutdown_kernel=graceful", meter=meter)
 
 
 WORKER_WITH_CONFIG = """
