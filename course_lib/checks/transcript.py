@@ -1,0 +1,382 @@
+"""Where a check's verdict is decided: in the student's kernel, or outside it.
+
+A graded test cell calls ``checks.<lesson>.check_<exercise>(student)``. The same
+check code runs in one of three modes (environment variable ``COURSE_CHECK_MODE``):
+
+``live`` (default: JupyterLab, self-study, pytest)
+    the check calls the student's function, computes the reference, compares, and
+    raises ``AssertionError`` with the message that names the misconception.
+
+``record`` (the grading kernel; set by ``grading.execute`` when it starts a kernel)
+    the check calls the student's function on the test's inputs and records every
+    output as plain data (numbers, strings, arrays of plain numeric dtypes; nothing
+    that needs pickle or runs code when loaded). No reference is computed
+    (:func:`course_lib.checks.core.reference` returns :data:`PENDING` and every
+    comparison against it is skipped), so no expected value exists in the kernel for
+    the student's code to find. Each call is published at once as a ``display_data``
+    output of MIME type :data:`RECORD_MIME` in the test cell's outputs, with a
+    fingerprint of its inputs.
+
+``replay`` (the verifier: ``grading.verify``, a trusted process outside the sandbox,
+after the kernel has exited)
+    the same check runs again: the inputs are regenerated, the reference is
+    computed, and each call of the student's function is answered from the record,
+    in order. Its verdict (pass, or the AssertionError's message) sets the cell's
+    points. A record can only say what the student's function returned; whatever
+    the kernel did to itself (patching numpy, tracing the checker, rewriting its
+    own replies) changes at most what was recorded, and only right outputs pass.
+
+So the rule for writing a check (every check in ``course_lib.checks`` follows it):
+inputs come from seeds and literals; the student is called only through
+``core.call_student`` / ``core.compare_with_reference`` (with ``observe=`` when it
+returns something that is not plain data); references only through
+``core.reference`` / ``core.compare_with_reference``.
+
+Does NOT cover: which cells are verified and how points are set (``grading.verify``),
+or sandboxing the kernel (``grading.sandbox``).
+"""
+from __future__ import annotations
+
+import base64
+import builtins
+import contextlib
+import hashlib
+import json
+import math
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+RECORD_MIME = "application/vnd.course-check-record+json"
+MODES = ("live", "record", "replay")
+MAX_RECORD_BYTES = 32 * 1024 * 1024  # one check's record, encoded
+MAX_ARRAY_BYTES = 16 * 1024 * 1024
+
+# dtypes a record may hold; anything else is "not plain data"
+_NUMPY_DTYPES = {"|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8", "<c8", "<c16"}
+_TORCH_DTYPES = {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"}
+_EXCEPTIONS = {name: obj for name, obj in vars(builtins).items()
+               if isinstance(obj, type) and issubclass(obj, Exception)}
+
+
+class RecordError(AssertionError):
+    """The record does not hold what the verifier needs (no output for a call, not plain data)."""
+
+
+class _Pending:
+    """Stands for a reference value in record mode: comparisons against it are skipped."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __getitem__(self, item):
+        return self
+
+    def __iter__(self):
+        raise TypeError("a reference value is PENDING in record mode: pass it to a core assertion helper "
+                        "or index it; do not unpack it")
+
+    def __repr__(self):
+        return "PENDING"
+
+
+PENDING = _Pending()
+
+
+def is_pending(x: Any) -> bool:
+    if x is PENDING:
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(is_pending(v) for v in x)
+    return False
+
+
+class Unplain:
+    """A recorded output that was not plain data (a module, a generator, a hostile object)."""
+
+    def __init__(self, type_name: str, why: str = ""):
+        self.type_name, self.why = type_name, why
+
+    def __repr__(self):
+        return f"<{self.type_name}: not plain data{': ' + self.why if self.why else ''}>"
+
+
+# ---------------------------------------------------------------- state
+class _State:
+    mode = os.environ.get("COURSE_CHECK_MODE", "live")
+    calls: list = []          # record mode: this check's calls so far
+    replay: list | None = None  # replay mode: the recorded calls, consumed in order
+    position = 0
+    depth = 0
+
+
+def mode() -> str:
+    m = _State.mode
+    return m if m in MODES else "live"
+
+
+@contextlib.contextmanager
+def using(mode_name: str, calls: list | None = None):
+    """Run a block in one mode (tests and the verifier); the previous mode is restored."""
+    if mode_name not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode_name!r}")
+    saved = (_State.mode, _State.calls, _State.replay, _State.position, _State.depth)
+    _State.mode, _State.calls, _State.replay, _State.position, _State.depth = mode_name, [], calls, 0, 0
+    try:
+        yield _State
+    finally:
+        _State.mode, _State.calls, _State.replay, _State.position, _State.depth = saved
+
+
+# ---------------------------------------------------------------- plain data
+def encode(x: Any, _depth: int = 0) -> Any:
+    """Plain data -> JSON-able structure; anything else -> an 'unplain' marker."""
+    if _depth > 20:
+        return {"__unplain__": "nesting", "why": "nested more than 20 levels"}
+    if x is None or isinstance(x, (bool, str)) and type(x) in (bool, str):
+        return x
+    if type(x) is int:
+        return x if abs(x) < 2 ** 53 else {"__int__": str(x)}
+    if type(x) is float:
+        return x if math.isfinite(x) else {"__float__": repr(x)}
+    if type(x) in (np.bool_,) or isinstance(x, np.generic) and type(x).__module__ == "numpy":
+        return {"__npscalar__": _encode_array(np.asarray(x))}
+    if type(x) is np.ndarray:
+        return {"__ndarray__": _encode_array(x)}
+    try:
+        import torch
+
+        if type(x) is torch.Tensor or type(x) is torch.nn.Parameter:
+            return _encode_tensor(x)
+    except ImportError:  # pragma: no cover
+        pass
+    if type(x) is tuple:
+        return {"__tuple__": [encode(v, _depth + 1) for v in x]}
+    if type(x) is list:
+        return {"__list__": [encode(v, _depth + 1) for v in x]}
+    if type(x) is dict:
+        return {"__dict__": [[encode(k, _depth + 1), encode(v, _depth + 1)] for k, v in x.items()]}
+    if type(x) in (set, frozenset):
+        return {"__set__": type(x).__name__, "items": [encode(v, _depth + 1) for v in x]}
+    return {"__unplain__": type(x).__qualname__[:80]}
+
+
+def _encode_array(a: np.ndarray) -> dict:
+    a = np.ascontiguousarray(a)
+    if a.dtype.str not in _NUMPY_DTYPES:
+        if a.dtype.kind in "US":
+            return {"strings": [str(v) for v in a.ravel().tolist()], "shape": list(a.shape), "dtype": a.dtype.str}
+        raise _NotPlain(f"array of dtype {a.dtype}")
+    if a.nbytes > MAX_ARRAY_BYTES:
+        raise _NotPlain(f"array of {a.nbytes:,} bytes (more than {MAX_ARRAY_BYTES:,})")
+    return {"dtype": a.dtype.str, "shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def _encode_tensor(t) -> dict:
+    import torch
+
+    name = str(t.dtype).replace("torch.", "")
+    if name not in _TORCH_DTYPES:
+        raise _NotPlain(f"tensor of dtype {t.dtype}")
+    plain = torch.Tensor.detach(t).to("cpu")
+    arr = plain.to(torch.float32).numpy() if name == "bfloat16" else plain.numpy()
+    return {"__tensor__": _encode_array(arr), "dtype": name, "requires_grad": bool(t.requires_grad),
+            "device": str(t.device.type)}
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def safe_encode(x: Any) -> Any:
+    try:
+        return encode(x)
+    except _NotPlain as err:
+        return {"__unplain__": type(x).__qualname__[:80], "why": str(err)}
+    except Exception as err:  # a hostile object: record that it was not plain data
+        return {"__unplain__": type(x).__qualname__[:80], "why": f"could not be read ({type(err).__name__})"}
+
+
+def decode(x: Any) -> Any:
+    """The inverse of :func:`encode`, for data from an untrusted record: never runs code."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, list):  # plain JSON lists only appear inside our markers
+        return [decode(v) for v in x]
+    if not isinstance(x, dict) or len(x) == 0:
+        return Unplain(type(x).__name__, "malformed record")
+    if "__int__" in x:
+        return int(str(x["__int__"])[:400])
+    if "__float__" in x:
+        return float({"inf": "inf", "-inf": "-inf", "nan": "nan"}.get(str(x["__float__"]), "nan"))
+    if "__npscalar__" in x:
+        return _decode_array(x["__npscalar__"])[()]
+    if "__ndarray__" in x:
+        return _decode_array(x["__ndarray__"])
+    if "__tensor__" in x:
+        import torch
+
+        name = x.get("dtype")
+        if name not in _TORCH_DTYPES:
+            return Unplain("Tensor", f"dtype {name!r}")
+        t = torch.from_numpy(_decode_array(x["__tensor__"]).copy())
+        t = t.to(getattr(torch, name))
+        if x.get("requires_grad") and t.is_floating_point():
+            t.requires_grad_(True)
+        return t
+    if "__tuple__" in x:
+        return tuple(decode(v) for v in x["__tuple__"])
+    if "__list__" in x:
+        return [decode(v) for v in x["__list__"]]
+    if "__dict__" in x:
+        out = {}
+        for pair in x["__dict__"]:
+            k = decode(pair[0])
+            try:
+                out[k] = decode(pair[1])
+            except TypeError:  # an unhashable key
+                return Unplain("dict", "a key that is not hashable")
+        return out
+    if "__set__" in x:
+        items = [decode(v) for v in x.get("items", [])]
+        try:
+            return frozenset(items) if x["__set__"] == "frozenset" else set(items)
+        except TypeError:
+            return Unplain("set", "an element that is not hashable")
+    if "__unplain__" in x:
+        return Unplain(str(x["__unplain__"])[:80], str(x.get("why", ""))[:200])
+    return Unplain("dict", "malformed record")
+
+
+def _decode_array(d: dict) -> np.ndarray:
+    if not isinstance(d, dict):
+        raise RecordError("malformed array in the record")
+    shape = tuple(int(s) for s in d.get("shape", []))
+    if any(s < 0 for s in shape) or len(shape) > 32:
+        raise RecordError("malformed array shape in the record")
+    if "strings" in d:
+        return np.array([str(s) for s in d["strings"]]).reshape(shape)
+    dtype = d.get("dtype")
+    if dtype not in _NUMPY_DTYPES:
+        raise RecordError(f"array dtype {dtype!r} is not allowed in a record")
+    raw = base64.b64decode(str(d.get("b64", "")), validate=True)
+    if len(raw) != int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize:
+        raise RecordError("array bytes do not match its shape in the record")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def fingerprint(args: tuple, kwargs: dict) -> str:
+    """A short hash of a call's inputs, so a record is never used for another input."""
+    h = hashlib.sha256()
+    h.update(json.dumps(safe_encode((tuple(args), dict(sorted(kwargs.items())))), sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- the hooks core.py calls
+def student_call(run: Callable[[], Any], exercise: str, label: str, args: tuple, kwargs: dict) -> Any:
+    """Call the student (live, record) or answer from the record (replay).
+
+    ``run`` calls the student's function and turns its failures into AssertionErrors
+    (``core.call_student``). In record mode the output, or the failure's message, is
+    appended to this check's record; the live output is returned so the check's
+    properties still run in the kernel.
+    """
+    m = mode()
+    if m == "live":
+        return run()
+    if m == "record":
+        entry = {"exercise": exercise, "label": label, "inputs": fingerprint(args, kwargs)}
+        try:
+            out = run()
+        except AssertionError as failure:
+            cause = failure.__cause__
+            entry["raised"] = {"message": str(failure)[:2000], "class": type(failure).__name__,
+                               "cause": type(cause).__name__ if cause is not None else None,
+                               "cause_message": str(cause)[:1000] if cause is not None else None}
+            publish(entry)
+            raise
+        entry["output"] = safe_encode(out)
+        publish(entry)
+        return out
+    # replay
+    calls = _State.replay or []
+    if _State.position >= len(calls):
+        raise RecordError(f"{exercise}: no recorded output for input '{label}': the test did not get that far "
+                          "in the grading kernel, or its record was removed")
+    entry = calls[_State.position]
+    _State.position += 1
+    if not isinstance(entry, dict) or entry.get("inputs") != fingerprint(args, kwargs):
+        raise RecordError(f"{exercise}: the recorded call does not match input '{label}' (the record was "
+                          "changed, or the test's inputs are not deterministic)")
+    if "raised" in entry:
+        raised = entry["raised"] if isinstance(entry["raised"], dict) else {}
+        from course_lib.checks import core
+
+        cls = {"IntegrityError": core.IntegrityError, "NotImplementedYet": core.NotImplementedYet}.get(
+            raised.get("class"), AssertionError)
+        failure = cls(str(raised.get("message", f"{exercise}: your function raised on input '{label}'")))
+        cause_cls = _EXCEPTIONS.get(str(raised.get("cause")))
+        if cause_cls is not None:
+            try:
+                cause = cause_cls(str(raised.get("cause_message", "")))
+            except Exception:
+                cause = RuntimeError(str(raised.get("cause_message", "")))
+            raise failure from cause
+        raise failure
+    out = decode(entry.get("output"))
+    if isinstance(out, Unplain):
+        raise AssertionError(f"{exercise}: on input '{label}' your function returned {out.type_name}"
+                             f"{' (' + out.why + ')' if out.why else ''}, which is not what this exercise asks "
+                             "for (an array, a tensor, numbers or strings, as the docstring says)")
+    return out
+
+
+def reference_value(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    if mode() == "record":
+        return PENDING
+    return fn(*args, **kwargs)
+
+
+def publish(entry: dict) -> None:
+    """Put one call's record in the running cell's outputs (record mode only)."""
+    _State.calls.append(entry)  # also kept here, for tests that record in-process
+    text = json.dumps(entry)
+    if len(text) > MAX_RECORD_BYTES:
+        entry = {k: v for k, v in entry.items() if k in ("exercise", "label", "inputs")}
+        entry["output"] = {"__unplain__": "output", "why": f"{len(text):,} bytes, more than a record may hold"}
+    try:
+        from IPython import get_ipython
+        from IPython.display import publish_display_data
+
+        if get_ipython() is None:
+            return
+        publish_display_data({RECORD_MIME: entry, "text/plain": f"[recorded: {entry.get('exercise')} on "
+                                                               f"'{entry.get('label')}']"})
+    except Exception:  # pragma: no cover - not in a kernel: nothing to publish to
+        pass
+
+
+def replay(check: Callable, kwargs: dict, calls: list) -> tuple[str | None, int]:
+    """Run ``check`` in replay mode on recorded calls.
+
+    Returns (None, calls used) when it passes, else (the failure's message, calls used).
+    Several checks in one cell share the cell's record: each starts where the last stopped.
+    """
+    target = check
+
+    def student(*args, **kw):  # never called: core answers every call from the record
+        raise RecordError("the check called the student's function outside core.call_student")
+
+    with using("replay", calls) as state:
+        try:
+            target(student, **kwargs)
+        except AssertionError as failure:
+            return (str(failure) or type(failure).__name__), state.position
+        except Exception as err:  # the verifier's own check crashed on this record: fail closed
+            return (f"the verifier could not check this record ({type(err).__name__}: {err})"), state.position
+        return None, state.position
