@@ -62,10 +62,12 @@ c.Autograde.sanitize_preprocessors = [
     OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
 ]
 
+# Verdicts are decided outside the kernel (grading/verify.py): the kernel's checks record the
+# student's outputs, VerifyOutsideKernel replays them against the reference in this process.
 # A kernel that dies (os._exit, segfault, memory or process limit) costs the cell
 # that killed it, not the whole submission; a notebook has a total time limit.
 c.Autograde.autograde_preprocessors = [
-    "grading.execute.ResilientExecute", "grading.integrity.ApplyIntegrity", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    "grading.execute.ResilientExecute", "grading.verify.VerifyOutsideKernel", "grading.integrity.ApplyIntegrity", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     "grading.execute.LimitRichOutput", SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 c.ResilientExecute.notebook_timeout = int(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))

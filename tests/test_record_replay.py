@@ -1,0 +1,99 @@
+"""Every graded test cell can be judged outside the kernel (course_lib.checks.transcript).
+
+For each source notebook: the instructor's solutions are run in this process; each
+graded test cell's checks run in *record* mode (as in the grading kernel), the record
+goes through JSON (as through the notebook file), and ``grading.verify`` replays it.
+The verdict must equal the live verdict: pass for the solutions, the same message for
+each demo misconception (grading/demo/<assignment>.py). A new lesson is covered as soon
+as its notebook exists.
+"""
+import copy
+import json
+import os
+
+import nbformat
+import pytest
+
+from conftest import source_notebooks
+from course_lib.checks import transcript
+from grading import demo, verify
+
+NOTEBOOKS = source_notebooks()
+IDS = [a for a, _ in NOTEBOOKS]
+
+
+def nbg(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _namespace(nb, replace: dict | None = None) -> dict:
+    """Run the setup cell and every solution cell (demo replacements applied) in a fresh namespace."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ns: dict = {"__name__": "__notebook__"}
+    for cell in nb.cells:
+        meta = nbg(cell)
+        if cell.cell_type != "code" or not (meta.get("grade_id") == "setup" or meta.get("solution")):
+            continue
+        source = (replace or {}).get(meta.get("grade_id"), cell.source)
+        try:
+            exec(compile(source, f"<{meta.get('grade_id')}>", "exec"), ns)
+        except Exception:
+            pass  # a crashing demo cell: its names stay undefined, as in the kernel
+    return ns
+
+
+def _test_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and nbg(c).get("grade") and not nbg(c).get("solution")]
+
+
+def _live_and_replayed(cell, ns) -> tuple[str | None, str | None]:
+    """(live verdict, verdict of record -> JSON -> replay) of one test cell."""
+    def run(mode_name):
+        with transcript.using(mode_name) as state:
+            try:
+                exec(compile(cell.source, "<test>", "exec"), dict(ns))
+            except AssertionError as err:
+                return str(err), state.calls
+            except Exception as err:  # NameError etc.: the kernel cell fails, scores 0 either way
+                return f"{type(err).__name__}: {err}", state.calls
+            return None, state.calls
+
+    live, _ = run("live")
+    kernel_verdict, calls = run("record")
+    records = json.loads(json.dumps(calls))
+    if kernel_verdict is not None:  # the kernel cell failed: scored 0 whatever the verifier says
+        return live, kernel_verdict
+    return live, verify.verify_cell(cell.source, records)
+
+
+@pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
+def test_solutions_pass_when_verified_outside_the_kernel(assignment, path, monkeypatch):
+    monkeypatch.chdir(os.path.dirname(path))
+    nb = nbformat.read(path, as_version=4)
+    ns = _namespace(nb)
+    failures = []
+    for cell in _test_cells(nb):
+        live, replayed = _live_and_replayed(cell, ns)
+        if live is not None or replayed is not None:
+            failures.append(f"{nbg(cell)['grade_id']}: live={live!r}\n  replayed={replayed!r}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
+def test_misconception_gets_the_same_verdict_outside_the_kernel(assignment, path, monkeypatch):
+    if assignment not in demo.assignments_with_demo():
+        pytest.skip(f"{assignment} has no demo class yet")
+    monkeypatch.chdir(os.path.dirname(path))
+    spec = demo.load_spec(assignment)
+    nb = nbformat.read(path, as_version=4)
+    ns = _namespace(nb, copy.deepcopy(spec.MISCONCEPTION))
+    failed_somewhere = False
+    for cell in _test_cells(nb):
+        live, replayed = _live_and_replayed(cell, ns)
+        assert (live is None) == (replayed is None), (nbg(cell)["grade_id"], live, replayed)
+        if live is not None:
+            failed_somewhere = True
+            assert replayed == live or replayed.split(":")[0] == live.split(":")[0], (live, replayed)
+    assert failed_somewhere, f"{assignment}: the demo misconception fails no test"
