@@ -25,12 +25,19 @@ Does NOT cover
       Enformer uses for speed (we index the (T, S) distance matrix directly);
     * dropout after adding positions (``course_lib.blocks.TransformerClassifier`` does it).
 
-Enformer's basis functions are written here from the definitions described in
-the paper, not from its code. Conventions chosen (each is a parameter or stated
-in the function): half-lives spaced geometrically from ``min_half_life`` to
-``seq_len``; central windows |r| < 2^i; gamma densities with means spaced
-linearly from seq_len/n to seq_len and standard deviation seq_len/(2n), each
-rescaled to peak 1 at its mode.
+Enformer's basis functions follow the conventions of the paper's public code
+(google-deepmind/deepmind-research, ``enformer/enformer.py``: the functions
+``positional_features_exponential``, ``positional_features_central_mask`` and
+``positional_features_gamma``), rewritten here in numpy from their formulas:
+
+* exponential: half-lives h_i = 2^x_i with x_i spaced evenly from ``min_half_life``
+  (in log2 units: the default 3.0 means a shortest half-life of 2^3 = 8 positions)
+  to log2(seq_len);
+* central mask: windows |r| < 2^i - 1, i = 1 .. n (so f_1 is 1 only at r = 0);
+* gamma: the gamma probability DENSITY with means i * seq_len / n and standard
+  deviation seq_len / (2 n), plus 1e-8, divided by its largest value over all the
+  distances passed and all basis functions together (one global maximum, so the
+  values depend on which distances are passed, as in Enformer).
 
 Shapes: positions along axis -2 and features along axis -1, as the tokens:
 encodings (T, d_model); distances (T, S) with r[i, j] = j - i (key position minus
@@ -214,69 +221,74 @@ def _check_basis_args(num_basis: int, seq_len: float | None = None) -> None:
 def exponential_basis(distances, num_basis: int, seq_len: float, min_half_life: float = 3.0) -> np.ndarray:
     """Exponential decays f_i(r) = exp(-ln(2) |r| / h_i), shape distances.shape + (num_basis,).
 
-    f_i halves every h_i positions: f_i(0) = 1, f_i(h_i) = 0.5. The half-lives h_i
-    are spaced geometrically (evenly in log space) from ``min_half_life`` to
-    ``seq_len``, so the family covers short and long ranges alike.
+    f_i halves every h_i positions: f_i(0) = 1, f_i(h_i) = 0.5. As in Enformer, the
+    half-lives are h_i = 2^x_i with x_i = np.linspace(min_half_life, log2(seq_len),
+    num_basis): ``min_half_life`` is in log2 units (the default 3.0 gives a shortest
+    half-life of 2^3 = 8 positions) and the longest half-life is seq_len. Raises
+    ValueError unless 2^min_half_life <= seq_len.
 
-    >>> exponential_basis(np.array([0, 3, -3, 30]), num_basis=2, seq_len=30).round(4)
-    array([[1.   , 1.   ],
-           [0.5  , 0.933],
-           [0.5  , 0.933],
-           [0.001, 0.5  ]])
+    >>> exponential_basis(np.array([0, 8, -8, 32]), num_basis=2, seq_len=32).round(4)
+    array([[1.    , 1.    ],
+           [0.5   , 0.8409],
+           [0.5   , 0.8409],
+           [0.0625, 0.5   ]])
     """
     _check_basis_args(num_basis, seq_len)
-    if not 0 < min_half_life < seq_len:
-        raise ValueError(f"min_half_life must be in (0, seq_len={seq_len}), got {min_half_life}")
+    if not min_half_life <= math.log2(seq_len):
+        raise ValueError(f"min_half_life is log2 of the shortest half-life and must be <= log2(seq_len) = "
+                         f"{math.log2(seq_len):.3g}, got {min_half_life}")
     r = np.abs(np.asarray(distances, dtype=np.float64))[..., None]  # (..., 1)
-    half_lives = np.geomspace(min_half_life, seq_len, num_basis)  # (n,)
+    half_lives = 2.0 ** np.linspace(min_half_life, math.log2(seq_len), num_basis)  # (n,)
     return np.exp(-math.log(2.0) * r / half_lives)  # (..., n)
 
 
 def central_mask_basis(distances, num_basis: int) -> np.ndarray:
-    """Nested windows f_i(r) = 1 if |r| < 2^i else 0, i = 1 .. num_basis.
+    """Nested windows f_i(r) = 1 if |r| < 2^i - 1 else 0, i = 1 .. num_basis (as Enformer).
 
-    f_1 is 1 for |r| <= 1, f_2 for |r| <= 3, f_3 for |r| <= 7, ...: each window
-    twice as wide as the previous one, all centred on the query.
+    f_1 is 1 only at r = 0, f_2 for |r| <= 2, f_3 for |r| <= 6, f_4 for |r| <= 14, ...:
+    each window about twice as wide as the previous one, all centred on the query.
 
     >>> central_mask_basis(np.array([0, 1, 2, -5]), num_basis=3)
     array([[1., 1., 1.],
-           [1., 1., 1.],
+           [0., 1., 1.],
            [0., 1., 1.],
            [0., 0., 1.]])
     """
     _check_basis_args(num_basis)
     r = np.abs(np.asarray(distances, dtype=np.float64))[..., None]  # (..., 1)
-    widths = 2.0 ** np.arange(1, num_basis + 1)  # (n,)
+    widths = 2.0 ** np.arange(1, num_basis + 1) - 1.0  # (n,) 1, 3, 7, 15, ...
     return (r < widths).astype(np.float64)  # (..., n)
 
 
 def gamma_basis(distances, num_basis: int, seq_len: float) -> np.ndarray:
-    """Bumps at increasing distances: gamma densities of |r|, each rescaled to peak 1.
+    """Bumps at increasing distances: gamma densities of |r|, scaled by one global maximum.
 
-    Basis i (i = 1 .. n) is the gamma density with mean mu_i = i * seq_len / n and
-    standard deviation sigma = seq_len / (2 n) (shape alpha_i = (mu_i / sigma)^2 =
-    4 i^2, rate beta_i = mu_i / sigma^2), evaluated at |r| and divided by its value
-    at the mode (alpha_i - 1) / beta_i. So f_i(0) = 0, 0 <= f_i <= 1, and f_i peaks
-    (= 1) a little before mu_i.
+    Basis i (i = 1 .. n) is the gamma probability density with mean mu_i = i * seq_len / n
+    and standard deviation sigma = seq_len / (2 n) (shape alpha_i = (mu_i / sigma)^2 = 4 i^2,
+    rate beta_i = mu_i / sigma^2), evaluated at |r|. As in Enformer, 1e-8 is added and
+    the whole array is divided by its largest entry, taken over ALL the distances passed
+    and all basis functions: the largest value is exactly 1, the other bumps peak lower
+    (a wider density has a lower peak), and the values depend on which distances are
+    passed. f_i(0) = 1e-8 / max. Raises ValueError for an empty ``distances``.
 
     >>> gamma_basis(np.array([0, 7.5, 10]), num_basis=2, seq_len=20).round(4)
     array([[0.    , 0.    ],
-           [1.    , 0.0087],
-           [0.872 , 0.0881]])
+           [1.    , 0.008 ],
+           [0.872 , 0.0806]])
     """
     _check_basis_args(num_basis, seq_len)
     r = np.abs(np.asarray(distances, dtype=np.float64))[..., None]  # (..., 1)
+    if r.size == 0:
+        raise ValueError("distances is empty: the gamma basis is scaled by its maximum over the distances passed")
     k = np.arange(1, num_basis + 1, dtype=np.float64)  # (n,)
     mean = k * seq_len / num_basis
     std = seq_len / (2.0 * num_basis)
-    alpha, beta = (mean / std) ** 2, mean / std**2  # shape >= 4 > 1: the mode is at r > 0
-    mode = (alpha - 1.0) / beta
-
-    def log_kernel(x):  # log of the unnormalised density x^(alpha-1) exp(-beta x); 1/Gamma(alpha) cancels
-        with np.errstate(divide="ignore"):
-            return (alpha - 1.0) * np.log(x) - beta * x
-
-    return np.exp(log_kernel(r) - log_kernel(mode))  # (..., n); log(0) = -inf gives exactly 0
+    alpha, beta = (mean / std) ** 2, mean / std**2  # alpha = 4 k^2 >= 4: the density is 0 at r = 0
+    log_norm = np.array([math.lgamma(a) for a in alpha]) - alpha * np.log(beta)  # log(Gamma(a) / b^a)
+    with np.errstate(divide="ignore"):
+        log_pdf = (alpha - 1.0) * np.log(r) - beta * r - log_norm  # (..., n); log(0) = -inf gives exactly 0
+    pdf = np.exp(log_pdf) + 1e-8
+    return pdf / pdf.max()  # (..., n)
 
 
 def enformer_relative_features(distances, num_features: int, seq_len: float, symmetric: bool = False,

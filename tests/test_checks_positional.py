@@ -32,21 +32,44 @@ def shift_loops(k, d_model, base=10000.0):
 
 
 def exponential_loops(distances, num_basis, seq_len, min_half_life=3.0):
+    """Enformer's convention with loops: h_k = 2^(m + k (log2 L - m) / (n - 1))."""
+    top = math.log(seq_len, 2)
+    if min_half_life > top:
+        raise ValueError("min_half_life too large")
+    step = (top - min_half_life) / (num_basis - 1) if num_basis > 1 else 0.0
+    halves = [2.0 ** (min_half_life + k * step) for k in range(num_basis)]
     r = np.abs(np.asarray(distances, dtype=float))
-    ratio = (seq_len / min_half_life) ** (1 / (num_basis - 1)) if num_basis > 1 else 1.0
-    halves = [min_half_life * ratio**i for i in range(num_basis)]
     return np.stack([0.5 ** (r / h) for h in halves], axis=-1)
+
+
+def exponential_float32(distances, num_basis, seq_len, min_half_life=3.0):
+    """The same in float32 throughout."""
+    if 2.0 ** min_half_life > seq_len:
+        raise ValueError("2^min_half_life > seq_len")
+    h = np.exp2(np.linspace(min_half_life, np.log2(seq_len), num_basis)).astype(np.float32)
+    r = np.abs(np.asarray(distances)).astype(np.float32)
+    return np.exp(-np.float32(np.log(2)) * r[..., None] / h)
+
+
+def exponential_geomspace(distances, num_basis, seq_len, min_half_life=3.0):
+    """Another formulation: geometric half-lives from 2^min_half_life to seq_len, einsum for the rates."""
+    if 2.0 ** min_half_life > seq_len:
+        raise ValueError("2^min_half_life > seq_len")
+    h = np.geomspace(2.0 ** min_half_life, seq_len, num_basis)
+    return np.exp(-np.einsum("...,k->...k", np.abs(np.asarray(distances, dtype=float)), np.log(2) / h))
 
 
 CORRECT = [
     (chk.check_sinusoidal_encoding, sinusoidal_loops),
     (chk.check_shift_matrix, shift_loops),
     (chk.check_exponential_basis, exponential_loops),
+    (chk.check_exponential_basis, exponential_float32),
+    (chk.check_exponential_basis, exponential_geomspace),
 ]
 
 
 @pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check, fn", CORRECT, ids=["sinusoidal", "shift", "exponential"])
+@pytest.mark.parametrize("check, fn", CORRECT, ids=["sinusoidal", "shift", "exponential", "exponential-float32", "exponential-geomspace"])
 def test_correct_independent_answers_pass(check, fn, hidden):
     check(fn, hidden=hidden)
 
@@ -97,5 +120,8 @@ def test_other_mistakes_fail_with_a_message():
         chk.check_shift_matrix(lambda k, d, base=10000.0: np.eye(d))
     with pytest.raises(AssertionError, match="expected shape \\(9, 3\\), got \\(9,\\)"):
         chk.check_exponential_basis(lambda r, n, s, m=3.0: np.exp(-np.abs(r)))
+    with pytest.raises(AssertionError, match="promises a ValueError when 2\\^min_half_life > seq_len"):
+        chk.check_exponential_basis(lambda r, n, s, min_half_life=3.0: exponential_loops(r, n, s, min(min_half_life, math.log2(s))),
+                                    hidden=True)
     with pytest.raises(AssertionError, match="exponential_basis: your function raised ZeroDivisionError"):
         chk.check_exponential_basis(lambda r, n, s, m=3.0: 1 / 0)

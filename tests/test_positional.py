@@ -139,9 +139,11 @@ def test_basis_shapes_symmetry_range(name, fn):
 
 def test_exponential_half_lives():
     f = P.exponential_basis(R, 4, seq_len=60, min_half_life=3.0)
-    half = np.geomspace(3.0, 60.0, 4)
+    half = 2.0 ** np.linspace(3.0, np.log2(60.0), 4)  # Enformer: 2^3 = 8 up to seq_len
     at_h = P.exponential_basis(half, 4, seq_len=60)
     np.testing.assert_allclose(np.diag(at_h), 0.5, atol=1e-12)  # f_i(h_i) = 1/2
+    assert P.exponential_basis(np.array([8]), 3, seq_len=100)[0, 0] == pytest.approx(0.5, abs=1e-12), \
+        "the default min_half_life=3.0 means a shortest half-life of 2^3 = 8 positions"
     assert np.all(f[R == 0] == 1.0)
     pos = f[R >= 0]
     assert np.all(np.diff(pos, axis=0) < 0), "decays strictly with distance"
@@ -152,23 +154,83 @@ def test_central_mask_windows_nest():
     f = P.central_mask_basis(R, 5)
     assert set(np.unique(f)) == {0.0, 1.0}
     for i in range(1, 6):
-        inside = np.abs(R) < 2 ** i
+        inside = np.abs(R) < 2 ** i - 1
         np.testing.assert_array_equal(f[:, i - 1], inside.astype(float))
     assert np.all(f[:, 1:] >= f[:, :-1]), "each window contains the previous one"
 
 
 def test_gamma_bumps_peak_in_order():
     f = P.gamma_basis(np.arange(0, 121), 4, seq_len=120)
-    assert np.all(f[0] == 0.0), "a gamma density is 0 at distance 0"
+    assert np.all(f[0] < 1e-6), "a gamma density is 0 at distance 0 (plus Enformer's 1e-8)"
     peaks = f.argmax(axis=0)
     assert np.all(np.diff(peaks) > 0), "bumps sit at increasing distances"
-    np.testing.assert_allclose(f.max(axis=0), 1.0, atol=1e-3)  # integer grid, mode at a non-integer
+    assert f.max() == 1.0, "one global maximum scales the whole array"
+    assert np.all(np.diff(f.max(axis=0)) < 0), "wider densities (later bumps) peak lower"
     # mode of basis i: (alpha - 1) / beta with alpha = 4 i^2, beta = mu_i / sigma^2
     i = np.arange(1, 5)
     mu, sigma = i * 120 / 4, 120 / 8
     modes = (4 * i**2 - 1) / (mu / sigma**2)
-    np.testing.assert_allclose(P.gamma_basis(modes[0], 4, 120)[0], 1.0, atol=1e-12)
     assert np.all(np.abs(peaks - modes) <= 1)
+    # the scale depends on the distances passed: a grid that includes basis 1's mode
+    with_mode = P.gamma_basis(np.append(np.arange(0, 121), modes[0]), 4, 120)
+    assert with_mode[-1, 0] == 1.0
+
+
+# ---------------------------------------------------------------- pinned against Enformer's formulas
+# Written out from the formulas of Enformer's public code (google-deepmind/deepmind-research,
+# enformer/enformer.py: positional_features_exponential / _central_mask / _gamma; Avsec et al.
+# 2021, Nature Methods 18:1196, Methods), one scalar at a time with the math module,
+# independently of course_lib.positional.
+def _enformer_exponential(d, i, n, seq_len, min_half_life=3.0):
+    # half_life = 2 ** linspace(min_half_life, log2(seq_len), n); out = exp(-ln2 / half_life * |d|)
+    x = min_half_life + i * (math.log(seq_len) / math.log(2.0) - min_half_life) / (n - 1)
+    return math.exp(-math.log(2.0) / 2.0 ** x * abs(d))
+
+
+def _enformer_central(d, i):
+    # center_widths = 2 ** range(1, n + 1) - 1; out = center_widths > |d|
+    return float(2.0 ** (i + 1) - 1 > abs(d))
+
+
+def _enformer_gamma_unscaled(d, i, n, seq_len):
+    # mean = linspace(seq_len / n, seq_len, n); stddev = seq_len / (2 n); gamma pdf + 1e-8
+    mean = seq_len / n + i * (seq_len - seq_len / n) / (n - 1)
+    std = seq_len / (2 * n)
+    shape, scale = (mean / std) ** 2, std**2 / mean  # concentration, 1 / rate
+    x = abs(d)
+    pdf = 0.0 if x == 0 else math.exp((shape - 1) * math.log(x) - x / scale - math.lgamma(shape) - shape * math.log(scale))
+    return pdf + 1e-8
+
+
+DIST = np.array([0, 1, 2, 3, 7, 8, -8, 15, 100, -700, 1535])  # Enformer scale: 1536 bins
+
+
+def test_exponential_basis_equals_enformer_at_pinned_distances():
+    n, L = 6, 1536
+    want = np.array([[_enformer_exponential(d, i, n, L) for i in range(n)] for d in DIST])
+    np.testing.assert_allclose(P.exponential_basis(DIST, n, L), want, rtol=1e-12)
+    assert want[DIST == 8][0, 0] == pytest.approx(0.5), "shortest half-life 2^3 = 8"
+    # two literal values: 2^(-1/8) at distance 1, and half-life 1536 at distance 1535
+    assert P.exponential_basis(np.array([1]), n, L)[0, 0] == pytest.approx(0.9170040432046712, rel=1e-12)
+    assert P.exponential_basis(np.array([1535]), n, L)[0, -1] == pytest.approx(0.5 ** (1535 / 1536), rel=1e-12)
+
+
+def test_central_mask_equals_enformer_at_pinned_distances():
+    n = 8
+    want = np.array([[_enformer_central(d, i) for i in range(n)] for d in DIST])
+    np.testing.assert_array_equal(P.central_mask_basis(DIST, n), want)
+    np.testing.assert_array_equal(P.central_mask_basis(np.array([0, 1, 3, 7]), 4),
+                                  [[1, 1, 1, 1], [0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1]])
+
+
+def test_gamma_basis_equals_enformer_at_pinned_distances():
+    n, L = 4, 1536
+    positions = np.arange(-L + 1, L)  # what Enformer's attention passes: every relative offset
+    raw = np.array([[_enformer_gamma_unscaled(d, i, n, L) for i in range(n)] for d in positions])
+    want = raw / raw.max()  # one maximum over all positions and basis functions
+    got = P.gamma_basis(positions, n, L)
+    idx = np.searchsorted(positions, [0, 100, -384, 500, 1000, -1535])
+    np.testing.assert_allclose(got[idx], want[idx], rtol=1e-9, atol=1e-15)
 
 
 def test_enformer_features_layout_and_antisymmetry():
@@ -212,6 +274,8 @@ def test_basis_bad_input():
         P.gamma_basis(R, 2, seq_len=1)
     with pytest.raises(ValueError, match="min_half_life"):
         P.exponential_basis(R, 2, seq_len=10, min_half_life=20)
+    with pytest.raises(ValueError, match="empty"):
+        P.gamma_basis(np.array([]), 2, seq_len=10)
 
 
 def test_plots_smoke():

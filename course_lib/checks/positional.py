@@ -11,7 +11,9 @@ Named misconceptions
     shift_matrix: rotation in the wrong direction (gives PE(pos - k)); angle k instead
     of k * omega_i; any other matrix fails the property PE[k:] == PE[:-k] @ M_k.T.
     exponential_basis: signed distance instead of |r|; missing ln 2 (h_i is then not a
-    half-life); half-lives spaced linearly instead of geometrically; basis axis first.
+    half-life); half-lives starting at min_half_life instead of 2^min_half_life (the
+    course's convention before it followed Enformer); half-lives spaced linearly instead
+    of geometrically; basis axis first; no ValueError when 2^min_half_life > seq_len.
 
 ``hidden=True`` uses other, larger inputs.
 """
@@ -114,11 +116,16 @@ WRONG_SHIFT = [
 ]
 
 
-def _exp_basis(distances, num_basis, seq_len, min_half_life=3.0, *, signed=False, ln2=True, spacing="geom",
+def _exp_basis(distances, num_basis, seq_len, min_half_life=3.0, *, signed=False, ln2=True, spacing="enformer",
                axis_last=True):
     r = np.asarray(distances, dtype=np.float64)
     r = r if signed else np.abs(r)
-    h = (np.geomspace if spacing == "geom" else np.linspace)(min_half_life, seq_len, num_basis)
+    if spacing == "enformer":  # 2^linspace(min_half_life, log2(seq_len), n)
+        h = 2.0 ** np.linspace(min_half_life, math.log2(seq_len), num_basis)
+    elif spacing == "from min_half_life":  # geometric, but starting at min_half_life positions
+        h = np.geomspace(min_half_life, seq_len, num_basis)
+    else:  # linear between 2^min_half_life and seq_len
+        h = np.linspace(2.0 ** min_half_life, seq_len, num_basis)
     rate = (math.log(2.0) if ln2 else 1.0) / h
     out = np.exp(-rate * r[..., None])
     return out if axis_last else np.moveaxis(out, -1, 0)
@@ -131,12 +138,30 @@ WRONG_EXPONENTIAL = [
           "f(r) = f(-r) (the sign(r) copy adds the direction later)."),
     Wrong("missing ln 2", lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, ln2=False),
           "exp(-|r| / h) is e-folding, not halving: at |r| = h it gives 0.37, not 0.5. Use exp(-ln(2) |r| / h)."),
+    Wrong("half-lives start at min_half_life, not 2^min_half_life",
+          lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, spacing="from min_half_life"),
+          "your shortest half-life is min_half_life positions; as in Enformer, min_half_life is in log2 units: "
+          "the half-lives are 2 ** np.linspace(min_half_life, np.log2(seq_len), num_basis), so the default 3.0 "
+          "means 2^3 = 8 positions."),
     Wrong("half-lives spaced linearly", lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, spacing="lin"),
-          "the half-lives must be spaced evenly in LOG space (np.geomspace(min_half_life, seq_len, n)), so "
-          "short and long ranges get as many basis functions; np.linspace crowds them at long range."),
+          "the half-lives must be spaced evenly in LOG space (2 ** np.linspace(min_half_life, log2(seq_len), n)), "
+          "so short and long ranges get as many basis functions; evenly spaced half-lives crowd them at long range."),
     Wrong("basis axis first", lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, axis_last=False),
           "the basis index must be the LAST axis: shape distances.shape + (num_basis,), features last like tokens."),
 ]
+
+
+def _outcome(student):
+    """Wrap ``student`` so that a raised exception becomes plain data: ("raised", name) or ("returned", "")."""
+    def run(*args, **kwargs):
+        try:
+            student(*args, **kwargs)
+        except NotImplementedError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the exception's kind is the observation
+            return ("raised", type(err).__name__)
+        return ("returned", "")
+    return run
 
 
 # ---------------------------------------------------------------- checks
@@ -182,26 +207,38 @@ def check_shift_matrix(student, hidden: bool = False) -> None:
 
 
 def check_exponential_basis(student, hidden: bool = False) -> None:
-    """Student ``exponential_basis(distances, num_basis, seq_len, min_half_life=3.0)``."""
+    """Student ``exponential_basis(distances, num_basis, seq_len, min_half_life=3.0)``, Enformer's convention."""
     exercise = "exponential_basis"
     rng = seeded(505 if hidden else 5)
     cases = [
         Case("distances -4..4, 3 basis functions, seq_len=64", (np.arange(-4, 5), 3, 64.0)),
         Case("a (T, S) distance matrix for T=S=5, 2 basis functions, seq_len=10",
              (np.arange(5)[None, :] - np.arange(5)[:, None], 2, 10.0)),
-        Case("distances [0, 3, 30] with min_half_life=2", (np.array([0.0, 3.0, 30.0]), 4, 30.0), {"min_half_life": 2.0}),
+        Case("distances [0, 4, 30] with min_half_life=2", (np.array([0.0, 4.0, 30.0]), 4, 30.0), {"min_half_life": 2.0}),
     ]
     if hidden:
         cases += [
             Case("random distances in [-500, 500], 8 basis functions, seq_len=1536",
                  (rng.integers(-500, 501, size=(4, 6)), 8, 1536.0)),
             Case("one basis function", (np.arange(-3, 4), 1, 12.0)),
+            Case("a (2, 3, 4) batch of distances, 3 basis functions, seq_len=256",
+                 (rng.integers(-300, 301, size=(2, 3, 4)), 3, 256.0)),
+            Case("float distances, min_half_life=0.5", (np.array([-2.5, 0.25, 9.75]), 3, 20.0), {"min_half_life": 0.5}),
         ]
     compare_with_reference(student, ref.exponential_basis, cases, exercise=exercise, wrongs=WRONG_EXPONENTIAL,
-                           forbidden=FORBIDDEN_EXPONENTIAL, atol=1e-10, rtol=1e-8)
+                           forbidden=FORBIDDEN_EXPONENTIAL)
     r = np.arange(-20, 21)
     f = to_numpy(call_student(student, Case("distances -20..20, 4 basis, seq_len=40", (r, 4, 40.0)), exercise,
                               FORBIDDEN_EXPONENTIAL))
     assert_shape(f, (41, 4), f"{exercise}: output shape is distances.shape + (num_basis,)")
-    assert_close(f, f[::-1], f"{exercise}: f(r) must equal f(-r) (symmetric in the distance)", atol=1e-12)
-    assert_close(f[20], np.ones(4), f"{exercise}: every basis function is 1 at distance 0", atol=1e-12)
+    assert_close(f, f[::-1], f"{exercise}: f(r) must equal f(-r) (symmetric in the distance)", atol=1e-6)
+    assert_close(f[20], np.ones(4), f"{exercise}: every basis function is 1 at distance 0", atol=1e-6)
+    assert_close(f[28, 0], 0.5, f"{exercise}: with the default min_half_life=3.0 the first basis function must "
+                                "halve at distance 2^3 = 8 (f_1(8) = 0.5)", atol=1e-6)
+    if hidden:
+        case = Case("min_half_life=6 with seq_len=32 (2^6 = 64 > 32)", (np.arange(3), 2, 32.0), {"min_half_life": 6.0})
+        outcome = call_student(_outcome(student), case, exercise, FORBIDDEN_EXPONENTIAL)
+        if tuple(outcome) != ("raised", "ValueError"):
+            raise AssertionError(f"{exercise}: the docstring promises a ValueError when 2^min_half_life > seq_len "
+                                 f"(the shortest half-life would exceed the longest); on input '{case.label}' your "
+                                 f"function {'raised ' + outcome[1] if outcome[0] == 'raised' else 'returned normally'}")
