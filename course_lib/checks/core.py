@@ -56,6 +56,12 @@ __all__ = [
     "reference",
     "compare_with_reference",
     "forbidden_calls",
+    "tolerance",
+    "dtype_problem",
+    "inputs_changed",
+    "assert_raises",
+    "leading_dims_cases",
+    "compare_over_leading_dims",
 ]
 
 
@@ -109,12 +115,94 @@ def _describe(x: Any) -> str:
     return type(x).__name__
 
 
-def _is_close(a: Any, b: Any, atol: float, rtol: float) -> bool:
-    """True when a and b (arrays or tuples of arrays) agree elementwise, NaNs in the same places."""
+# ---------------------------------------------------------------- tolerances: the one rule
+# A floating answer is compared in ITS OWN precision, so a correct answer computed in
+# float32 (torch's default, or np.float32 inputs) passes, and so does another order of
+# operations (einsum, a loop, another valid formula):
+#     float64 / complex128:  rtol = 1e-9, atol = 1e-9 * s
+#     float32 / complex64:   rtol = 1e-5, atol = 1e-5 * s       (about 100 float32 ulps)
+#     float16 / bfloat16:    rtol = 1e-2, atol = 1e-2 * s       (only where the exercise asks for it)
+# with s = max(1, largest finite |expected|), so the absolute part scales with the answer.
+# Integers, booleans and strings are compared exactly. A dtype the exercise does not allow
+# (half precision or integers where the reference is floating) fails on its own, with a
+# message that says so (:func:`dtype_problem`); it is never "close enough".
+# Checks pass atol/rtol only where the computation is inherently approximate (training,
+# random features); then those values are used as given.
+_RTOL = {8: 1e-9, 16: 1e-9, 4: 1e-5, 2: 1e-2}  # by itemsize of the (real) float type
+
+
+def _float_bits(x: Any) -> int | None:
+    """Itemsize of x's real floating type (8 for float64, 4 for float32, 2 for half), else None."""
+    try:
+        import torch
+
+        if _isinstance(x, torch.Tensor):
+            if x.is_complex():
+                return {torch.complex64: 4, torch.complex128: 8}.get(x.dtype, 8)
+            return {torch.float64: 8, torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}.get(x.dtype)
+    except ImportError:  # pragma: no cover
+        pass
+    if _isinstance(x, float):
+        return 8
+    if _isinstance(x, (np.ndarray, np.generic)):
+        kind, size = x.dtype.kind, x.dtype.itemsize
+        return size if kind == "f" else size // 2 if kind == "c" else None
+    return None
+
+
+def tolerance(actual: Any, expected: Any = None) -> tuple[float, float]:
+    """(atol, rtol) for comparing ``actual`` (the student's value) with ``expected``: the rule above."""
+    bits = _float_bits(actual)
+    rtol = _RTOL.get(bits, 1e-9)
+    scale = 1.0
+    if expected is not None:
+        try:
+            e = to_numpy(expected)
+            if e.dtype.kind in "fc" and e.size:
+                finite = _abs(e[_isfinite(e)])
+                if finite.size:
+                    scale = builtins.max(1.0, float(finite.max()))
+        except Exception:
+            pass
+    return rtol * scale, rtol
+
+
+def dtype_problem(actual: Any, expected: Any) -> str | None:
+    """What is wrong with the student's dtype, or None: half precision or integers where the
+    reference is floating (float32 and float64 are both accepted for a floating answer)."""
+    if _transcript.is_pending(expected):
+        return None
+    if _isinstance(expected, (tuple, list)) and _isinstance(actual, (tuple, list)):
+        for a, e in zip(actual, expected):
+            problem = dtype_problem(a, e)
+            if problem:
+                return problem
+        return None
+    e_bits = _float_bits(expected)
+    if e_bits is None or not hasattr(actual, "dtype"):
+        return None
+    a_bits = _float_bits(actual)
+    if a_bits is None:
+        return (f"you returned dtype {actual.dtype} (integers or booleans) where the answer is floating point; "
+                "do not round or cast the result")
+    if a_bits < 4 and e_bits >= 4:
+        return (f"you returned half precision ({actual.dtype}), which loses about 3 of the 7 significant digits "
+                "this answer needs; compute in float32 or float64")
+    return None
+
+
+def _is_close(a: Any, b: Any, atol: float | None, rtol: float | None) -> bool:
+    """True when a and b (arrays or tuples of arrays) agree elementwise, NaNs in the same places.
+
+    ``atol``/``rtol`` None: the tolerance follows a's dtype (:func:`tolerance`)."""
     if _isinstance(a, (tuple, list)) or _isinstance(b, (tuple, list)):
         if not (_isinstance(a, (tuple, list)) and _isinstance(b, (tuple, list))):
             return False
         return _len(a) == _len(b) and builtins.all(_is_close(x, y, atol, rtol) for x, y in zip(a, b))
+    if atol is None or rtol is None:
+        auto_atol, auto_rtol = tolerance(a, b)
+        atol = auto_atol if atol is None else atol
+        rtol = auto_rtol if rtol is None else rtol
     try:
         a, b = to_numpy(a), to_numpy(b)
     except Exception:
@@ -122,7 +210,10 @@ def _is_close(a: Any, b: Any, atol: float, rtol: float) -> bool:
     if a.shape != b.shape:
         return False
     if a.dtype.kind not in "fc" or b.dtype.kind not in "fc":
-        return bool(_np_all(a == b))
+        try:
+            return bool(_np_all(a == b))
+        except Exception:
+            return False
     return bool(_np_all(_isclose(a, b, atol=atol, rtol=rtol, equal_nan=True)))
 
 
@@ -144,21 +235,38 @@ def assert_finite(x: Any, what: str, hint: str = "") -> None:
         raise _AssertionError(f"{what}: contains {n_nan} NaN and {n_inf} inf values. {hint}".strip())
 
 
-def assert_close(actual: Any, expected: Any, what: str, *, atol: float = 1e-8, rtol: float = 1e-6) -> None:
-    """Fail with the shape, the worst element and its two values when arrays differ."""
+def assert_close(actual: Any, expected: Any, what: str, *, atol: float | None = None,
+                 rtol: float | None = None) -> None:
+    """Fail with the shape, the worst element and its two values when arrays differ.
+
+    Tolerances follow the dtype of ``actual`` (the rule above) unless given."""
     if _transcript.is_pending(expected) or _transcript.is_pending(actual):
         return  # record mode: the verifier compares, outside the kernel
+    if atol is None or rtol is None:
+        auto_atol, auto_rtol = tolerance(actual, expected)
+        atol = auto_atol if atol is None else atol
+        rtol = auto_rtol if rtol is None else rtol
     a, e = to_numpy(actual), to_numpy(expected)
     if a.shape != e.shape:
         raise _AssertionError(f"{what}: expected shape {e.shape}, got {a.shape}")
     if _is_close(a, e, atol, rtol):
         return
+    if a.dtype.kind not in "fc" or e.dtype.kind not in "fc":
+        bad = ~(a == e)
+        idx = tuple(int(i) for i in np.argwhere(bad)[0]) if a.ndim else ()
+        raise _AssertionError(f"{what}: values differ from the reference ({int(bad.sum())} of {a.size} "
+                              f"differ; first at index {idx}: yours {a[idx]!r}, expected {e[idx]!r})")
     diff = _abs(a - e)
     diff = np.where(_isnan(diff), np.inf, diff)
     idx = _unravel(int(_argmax(diff)), diff.shape) if diff.ndim else ()
+    extra = ""
+    n_nan = int(_isnan(a).sum()) - int((_isnan(a) & _isnan(e)).sum())
+    if n_nan:
+        extra = f"; yours has {n_nan} NaN where the reference has a number"
     raise _AssertionError(
         f"{what}: values differ from the reference (max |difference| {float(diff[idx]):.3g} at index "
-        f"{tuple(int(i) for i in idx)}: yours {a[idx]!r}, expected {e[idx]!r}; tolerance atol={atol}, rtol={rtol})"
+        f"{tuple(int(i) for i in idx)}: yours {a[idx]!r}, expected {e[idx]!r}; tolerance atol={atol:.3g}, "
+        f"rtol={rtol:.3g}{extra})"
     )
 
 
@@ -263,9 +371,10 @@ def call_student(fn: Callable, case: Case, exercise: str, forbidden: Iterable[st
 
 def _call_student_live(fn: Callable, case: Case, exercise: str, forbidden: Iterable[str], observe):
     try:
+        before = _snapshot_inputs(case)
         with forbidden_calls(forbidden, exercise):
             out = fn(*case.args, **case.kwargs)
-            return out if observe is None else observe(out)
+            result = out if observe is None else observe(out)
     except NotImplementedError:
         raise NotImplementedYet(
             f"{exercise}: not implemented yet (the function still raises NotImplementedError). "
@@ -280,6 +389,164 @@ def _call_student_live(fn: Callable, case: Case, exercise: str, forbidden: Itera
             f"{exercise}: your function raised {type(err).__name__}: {err} on input '{case.label}' "
             f"({', '.join(_describe(a) for a in case.args)})"
         ) from err
+    where = _changed_input(before, case)
+    if where is not None:
+        # in the kernel, so the finding is recorded as this call's outcome and replayed as it is
+        raise _AssertionError(
+            f"{exercise}: likely misconception 'input modified in place': your function changed its input "
+            f"({where}) on input '{case.label}'; the inputs must stay unchanged (callers still need them): compute on a copy or build a new "
+            "array/list (e.g. `x = x + 1`, not `x += 1`; `sorted(...)`/`list(...)`, not in-place edits)."
+        )
+    return result
+
+
+# ---------------------------------------------------------------- inputs unchanged (a promise of every exercise)
+_SKIP = object()
+
+
+def _snapshot(x: Any, _depth: int = 0) -> Any:
+    """A deep copy of the mutable plain data in x (arrays, tensors, lists, dicts, modules' tensors)."""
+    if _depth > 8:
+        return _SKIP
+    if type(x) is np.ndarray:
+        return ("ndarray", x.copy())
+    try:
+        import torch
+
+        if _isinstance(x, torch.Tensor):
+            return ("tensor", torch.Tensor.detach(x).clone())
+        if _isinstance(x, torch.nn.Module):
+            return ("module", {k: torch.Tensor.detach(v).clone() for k, v in x.state_dict().items()})
+    except ImportError:  # pragma: no cover
+        pass
+    if type(x) in (list, tuple):
+        return (type(x).__name__, [_snapshot(v, _depth + 1) for v in x])
+    if type(x) is dict:
+        return ("dict", [(k, _snapshot(v, _depth + 1)) for k, v in x.items()])
+    if type(x) is set:
+        return ("set", set(x))
+    return _SKIP
+
+
+def _arrays_equal(a, b) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind in "fc":
+        return bool(_np_all((a == b) | (_isnan(a) & _isnan(b))))
+    return bool(_np_all(a == b))
+
+
+def inputs_changed(before: Any, now: Any, where: str = "the input") -> str | None:
+    """Where ``now`` differs from the :func:`_snapshot` ``before`` (``where``, or a part of it), or None."""
+    if before is _SKIP:
+        return None
+    kind, saved = before
+    if kind == "ndarray":
+        return None if type(now) is np.ndarray and _arrays_equal(saved, now) else where
+    if kind == "tensor":
+        import torch
+
+        return None if _isinstance(now, torch.Tensor) and torch_equal(now, saved) else where
+    if kind == "module":
+        state = now.state_dict()
+        for k, v in saved.items():
+            if k not in state or not torch_equal(state[k], v):
+                return f"{where}: the module's {k}"
+        return None
+    if kind == "set":
+        return None if type(now) is set and now == saved else where
+    if kind == "dict":
+        if type(now) is not dict or _len(now) != _len(saved) or builtins.any(k not in now for k, _ in saved):
+            return where
+        for k, v in saved:
+            found = inputs_changed(v, now[k], f"{where}[{k!r}]")
+            if found:
+                return found
+        return None
+    if type(now).__name__ != kind or _len(now) != _len(saved):  # list / tuple
+        return where
+    for i, (v, cur) in enumerate(zip(saved, now)):
+        found = inputs_changed(v, cur, f"{where}[{i}]")
+        if found:
+            return found
+    return None
+
+
+def _snapshot_inputs(case: Case):
+    return [_snapshot(a) for a in case.args], {k: _snapshot(v) for k, v in case.kwargs.items()}
+
+
+def _changed_input(before, case: Case) -> str | None:
+    args, kwargs = before
+    for i, (v, cur) in enumerate(zip(args, case.args)):
+        found = inputs_changed(v, cur, f"argument {i + 1}")
+        if found:
+            return found
+    for k, v in kwargs.items():
+        found = inputs_changed(v, case.kwargs.get(k), f"argument {k!r}")
+        if found:
+            return found
+    return None
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    a = torch.Tensor.detach(a)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(
+        ((a == b) | (a.isnan() & b.isnan())).all() if a.is_floating_point() else (a == b).all())
+
+
+# ---------------------------------------------------------------- promised errors and leading dims
+def assert_raises(student: Callable, case: Case, exercise: str, error: type, promise: str,
+                  forbidden: Iterable[str] = ()) -> None:
+    """The docstring promises ``error`` on this input: fail unless the student's function raises it.
+
+    The outcome is observed in the kernel as plain data, ("raised", class name, is-an-``error``) or
+    ("returned", type name, False), so the verdict is the same when replayed.
+    """
+    def outcome(*args, **kwargs):
+        try:
+            out = student(*args, **kwargs)
+        except (NotImplementedError, IntegrityError, _AssertionError):
+            raise
+        except Exception as err:  # noqa: BLE001 - the exception's kind is the observation
+            return ("raised", type(err).__name__, _isinstance(err, error))
+        return ("returned", type(out).__name__, False)
+
+    got = call_student(outcome, case, exercise, forbidden)
+    if not (_isinstance(got, (tuple, list)) and _len(got) == 3):
+        raise _AssertionError(f"{exercise}: could not observe the outcome on input '{case.label}'")
+    what, name, ok = got
+    if what == "raised" and ok is True:
+        return
+    did = f"raised {name}" if what == "raised" else f"returned a {name} without raising"
+    raise _AssertionError(f"{exercise}: the docstring promises a {error.__name__} {promise}; on input "
+                          f"'{case.label}' your function {did}.")
+
+
+def leading_dims_cases(label: str, make: Callable[[tuple], tuple], leads: Sequence[tuple]) -> list[Case]:
+    """One Case per leading-dims shape: ``make(lead)`` returns (args, kwargs) for inputs of shape lead + (...)."""
+    cases = []
+    for lead in leads:
+        args, kwargs = make(tuple(lead))
+        cases.append(Case(f"{label} with leading dims {tuple(lead)}", tuple(args), dict(kwargs)))
+    return cases
+
+
+def compare_over_leading_dims(student: Callable, reference: Callable, label: str, make: Callable[[tuple], tuple],
+                              leads: Sequence[tuple], *, exercise: str, **options) -> None:
+    """compare_with_reference over inputs with each number of leading dims the docstring allows.
+
+    A failure says which promise broke: the function must accept any number of leading dims."""
+    cases = leading_dims_cases(label, make, leads)
+    try:
+        compare_with_reference(student, reference, cases, exercise=exercise, **options)
+    except (NotImplementedYet, IntegrityError):
+        raise
+    except _AssertionError as failure:
+        raise _AssertionError(f"{failure} [promise: any number of leading dims, here "
+                              f"{', '.join(str(tuple(lead)) for lead in leads)}]") from failure.__cause__
 
 
 def compare_with_reference(
@@ -290,15 +557,20 @@ def compare_with_reference(
     exercise: str,
     wrongs: Sequence[Wrong] = (),
     forbidden: Iterable[str] = (),
-    atol: float = 1e-8,
-    rtol: float = 1e-6,
+    atol: float | None = None,
+    rtol: float | None = None,
     output_names: Sequence[str] | None = None,
+    observe: Callable | None = None,
 ) -> None:
     """Assert that ``student`` equals ``reference`` on every case.
 
     On a mismatch, each ``Wrong`` is run on the same case; if the student's output
     equals a wrong implementation's output, the AssertionError carries that
     misconception's message. Outputs may be arrays, tensors or tuples of them.
+    Tolerances follow the student's dtype (the rule above) unless given; half precision
+    or integers where the reference is floating fail with a message saying so.
+    ``observe``: as in :func:`call_student`; applied to the student's, the reference's and
+    each wrong implementation's output alike, and the comparison is on what it returns.
     """
     if student is reference:
         raise IntegrityError(
@@ -307,9 +579,10 @@ def compare_with_reference(
         )
     forbidden = tuple(forbidden)
     for case in cases:
-        expected = _transcript.reference_value(reference, case.args, case.kwargs)
+        ref_fn = reference if observe is None else (lambda *a, **k: observe(reference(*a, **k)))
+        expected = _transcript.reference_value(ref_fn, case.args, case.kwargs)
         try:
-            got = call_student(student, case, exercise, forbidden)
+            got = call_student(student, case, exercise, forbidden, observe)
         except (NotImplementedYet, IntegrityError):
             raise
         except _AssertionError as failure:
@@ -317,11 +590,18 @@ def compare_with_reference(
             if cause is not None:
                 _name_crash(cause, case, wrongs, exercise)
             raise
-        if _transcript.is_pending(expected) or _is_close(got, expected, atol, rtol):
+        if _transcript.is_pending(expected):
             continue  # record mode: the verifier compares, outside the kernel
+        problem = dtype_problem(got, expected)
+        if problem:
+            raise _AssertionError(f"{exercise} on input '{case.label}': {problem}")
+        if _is_close(got, expected, atol, rtol):
+            continue
         for wrong in wrongs:
             try:
                 wrong_out = wrong.fn(*case.args, **case.kwargs)
+                if observe is not None:
+                    wrong_out = observe(wrong_out)
             except Exception:
                 continue
             if not _is_close(wrong_out, expected, atol, rtol) and _is_close(got, wrong_out, atol, rtol):
