@@ -124,6 +124,8 @@ class VerifyOutsideKernel(Preprocessor):
         except Exception as err:  # fail closed: a cell the verifier cannot judge earns nothing
             verdict = f"this test could not be verified ({type(err).__name__}: {err})"
         if verdict is not None:
+            # what the kernel printed ("visible tests passed") is not the verdict: only the verifier's message stays
+            cell.outputs = [o for o in cell.outputs if o.get("output_type") != "stream"]
             cell.outputs.append(new_output("error", ename="AssertionError", evalue=verdict,
                                            traceback=[f"AssertionError: {verdict}"]))
             resources.setdefault("course_verifier", []).append(

@@ -1,0 +1,202 @@
+"""Verdicts decided outside the student's process (grading/verify.py, course_lib/checks/transcript.py).
+
+The "kernel" here is a separate Python process in record mode, as in grading: it runs a
+submission's answer and one hostile trick, then a test cell's checks, and prints the
+record. The verifier (this process, which never ran the submission's code) replays it.
+Each trick makes the kernel's own check pass or its comparison lie; the verdict must be
+exactly what the recorded outputs earn.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import numpy as np
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from course_lib.checks import transcript
+from grading import verify
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CORRECT = '''
+import numpy as np
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+'''
+WRONG = '''
+import numpy as np
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=np.float64)
+    return x / x.sum()  # not a softmax at all
+'''
+TEST_CELL = "checks.attention.check_softmax(softmax)\ncheks_done = True\n"
+HIDDEN_CELL = "checks.attention.check_softmax(softmax, hidden=True)\n"
+
+# Each trick runs after the answer is defined, before the test cell.
+TRICKS = {
+    "patch numpy's comparisons": '''
+np.allclose = lambda *a, **k: True
+np.isclose = lambda a, b, **k: np.ones(np.broadcast(a, b).shape, dtype=bool)
+''',
+    "swap the checker's comparison code through gc": '''
+import gc
+for obj in gc.get_objects():
+    if callable(obj) and getattr(obj, "__name__", "") in ("_is_close", "assert_close", "compare_with_reference"):
+        try:
+            obj.__code__ = (lambda *a, **k: True).__code__
+        except Exception:
+            pass
+''',
+    "objects that compare equal to anything": '''
+class Anything(np.ndarray):
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+class Whatever:
+    shape = (3,)
+    def __eq__(self, other): return True
+    def __array__(self, dtype=None, copy=None): return np.ones(3) / 3
+def softmax(x, axis=-1):
+    return Whatever()
+''',
+    "read the expected value from the checker's frames": '''
+import sys
+def softmax(x, axis=-1):
+    f = sys._getframe(1)
+    while f is not None:
+        for name in ("expected", "ref_out", "want"):
+            if name in f.f_locals:
+                return f.f_locals[name]
+        f = f.f_back
+    return np.zeros_like(np.asarray(x, dtype=float))
+''',
+    "a trace function that rewrites the checker's locals": '''
+import sys
+def tracer(frame, event, arg):
+    if event == "return" and frame.f_code.co_name in ("_is_close", "isclose_scalar"):
+        return None
+    return tracer
+sys.settrace(tracer)
+import course_lib.checks.core as core
+core._AssertionError = type("Quiet", (Exception,), {})
+''',
+    "check functions replaced through an alias": '''
+from course_lib import checks as c2
+import course_lib.checks.attention as att
+att.check_softmax = lambda *a, **k: None
+att.compare_with_reference = lambda *a, **k: None
+''',
+}
+
+KERNEL = '''
+import json, sys
+from course_lib import checks
+from course_lib.checks import transcript
+answer, trick, cell = json.loads(sys.stdin.read())
+ns = {"checks": checks}
+exec(answer, ns)
+try:
+    exec(trick, ns)
+except Exception:
+    pass
+with transcript.using("record") as state:
+    try:
+        exec(cell, ns)
+        kernel = "pass"
+    except BaseException as err:
+        kernel = "fail: " + type(err).__name__
+    calls = list(state.calls)
+sys.settrace(None)
+sys.stdout.write("\\nRECORD " + json.dumps({"kernel": kernel, "calls": calls}))
+'''
+
+
+def run_kernel(answer: str, trick: str, cell: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", KERNEL], input=json.dumps([answer, trick, cell]),
+                          capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={**os.environ, "COURSE_CHECK_MODE": "record"})
+    assert "RECORD " in proc.stdout, proc.stderr[-2000:]
+    return json.loads(proc.stdout.rsplit("RECORD ", 1)[1])
+
+
+@pytest.mark.parametrize("trick", sorted(TRICKS))
+@pytest.mark.parametrize("cell", [TEST_CELL, HIDDEN_CELL], ids=["visible", "hidden"])
+def test_a_wrong_answer_with_a_kernel_trick_fails_outside_the_kernel(trick, cell):
+    answer = WRONG if "def softmax" not in TRICKS[trick] else ""
+    out = run_kernel(answer, TRICKS[trick], cell)
+    verdict = verify.verify_cell(cell, out["calls"])
+    assert verdict is not None, f"{trick}: the verifier passed a wrong answer (kernel said {out['kernel']})"
+
+
+@pytest.mark.parametrize("cell", [TEST_CELL, HIDDEN_CELL], ids=["visible", "hidden"])
+def test_a_correct_answer_passes_outside_the_kernel(cell):
+    out = run_kernel(CORRECT, "", cell)
+    assert out["kernel"] == "pass"
+    assert verify.verify_cell(cell, out["calls"]) is None
+
+
+def test_the_kernel_holds_no_expected_value_in_record_mode():
+    out = run_kernel(TRICKS["read the expected value from the checker's frames"], "", TEST_CELL)
+    shown = json.dumps(out["calls"])
+    assert "PENDING" not in shown or "__unplain__" in shown
+    assert verify.verify_cell(TEST_CELL, out["calls"]) is not None
+
+
+def test_no_record_scores_nothing():
+    assert "no recorded output" in verify.verify_cell(TEST_CELL, [])
+
+
+def test_a_record_for_other_inputs_is_refused():
+    out = run_kernel(CORRECT, "", TEST_CELL)
+    forged = [dict(c, inputs="0" * 16) for c in out["calls"]]
+    assert "does not match input" in verify.verify_cell(TEST_CELL, forged)
+
+
+def test_a_record_with_a_forbidden_dtype_is_refused():
+    out = run_kernel(CORRECT, "", TEST_CELL)
+    calls = json.loads(json.dumps(out["calls"]))
+    calls[0]["output"]["__ndarray__"]["dtype"] = "|O"
+    assert verify.verify_cell(TEST_CELL, calls) is not None
+
+
+def test_decode_never_runs_code():
+    evil = {"__unplain__": "os.system('echo hi')"}
+    assert isinstance(transcript.decode(evil), transcript.Unplain)
+    arr = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert np.array_equal(transcript.decode(json.loads(json.dumps(transcript.encode(arr)))), arr)
+    nested = (1, [2.5, float("nan")], {"a": np.int64(3), (1, 2): "x"})
+    back = transcript.decode(json.loads(json.dumps(transcript.encode(nested))))
+    assert back[0] == 1 and back[2][(1, 2)] == "x" and np.isnan(back[1][1])
+
+
+def test_preprocessor_scores_a_forged_pass_zero_and_strips_records():
+    """A cell whose kernel printed success but whose record shows a wrong output gets an error output."""
+    out = run_kernel(WRONG, TRICKS["patch numpy's comparisons"], TEST_CELL)
+    cell = new_code_cell(TEST_CELL, metadata={"nbgrader": {"grade": True, "grade_id": "softmax_visible",
+                                                           "points": 1, "solution": False, "locked": True}})
+    cell.outputs = [new_output("stream", name="stdout", text="softmax: visible tests passed\n")]
+    cell.outputs += [new_output("display_data", data={transcript.RECORD_MIME: c}) for c in out["calls"]]
+    nb = new_notebook(cells=[cell])
+    nb, res = verify.VerifyOutsideKernel().preprocess(nb, {})
+    outs = nb.cells[0].outputs
+    assert not any(transcript.RECORD_MIME in o.get("data", {}) for o in outs)
+    assert [o.output_type for o in outs] == ["error"]
+    assert res["course_verifier"][0]["grade_id"] == "softmax_visible"
+    nbformat.validate(nb)
+
+
+def test_check_calls_come_from_the_cell_source():
+    src = textwrap.dedent('''
+        """doc"""
+        ### BEGIN HIDDEN TESTS
+        checks.attention.check_softmax(softmax, hidden=True)
+        checks.attention.check_attention_numpy(scaled_dot_product_attention, hidden=True)
+        ### END HIDDEN TESTS
+    ''')
+    assert verify.check_calls(src) == [("attention", "check_softmax", {"hidden": True}),
+                                       ("attention", "check_attention_numpy", {"hidden": True})]
