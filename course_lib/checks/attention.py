@@ -30,7 +30,10 @@ from course_lib.checks.core import (
     assert_shape,
     call_student,
     compare_with_reference,
+    reference,
     seeded,
+    to_numpy,
+    tolerance,
 )
 
 __all__ = [
@@ -80,7 +83,34 @@ def _softmax_no_keepdims(x, axis=-1):
     return e / (s if e.ndim == 1 else s[None, ...] if axis in (-1, e.ndim - 1) else s)
 
 
+def _softmax_no_denominator(x, axis=-1):
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.exp(x - np.max(x, axis=axis, keepdims=True))
+
+
+def _softmax_exp_only(x, axis=-1):
+    with np.errstate(over="ignore"):
+        return np.exp(np.asarray(x, dtype=np.float64))
+
+
+def _softmax_nan_rows(x, axis=-1):
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+_NO_DENOMINATOR = ("your values are exp(x) (or exp(x - max)) without dividing by their sum, so they do not "
+                   "sum to 1: divide by e.sum(axis=axis, keepdims=True).")
+_NAN_ROW = ("a slice whose entries are all -inf (a fully masked row) gives NaN: its max is -inf and "
+            "(-inf) - (-inf) = NaN. Replace a non-finite max by 0 and divide only where the sum is > 0, "
+            "so the slice gets all zeros, as the docstring promises.")
+
 WRONG_SOFTMAX = [
+    Wrong("softmax without normalisation", _softmax_no_denominator, _NO_DENOMINATOR),
+    Wrong("softmax without normalisation", _softmax_exp_only, _NO_DENOMINATOR),
+    Wrong("NaN on a fully masked row", _softmax_nan_rows, _NAN_ROW),
     Wrong("unstable softmax", _softmax_unstable,
           "your softmax overflows on large scores (exp(1000) = inf, inf/inf = NaN). Subtract the "
           "maximum of each slice before exp: softmax(x) = softmax(x - max(x)) mathematically."),
@@ -94,7 +124,7 @@ WRONG_SOFTMAX = [
 
 
 def _np_attention(q, k, v, mask=None, *, scale="sqrt", transpose_k=True, softmax_axis=-1,
-                  invert_mask=False, mask_after=False):
+                  invert_mask=False, mask_after=False, softmax="stable"):
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     kt = np.swapaxes(k, -1, -2) if transpose_k else k
     scores = q @ kt
@@ -106,7 +136,12 @@ def _np_attention(q, k, v, mask=None, *, scale="sqrt", transpose_k=True, softmax
     if mask is not None and not mask_after:
         m = ~np.asarray(mask) if invert_mask else np.asarray(mask)
         scores = np.where(m, scores, -np.inf)
-    w = _stable_softmax(scores, axis=softmax_axis)
+    if softmax == "naive":  # NaN where a row is fully masked
+        w = _softmax_nan_rows(scores, axis=softmax_axis)
+    elif softmax == "unnormalised":
+        w = _softmax_no_denominator(scores, axis=softmax_axis)
+    else:
+        w = _stable_softmax(scores, axis=softmax_axis)
     if mask is not None and mask_after:
         w = np.where(np.asarray(mask), w, 0.0)
     return w @ v, w
@@ -127,7 +162,10 @@ def _wrong_attention(kind):
         "transposed K": dict(transpose_k=False),
         "softmax wrong axis": dict(softmax_axis=-2),
         "mask inverted": dict(invert_mask=True),
+        "mask inverted (NaN rows)": dict(invert_mask=True, softmax="naive"),
         "mask after softmax": dict(mask_after=True),
+        "softmax without normalisation": dict(softmax="unnormalised"),
+        "NaN on a fully masked row": dict(softmax="naive"),
     }[kind]
     return lambda q, k, v, mask=None: _np_attention(q, k, v, mask, **options)
 
@@ -147,8 +185,49 @@ _ATTENTION_MESSAGES = {
                           "put -inf in the scores before the softmax instead.",
 }
 
-WRONG_ATTENTION = [Wrong(name, _wrong_attention(name), msg) for name, msg in _ATTENTION_MESSAGES.items()]
-WRONG_ATTENTION_TORCH = [Wrong(w.name, _torchify(w.fn), w.message) for w in WRONG_ATTENTION]
+_ATTENTION_MESSAGES["softmax without normalisation"] = (
+    "the weights are exp(scores) without dividing by their sum over the keys, so a row does not sum to 1 "
+    "(the output is not a weighted average of the values).")
+_ATTENTION_MESSAGES["NaN on a fully masked row"] = (
+    "a query whose keys are ALL masked gets NaN weights ((-inf) - (-inf) = NaN in the softmax); the docstring "
+    "promises all-zero weights for such a row: replace a non-finite row max by 0 and divide only where the "
+    "sum is > 0.")
+_VARIANT = {"mask inverted (NaN rows)": "mask inverted"}  # the same misconception, with a plain softmax
+
+WRONG_ATTENTION = [Wrong(_VARIANT.get(name, name), _wrong_attention(name),
+                         _ATTENTION_MESSAGES[_VARIANT.get(name, name)]
+                         + (" (Here a query row whose mask is all True became fully masked: NaN.)"
+                            if name in _VARIANT else ""))
+                   for name in list(_ATTENTION_MESSAGES) + list(_VARIANT)]
+
+
+def _torch_softmax_dim(dim):
+    def wrong(q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(~mask, -math.inf)
+        w = torch.softmax(s, dim=dim)
+        return w @ v, w
+    return wrong
+
+
+def _torch_k_T(q, k, v, mask=None):
+    s = q @ k.permute(*reversed(range(k.dim())))  # what k.T does
+    w = torch.softmax(s / math.sqrt(q.shape[-1]), dim=-1)
+    return w @ v, w
+
+
+WRONG_ATTENTION_TORCH = [Wrong(w.name, _torchify(w.fn), w.message) for w in WRONG_ATTENTION] + [
+    Wrong("softmax over the head axis", _torch_softmax_dim(1),
+          "on a (B, H, T, S) batch the softmax was taken over dim=1 (the heads); each query's weights over the "
+          "KEYS must sum to 1: softmax over dim=-1."),
+    Wrong("softmax over the batch axis", _torch_softmax_dim(0),
+          "the softmax was taken over dim=0 (the batch): each query's weights over the KEYS must sum to 1, "
+          "softmax over dim=-1, whatever the number of leading dims."),
+    Wrong("k.T on a batched tensor", _torch_k_T,
+          "k.T reverses ALL axes of a batched tensor ((B, H, S, d) -> (d, S, H, B)); transpose only the last "
+          "two: k.transpose(-2, -1) (or k.mT)."),
+]
 
 
 # ---------------------------------------------------------------- inputs
@@ -163,8 +242,12 @@ def _softmax_cases(hidden: bool) -> list[Case]:
         cases += [
             Case("a (2, 3, 5) array, axis=-1", (rng.normal(size=(2, 3, 5)) * 10,)),
             Case("a 4x3 matrix with axis=0", (rng.normal(size=(4, 3)),), {"axis": 0}),
+            Case("a (2, 3, 4) array with axis=1", (rng.normal(size=(2, 3, 4)),), {"axis": 1}),
             Case("very negative scores [-1000, -1001]", (np.array([[-1000.0, -1001.0]]),)),
             Case("equal scores", (np.zeros((2, 6)),)),
+            Case("scores with -inf entries", (np.array([[0.5, -np.inf, 2.0], [-np.inf, 1.0, -np.inf]]),)),
+            Case("a fully -inf row (every key masked)", (np.array([[1.0, 2.0, 3.0], [-np.inf, -np.inf, -np.inf]]),)),
+            Case("a (2, 2, 2, 3) array of scores up to 800", (rng.normal(size=(2, 2, 2, 3)) * 800,)),
         ]
     return cases
 
@@ -173,7 +256,8 @@ def _attention_cases(hidden: bool, torch_tensors: bool = False) -> list[Case]:
     rng = seeded(202 if hidden else 2)
     shapes = [((3, 4), (5, 4), (5, 2)), ((4, 4), (4, 4), (4, 3))]  # second one square: catches Q @ K
     if hidden:
-        shapes += [((6, 8), (6, 8), (6, 8)), ((2, 3, 4), (2, 7, 4), (2, 7, 5))]
+        shapes += [((6, 8), (6, 8), (6, 8)), ((2, 3, 4), (2, 7, 4), (2, 7, 5)),
+                   ((2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 3))]
     cases = []
     for qs, ks, vs in shapes:
         q, k, v = rng.normal(size=qs) * 2, rng.normal(size=ks) * 2, rng.normal(size=vs)
@@ -187,26 +271,54 @@ def _attention_cases(hidden: bool, torch_tensors: bool = False) -> list[Case]:
         pad[:, 3:] = False
         q, k, v = rng.normal(size=(3, 6)), rng.normal(size=(5, 6)), rng.normal(size=(5, 2))
         cases.append(Case("padding mask hiding the last 2 keys", (q, k, v), {"mask": pad}))
+        full = np.ones((3, 5), dtype=bool)
+        full[1] = False
+        cases.append(Case("a query whose keys are all masked (row 1)", (q, k, v), {"mask": full}))
+        q, k, v = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 4, 2))
+        cases.append(Case("a (4, 4) causal mask broadcast over a batch of 2", (q, k, v),
+                          {"mask": np.tril(np.ones((4, 4), dtype=bool))}))
     if torch_tensors:
         cases = [Case(c.label, tuple(torch.from_numpy(a) for a in c.args),
                       {kk: torch.from_numpy(vv) for kk, vv in c.kwargs.items()}) for c in cases]
     return cases
 
 
+def _batched_torch_cases(hidden: bool) -> list[Case]:
+    g = torch.Generator().manual_seed(404 if hidden else 4)
+    B, H, T, S, d = (3, 2, 5, 6, 8) if hidden else (2, 2, 3, 4, 4)
+    q = torch.randn(B, H, T, d, generator=g, dtype=torch.float64)
+    k = torch.randn(B, H, S, d, generator=g, dtype=torch.float64)
+    v = torch.randn(B, H, S, d, generator=g, dtype=torch.float64)
+    cases = [Case(f"batched q{tuple(q.shape)}, k{tuple(k.shape)}", (q, k, v))]
+    if hidden:
+        mask = torch.tril(torch.ones(T, S, dtype=torch.bool), diagonal=S - T)
+        cases.append(Case(f"batched q{tuple(q.shape)} with a ({T}, {S}) bool mask", (q, k, v), {"mask": mask}))
+        q3 = torch.randn(2, 1, 2, 3, 4, generator=g, dtype=torch.float64)
+        k3 = torch.randn(2, 1, 2, 5, 4, generator=g, dtype=torch.float64)
+        v3 = torch.randn(2, 1, 2, 5, 2, generator=g, dtype=torch.float64)
+        cases.append(Case("three leading dims q(2, 1, 2, 3, 4)", (q3, k3, v3)))
+    return cases
+
+
 # ---------------------------------------------------------------- checks
 def check_softmax(student, hidden: bool = False) -> None:
-    """Student ``softmax(x, axis=-1)`` equals the stable reference, rows sum to 1, no overflow."""
+    """Student ``softmax(x, axis=-1)`` equals the stable reference, rows sum to 1, no overflow,
+    a fully -inf slice gives zeros."""
     exercise = "softmax"
     cases = _softmax_cases(hidden)
     compare_with_reference(student, ref.softmax, cases, exercise=exercise, wrongs=WRONG_SOFTMAX,
-                           forbidden=FORBIDDEN_SOFTMAX, atol=1e-10, rtol=1e-8)
+                           forbidden=FORBIDDEN_SOFTMAX)
     for case in cases:
-        out = np.asarray(call_student(student, case, exercise))
+        raw = call_student(student, case, exercise, FORBIDDEN_SOFTMAX)
+        out = raw.detach().cpu().numpy() if isinstance(raw, torch.Tensor) else np.asarray(raw)  # its own dtype
         assert_finite(out, f"{exercise} on '{case.label}'",
-                      "Subtract the maximum before exponentiating.")
+                      "Subtract the maximum before exponentiating; a fully -inf slice gets zeros.")
         axis = case.kwargs.get("axis", -1)
-        assert_close(out.sum(axis=axis), np.ones(out.sum(axis=axis).shape),
-                     f"{exercise}: the values along axis {axis} must sum to 1 ('{case.label}')", atol=1e-10)
+        sums = out.sum(axis=axis)
+        x = np.asarray(case.args[0])
+        alive = np.isfinite(x).any(axis=axis)
+        assert_close(np.where(alive, sums, 1.0), np.ones(sums.shape),
+                     f"{exercise}: the values along axis {axis} must sum to 1 ('{case.label}')")
 
 
 def _check_attention_properties(student, exercise: str, to_backend, hidden: bool) -> None:
@@ -214,63 +326,73 @@ def _check_attention_properties(student, exercise: str, to_backend, hidden: bool
     T, S, d_k, d_v = (5, 7, 6, 3) if hidden else (3, 4, 4, 2)
     q, k, v = rng.normal(size=(T, d_k)), rng.normal(size=(S, d_k)), rng.normal(size=(S, d_v))
     case = Case(f"q({T}, {d_k}), k({S}, {d_k}), v({S}, {d_v})", to_backend(q, k, v))
-    result = call_student(student, case, exercise)
+    result = call_student(student, case, exercise, FORBIDDEN_ATTENTION)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise AssertionError(f"{exercise}: must return a tuple (output, weights), got {type(result).__name__}")
     out, w = result
     assert_shape(out, (T, d_v), f"{exercise}: output shape for q({T}, {d_k}) and v({S}, {d_v}) "
                                 "should be (T, d_v)")
     assert_shape(w, (T, S), f"{exercise}: weights shape should be (T, S) = (queries, keys)")
-    from course_lib.checks.core import to_numpy
-
     w_np = to_numpy(w)
-    assert_close(w_np.sum(-1), np.ones(T), f"{exercise}: each row of the weights (one query) must sum to 1 "
-                                          "over the keys; did you take the softmax over the right axis?",
-                 atol=1e-10)
+    sums = w_np.sum(-1)
+    if not np.allclose(sums, 1.0, rtol=0, atol=tolerance(w)[0]):
+        raise AssertionError(f"{exercise}: each row of the weights (one query) must sum to 1 over the keys; "
+                             f"yours sum to {np.round(sums, 4).tolist()}")
     # permuting keys and values together must not change the output
     perm = rng.permutation(S)
     case_p = Case("keys and values permuted together", to_backend(q, k[perm], v[perm]))
-    out_p, _ = call_student(student, case_p, exercise)
+    out_p, _ = call_student(student, case_p, exercise, FORBIDDEN_ATTENTION)
     assert_close(out_p, to_numpy(out), f"{exercise}: permuting the keys together with their values must "
-                                       "not change the output (attention is a weighted average over a set)",
-                 atol=1e-10)
+                                       "not change the output (attention is a weighted average over a set)")
     # permuting the queries permutes the output rows
     perm_q = rng.permutation(T)
     case_q = Case("queries permuted", to_backend(q[perm_q], k, v))
-    out_q, _ = call_student(student, case_q, exercise)
+    out_q, _ = call_student(student, case_q, exercise, FORBIDDEN_ATTENTION)
     assert_close(out_q, to_numpy(out)[perm_q], f"{exercise}: permuting the queries must permute the output "
-                                               "rows the same way (each query is handled independently)",
-                 atol=1e-10)
+                                               "rows the same way (each query is handled independently)")
+
+
+def _require_kind(result, kind, exercise: str, what: str) -> None:
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        for name, x in zip(("output", "weights"), result):
+            if not isinstance(x, kind):
+                raise AssertionError(f"{exercise}: the {name} must be a {what} (the docstring promises "
+                                     f"{what}s), got {type(x).__name__}")
 
 
 def check_attention_numpy(student, hidden: bool = False) -> None:
     """Student numpy ``scaled_dot_product_attention(q, k, v, mask=None)`` -> (out, weights)."""
     exercise = "scaled_dot_product_attention"
-    compare_with_reference(student, ref.scaled_dot_product_attention, _attention_cases(hidden),
+    cases = _attention_cases(hidden)
+    compare_with_reference(student, ref.scaled_dot_product_attention, cases,
                            exercise=exercise, wrongs=WRONG_ATTENTION, forbidden=FORBIDDEN_ATTENTION,
-                           atol=1e-10, rtol=1e-8, output_names=("output", "weights"))
+                           output_names=("output", "weights"))
+    _require_kind(call_student(student, cases[0], exercise, FORBIDDEN_ATTENTION), np.ndarray, exercise,
+                  "numpy array")
     _check_attention_properties(student, exercise, lambda *a: a, hidden)
 
 
 def check_attention_torch(student, hidden: bool = False) -> None:
-    """Student torch ``scaled_dot_product_attention_torch``: batched, equals the reference, differentiable."""
+    """Student torch ``scaled_dot_product_attention_torch``: any leading dims, equals the reference,
+    returns tensors, differentiable."""
     exercise = "scaled_dot_product_attention_torch"
-    cases = _attention_cases(hidden, torch_tensors=True)
+    cases = _attention_cases(hidden, torch_tensors=True) + _batched_torch_cases(hidden)
     compare_with_reference(student, ref.scaled_dot_product_attention_torch, cases, exercise=exercise,
                            wrongs=WRONG_ATTENTION_TORCH, forbidden=FORBIDDEN_ATTENTION,
-                           atol=1e-10, rtol=1e-8, output_names=("output", "weights"))
+                           output_names=("output", "weights"))
+    _require_kind(call_student(student, cases[0], exercise, FORBIDDEN_ATTENTION), torch.Tensor, exercise,
+                  "torch tensor")
     _check_attention_properties(student, exercise, lambda *a: tuple(torch.from_numpy(x) for x in a), hidden)
-    # batched over two leading dims, and gradients must flow back to q
-    g = torch.Generator().manual_seed(404 if hidden else 4)
-    B, H, T, S, d = (3, 2, 5, 6, 8) if hidden else (2, 2, 3, 4, 4)
-    q = torch.randn(B, H, T, d, generator=g, dtype=torch.float64, requires_grad=True)
-    k = torch.randn(B, H, S, d, generator=g, dtype=torch.float64)
-    v = torch.randn(B, H, S, d, generator=g, dtype=torch.float64)
-    case = Case(f"batched q{tuple(q.shape)}, k{tuple(k.shape)}", (q, k, v))
-    out, w = call_student(student, case, exercise)
-    ref_out, ref_w = ref.scaled_dot_product_attention_torch(q, k, v)
-    assert_close(out, ref_out, f"{exercise}: batched input with two leading dims (B, H, T, d); use "
-                               "k.transpose(-2, -1), not k.T, so the batch dims stay in place", atol=1e-10)
+    # gradients must flow back to q
+    g = torch.Generator().manual_seed(414 if hidden else 14)
+    q = torch.randn(2, 3, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+    v = torch.randn(2, 5, 3, generator=g, dtype=torch.float64)
+    case = Case("q(2, 3, 4) that requires grad", (q, k, v))
+    result = call_student(student, case, exercise, FORBIDDEN_ATTENTION)
+    out = result[0] if isinstance(result, (tuple, list)) and len(result) == 2 else result
     if not isinstance(out, torch.Tensor) or not out.requires_grad:
         raise AssertionError(f"{exercise}: the output must be a torch tensor that carries gradients back to q; "
                              "avoid .numpy(), .detach() or torch.no_grad() inside the function")
+    expected = reference(ref.scaled_dot_product_attention_torch, q, k, v)
+    assert_close(out, expected[0], f"{exercise} on input '{case.label}', output")
