@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 
+import math
+
 import numpy as np
 import pytest
+import torch
 
 from course_lib import masking
 from course_lib.checks import IntegrityError, NotImplementedYet
@@ -35,9 +38,83 @@ def combine_masks(attn_mask=None, key_padding=None):
 
 
 def to_additive(mask, dtype=None):
+    if isinstance(mask, torch.Tensor):
+        return torch.zeros(mask.shape, dtype=dtype or torch.get_default_dtype()).masked_fill(~mask, -math.inf)
     out = np.full(np.shape(mask), -np.inf, dtype=dtype or np.float64)
     out[np.asarray(mask)] = 0.0
     return out
+
+
+def to_additive_log(mask, dtype=None):
+    """log(1) = 0, log(0) = -inf."""
+    if isinstance(mask, torch.Tensor):
+        return torch.log(mask.to(dtype or torch.get_default_dtype()))
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(mask, dtype=dtype or np.float64))
+
+
+def to_additive_where(mask, dtype=None):
+    if isinstance(mask, torch.Tensor):
+        dt = dtype or torch.get_default_dtype()
+        return torch.where(mask, torch.tensor(0.0, dtype=dt), torch.tensor(-math.inf, dtype=dt))
+    return np.where(mask, 0.0, float("-inf")).astype(dtype or float)
+
+
+def causal_mask_tril(T, S=None):
+    S = T if S is None else S
+    return np.tril(np.ones((T, S), dtype=bool), k=S - T)
+
+
+def causal_mask_torch_inside(T, S=None):
+    S = T if S is None else S
+    return torch.ones(T, S, dtype=torch.bool).tril(S - T).numpy()
+
+
+def padding_mask_vectorised(lengths, max_len=None):
+    lengths = np.asarray(lengths)
+    S = int(lengths.max()) if max_len is None else max_len
+    return np.arange(S) < lengths[:, None]
+
+
+def padding_mask_loop(lengths, max_len=None):
+    lengths = [int(n) for n in lengths]
+    S = max(lengths) if max_len is None else max_len
+    out = np.zeros((len(lengths), S), dtype=bool)
+    for b, n in enumerate(lengths):
+        out[b, :n] = True
+    return out
+
+
+def combine_masks_broadcast(attn_mask=None, key_padding=None):
+    if attn_mask is None and key_padding is None:
+        return None
+    if key_padding is None:
+        return attn_mask
+    pad = key_padding[:, None, :]
+    return pad if attn_mask is None else (attn_mask & pad)
+
+
+def combine_masks_einsum_free(attn_mask=None, key_padding=None):
+    if key_padding is None:
+        return None if attn_mask is None else np.array(attn_mask, dtype=bool)
+    pad = np.asarray(key_padding, dtype=bool).reshape(key_padding.shape[0], 1, key_padding.shape[1])
+    if attn_mask is None:
+        return pad
+    return np.minimum(np.asarray(attn_mask, dtype=bool), pad)
+
+
+def masked_softmax_vectorised(scores, mask=None):
+    scores = np.asarray(scores, dtype=float)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    m = scores.max(-1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(m), m, 0.0))
+    s = e.sum(-1, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def masked_softmax_float32(scores, mask=None):
+    return masked_softmax_vectorised(np.asarray(scores, dtype=np.float32), mask).astype(np.float32)
 
 
 def masked_softmax(scores, mask=None):
@@ -58,6 +135,11 @@ CORRECT = [
     (C.check_combine_masks, combine_masks),
     (C.check_to_additive, to_additive),
     (C.check_masked_softmax, masked_softmax),
+    (C.check_causal_mask, causal_mask_tril), (C.check_causal_mask, causal_mask_torch_inside),
+    (C.check_padding_mask, padding_mask_vectorised), (C.check_padding_mask, padding_mask_loop),
+    (C.check_combine_masks, combine_masks_broadcast), (C.check_combine_masks, combine_masks_einsum_free),
+    (C.check_to_additive, to_additive_log), (C.check_to_additive, to_additive_where),
+    (C.check_masked_softmax, masked_softmax_vectorised), (C.check_masked_softmax, masked_softmax_float32),
 ]
 WRONGS = [(C.check_causal_mask, w) for w in C.WRONG_CAUSAL] + \
          [(C.check_padding_mask, w) for w in C.WRONG_PADDING] + \
@@ -67,7 +149,7 @@ WRONGS = [(C.check_causal_mask, w) for w in C.WRONG_CAUSAL] + \
 
 
 @pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check,fn", CORRECT, ids=[c.__name__ for c, _ in CORRECT])
+@pytest.mark.parametrize("check,fn", CORRECT, ids=[f.__name__ for _, f in CORRECT])
 def test_correct_independent_answer_passes(check, fn, hidden):
     check(fn, hidden=hidden)
 
@@ -75,8 +157,9 @@ def test_correct_independent_answer_passes(check, fn, hidden):
 @pytest.mark.parametrize("hidden", [False, True])
 @pytest.mark.parametrize("check,wrong", WRONGS, ids=[f"{c.__name__}-{w.name}" for c, w in WRONGS])
 def test_each_misconception_is_named(check, wrong, hidden):
-    with pytest.raises(AssertionError, match=re.escape(f"likely misconception '{wrong.name}'")):
+    with pytest.raises(AssertionError) as err:
         check(wrong.fn, hidden=hidden)
+    assert set(re.findall(r"likely misconception '([^']+)'", str(err.value))) == {wrong.name}, str(err.value)
 
 
 def test_required_misconceptions_exist():
@@ -85,7 +168,7 @@ def test_required_misconceptions_exist():
             "large negative instead of -inf"} <= names
 
 
-@pytest.mark.parametrize("check,name", [(c, fn.__name__) for c, fn in CORRECT])
+@pytest.mark.parametrize("check,name", [(c, fn.__name__) for c, fn in CORRECT[:5]])
 def test_calling_the_reference_is_an_integrity_error(check, name):
     ref = getattr(masking, name)
 
@@ -127,7 +210,7 @@ def test_integer_or_float_masks_are_refused_with_a_reason():
 
 def test_to_additive_wrong_dtype_is_reported():
     with pytest.raises(AssertionError, match="dtype"):
-        C.check_to_additive(lambda mask, dtype=None: to_additive(mask).astype(np.float32), hidden=True)
+        C.check_to_additive(lambda mask, dtype=None: to_additive(mask).astype(np.float32), hidden=False)
 
 
 def test_masked_softmax_unnamed_error_reports_the_difference():

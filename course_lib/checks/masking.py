@@ -27,6 +27,7 @@ sum to 1, no NaN) and names these misconceptions when it sees them:
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from course_lib import masking as ref
 from course_lib.checks.core import (
@@ -37,6 +38,7 @@ from course_lib.checks.core import (
     compare_with_reference,
     seeded,
     to_numpy,
+    tolerance,
 )
 
 __all__ = [
@@ -79,6 +81,18 @@ def _require_bool_output(out, exercise: str, label: str) -> None:
             "mask (True = may attend), e.g. with a comparison like `j <= i`, not 0/1 integers or floats "
             "(a float mask is read as additive by F.scaled_dot_product_attention)."
         )
+
+
+# ---------------------------------------------------------------- input builders (numpy, never the reference)
+def _tril(T, S=None):
+    S = T if S is None else S
+    return np.arange(S)[None, :] <= np.arange(T)[:, None] + (S - T)
+
+
+def _lengths(lengths, max_len=None):
+    lengths = np.asarray(lengths)
+    S = int(lengths.max()) if max_len is None else max_len
+    return np.arange(S)[None, :] < lengths[:, None]
 
 
 # ---------------------------------------------------------------- causal_mask
@@ -201,13 +215,14 @@ def _combine_cases(hidden: bool) -> list[Case]:
         rng = seeded(2002)
         per_seq = rng.random((2, 5, 5)) > 0.4
         return [
-            Case("causal_mask(3, 5) and lengths [5, 4]", (ref.causal_mask(3, 5), ref.padding_mask([5, 4]))),
-            Case("a random (B, T, S) mask and lengths [5, 2]", (per_seq, ref.padding_mask([5, 2]))),
-            Case("causal_mask(6) and lengths [6, 1, 3, 4]", (ref.causal_mask(6), ref.padding_mask([6, 1, 3, 4]))),
-            Case("only a padding mask, lengths [2, 3]", (None, ref.padding_mask([2, 3]))),
-            Case("only a causal mask", (ref.causal_mask(4), None)),
+            Case("causal_mask(3, 5) and lengths [5, 4]", (_tril(3, 5), _lengths([5, 4]))),
+            Case("a random (B, T, S) mask and lengths [5, 2]", (per_seq, _lengths([5, 2]))),
+            Case("causal_mask(6) and lengths [6, 1, 3, 4]", (_tril(6), _lengths([6, 1, 3, 4]))),
+            Case("only a padding mask, lengths [2, 3]", (None, _lengths([2, 3]))),
+            Case("only a causal mask", (_tril(4), None)),
+            Case("neither mask (returns None)", (None, None)),
         ]
-    return [Case("causal_mask(4) and lengths [4, 2, 3]", (ref.causal_mask(4), ref.padding_mask([4, 2, 3])))]
+    return [Case("causal_mask(4) and lengths [4, 2, 3]", (_tril(4), _lengths([4, 2, 3])))]
 
 
 def check_combine_masks(student, hidden: bool = False) -> None:
@@ -249,10 +264,13 @@ def _additive_cases(hidden: bool) -> list[Case]:
     if hidden:
         rng = seeded(2004)
         return [Case("a random (2, 3, 4) mask", (rng.random((2, 3, 4)) > 0.5,)),
-                Case("causal_mask(5) with dtype=float32", (ref.causal_mask(5),), {"dtype": np.float32}),
-                Case("a padding mask, lengths [1, 3]", (ref.padding_mask([1, 3]),))]
-    return [Case("causal_mask(3)", (ref.causal_mask(3),)),
-            Case("a padding mask, lengths [2, 4]", (ref.padding_mask([2, 4]),))]
+                Case("causal_mask(5) with dtype=float32", (_tril(5),), {"dtype": np.float32}),
+                Case("a padding mask, lengths [1, 3]", (_lengths([1, 3]),)),
+                Case("a torch bool mask (2, 3)", (torch.from_numpy(_tril(2, 3)),)),
+                Case("a torch bool mask (3, 3) with dtype=torch.float16", (torch.from_numpy(_tril(3)),),
+                     {"dtype": torch.float16})]
+    return [Case("causal_mask(3)", (_tril(3),)),
+            Case("a padding mask, lengths [2, 4]", (_lengths([2, 4]),))]
 
 
 def check_to_additive(student, hidden: bool = False) -> None:
@@ -263,10 +281,19 @@ def check_to_additive(student, hidden: bool = False) -> None:
                            forbidden=FORBIDDEN, atol=0.0, rtol=0.0)
     for case in cases:
         out = call_student(student, case, exercise, FORBIDDEN)
+        if isinstance(case.args[0], torch.Tensor):
+            want = case.kwargs.get("dtype") or torch.get_default_dtype()
+            if not isinstance(out, torch.Tensor) or out.dtype != want:
+                got = out.dtype if isinstance(out, torch.Tensor) else type(out).__name__
+                raise AssertionError(f"{exercise}: on input '{case.label}' (a torch tensor) the docstring promises a "
+                                     f"torch tensor of dtype {want} (the `dtype` argument, default torch's default "
+                                     f"dtype), got {got}")
+            continue
         want = case.kwargs.get("dtype") or np.float64
-        if np.asarray(out).dtype != want:
-            raise AssertionError(f"{exercise}: on input '{case.label}' expected dtype {np.dtype(want)}, got "
-                                 f"{np.asarray(out).dtype}; use the `dtype` argument (default float64).")
+        if not isinstance(out, np.ndarray) or out.dtype != want:
+            got = out.dtype if isinstance(out, np.ndarray) else type(out).__name__
+            raise AssertionError(f"{exercise}: on input '{case.label}' expected a numpy array of dtype "
+                                 f"{np.dtype(want)}, got {got}; use the `dtype` argument (default float64).")
 
 
 # ---------------------------------------------------------------- masked_softmax
@@ -319,7 +346,7 @@ def _masked_softmax_cases(hidden: bool) -> list[Case]:
         s1, m1 = rng.normal(size=(2, 4, 6)) * 4, rng.random((2, 4, 6)) > 0.5
         m1[:, :, 0] = True
         s2 = rng.normal(size=(5, 5)) * 3
-        m2 = ref.combine_masks(ref.causal_mask(5), ref.padding_mask([3], max_len=5))[0]  # query i sees keys <= min(i, 2)
+        m2 = _tril(5) & _lengths([3], max_len=5)  # query i sees keys <= min(i, 2)
         s3, m3 = rng.normal(size=(3, 4)) * 100, np.ones((3, 4), dtype=bool)
         m3[1] = False
         m3[2, 2:] = False
@@ -329,7 +356,7 @@ def _masked_softmax_cases(hidden: bool) -> list[Case]:
                 Case("a (4,) mask broadcast over (3, 4) scores", (s3, np.array([True, False, True, False]))),
                 Case("no mask", (s2,))]
     s = rng.normal(size=(3, 4)) * 2
-    causal = ref.causal_mask(3, 4)
+    causal = _tril(3, 4)
     pad_all = np.array([[True, True, False, False], [True, True, False, False], [False, False, False, False]])
     return [Case("(3, 4) scores with causal_mask(3, 4)", (s, causal)),
             Case("(3, 4) scores whose last row is fully masked", (s, pad_all))]
@@ -340,14 +367,15 @@ def check_masked_softmax(student, hidden: bool = False) -> None:
     exercise = "masked_softmax"
     cases = _masked_softmax_cases(hidden)
     compare_with_reference(student, ref.masked_softmax, cases, exercise=exercise, wrongs=WRONG_MASKED_SOFTMAX,
-                           forbidden=FORBIDDEN_SOFTMAX, atol=1e-10, rtol=1e-8)
+                           forbidden=FORBIDDEN_SOFTMAX)
     for case in cases:
-        w = to_numpy(call_student(student, case, exercise, FORBIDDEN_SOFTMAX))
+        raw = call_student(student, case, exercise, FORBIDDEN_SOFTMAX)
+        w = to_numpy(raw)
         assert_finite(w, f"{exercise} on '{case.label}'", "A fully masked row must give zeros, not NaN.")
         if len(case.args) > 1:
             mask = np.broadcast_to(case.args[1], w.shape)
             if np.any(w[~mask] != 0):
                 raise AssertionError(f"{exercise}: on '{case.label}' masked keys must get weight exactly 0")
             sums = w.sum(-1)[mask.any(-1)]
-            if not np.allclose(sums, 1.0, atol=1e-10):
+            if not np.allclose(sums, 1.0, rtol=0, atol=tolerance(raw)[0]):
                 raise AssertionError(f"{exercise}: on '{case.label}' each row with a visible key must sum to 1")
