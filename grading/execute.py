@@ -13,6 +13,15 @@ limit): the student gets no grade at all, even for the exercises that were right
   every cell not yet run with ``NotebookTimeout`` (on top of the per-cell ``timeout``).
 
 So a broken submission is graded on what ran, and nothing is lost.
+
+Output is bounded twice. While a cell runs, ``ResilientExecute`` keeps at most
+``COURSE_OUTPUT_CELL_BYTES`` of its outputs in memory (a 100 MB print flood is not
+held) and each check record (``RECORD_MIME``, the verifier's input) at most
+``COURSE_RECORD_BYTES``. After the verifier has read and stripped the records,
+``BoundOutputs`` trims every cell to ``COURSE_OUTPUT_CELL_BYTES`` and the notebook to
+``COURSE_OUTPUT_NOTEBOOK_BYTES`` (streams, images, rich output and errors alike; an
+error is shortened, never dropped, so trimming can never raise a score) and says so
+in the cell with a visible note.
 """
 from __future__ import annotations
 
@@ -30,6 +39,34 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Integer
+
+
+# the verifier's input (course_lib.checks.transcript.RECORD_MIME); never counted against, nor trimmed by, output limits
+RECORD_MIME = "application/vnd.course-check-record+json"
+TRIM_NOTE = "[output trimmed"
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def output_bytes(out) -> int:
+    """Bytes an output takes in the notebook (what the gradebook copy and the feedback page must hold)."""
+    kind = out.get("output_type")
+    if kind == "stream":
+        return len(str(out.get("text", "")).encode("utf-8", "replace"))
+    if kind == "error":
+        return sum(len(str(x).encode("utf-8", "replace")) for x in
+                   [out.get("ename", ""), out.get("evalue", ""), *(out.get("traceback") or [])])
+    return sum(len(v.encode("utf-8", "replace")) if isinstance(v, str) else len(str(v))
+               for v in (out.get("data") or {}).values())
+
+
+def trim_note(text: str):
+    return new_output("display_data", data={"text/plain": f"{TRIM_NOTE}: {text}]"})
 
 
 def error_output(ename: str, evalue: str):
@@ -79,6 +116,35 @@ class ResilientExecute(Execute):
 
     _asked_exit = False
 
+    # ---- intake of kernel messages: a cell's outputs are bounded while they arrive
+    def output(self, outs, msg, display_id, cell_index):
+        content = msg.get("content", {})
+        data = content.get("data") or {}
+        if RECORD_MIME in data:
+            size = len(str(data[RECORD_MIME]))
+            if size > _env_int("COURSE_RECORD_BYTES", 8_000_000):
+                self._note_once(outs, cell_index, f"a check record of {size:,} bytes was larger than "
+                                                  f"{_env_int('COURSE_RECORD_BYTES', 8_000_000):,} and was dropped")
+                return None
+            return super().output(outs, msg, display_id, cell_index)
+        if msg.get("msg_type") == "error":  # errors decide scores: always kept (BoundOutputs shortens them)
+            return super().output(outs, msg, display_id, cell_index)
+        size = output_bytes({"output_type": "stream", "text": content.get("text", "")}) \
+            if msg.get("msg_type") == "stream" else output_bytes({"data": data})
+        used = self._intake.get(cell_index, 0) + size
+        limit = _env_int("COURSE_OUTPUT_CELL_BYTES", 500_000)
+        if used > limit and msg.get("msg_type") in ("stream", "display_data", "execute_result"):
+            self._note_once(outs, cell_index, f"this cell produced more than the {limit:,} bytes of output a "
+                                              "graded cell keeps; the rest was not recorded")
+            return None
+        self._intake[cell_index] = used
+        return super().output(outs, msg, display_id, cell_index)
+
+    def _note_once(self, outs, cell_index, text):
+        if cell_index not in self._noted:
+            self._noted.add(cell_index)
+            outs.append(trim_note(text))
+
     def on_cell_executed(self, **kwargs):
         super().on_cell_executed(**kwargs)
         reply = kwargs.get("execute_reply") or {}
@@ -97,6 +163,7 @@ class ResilientExecute(Execute):
             cell = self.nb.cells[j]
             if cell.cell_type != "code" or j in skip:
                 continue
+            self._intake.pop(j, None)
             self.execute_cell(copy.deepcopy(cell), j, store_history=False)  # outputs already recorded
 
     def preprocess(self, nb, resources=None, km=None):
@@ -105,6 +172,7 @@ class ResilientExecute(Execute):
         self._check_assign_resources(resources)
         start = time.monotonic()
         killers: set[int] = set()
+        self._intake, self._noted = {}, set()
         with self.setup_kernel():
             info_msg = self.wait_for_reply(self.kc.kernel_info())
             if info_msg and "language_info" in info_msg["content"]:
@@ -120,6 +188,8 @@ class ResilientExecute(Execute):
                     break
                 try:
                     self._asked_exit = False
+                    self._intake.pop(index, None)
+                    self._noted.discard(index)
                     self.preprocess_cell(cell, resources, index)
                     if self._asked_exit:
                         raise DeadKernelError("exit() called")
@@ -152,22 +222,81 @@ class ResilientExecute(Execute):
         return self.nb, self.resources
 
 
-class LimitRichOutput(Preprocessor):
-    """Replace any rich output (image, HTML, JSON) larger than ``max_bytes`` with a short note.
+class BoundOutputs(Preprocessor):
+    """Bound the outputs a graded notebook keeps: per cell and per notebook, every kind, with a note.
 
-    nbgrader's LimitOutput bounds printed lines and tracebacks only; a 40 MB image
-    would otherwise end up in the gradebook's notebook and the student's feedback.
+    Runs after the verifier (which reads and strips the check records) and after nbgrader's
+    LimitOutput (lines). Streams are cut, rich outputs (images, HTML, JSON) larger than what is
+    left are replaced by a note, errors are shortened but always kept (an error is what scores
+    a test 0: dropping one could raise a grade). Check records are left alone.
     """
 
     enabled = Bool(True)
-    max_bytes = Integer(1_000_000).tag(config=True)
+    cell_bytes = Integer(_env_int("COURSE_OUTPUT_CELL_BYTES", 500_000), help="output bytes one cell keeps").tag(config=True)
+    notebook_bytes = Integer(_env_int("COURSE_OUTPUT_NOTEBOOK_BYTES", 2_000_000),
+                             help="output bytes a whole notebook keeps").tag(config=True)
+    error_bytes = Integer(20_000, help="bytes one error output (value and traceback) keeps").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        self._left = self.notebook_bytes
+        return super().preprocess(nb, resources)
+
+    def _shorten_error(self, out) -> bool:
+        if output_bytes(out) <= self.error_bytes:
+            return False
+        half = self.error_bytes // 2
+        evalue = str(out.get("evalue", ""))
+        if len(evalue) > half:
+            out["evalue"] = evalue[:half] + " ... [trimmed]"
+        tb, kept, size = list(out.get("traceback") or []), [], 0
+        for line in tb[-20:]:
+            line = str(line)[:half // 4]
+            size += len(line)
+            if size > half:
+                break
+            kept.append(line)
+        out["traceback"] = kept or [f"{out.get('ename', 'Error')}: {out['evalue']}"]
+        return True
 
     def preprocess_cell(self, cell, resources, index):
-        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            if out.get("output_type") in ("display_data", "execute_result"):
-                size = sum(len(v) if isinstance(v, str) else len(str(v)) for v in out.get("data", {}).values())
-                if size > self.max_bytes:
-                    out["data"] = {"text/plain": f"[output of {size:,} characters removed: larger than the "
-                                                 f"{self.max_bytes:,} allowed in a graded notebook]"}
-                    out["metadata"] = {}
+        if cell.cell_type != "code":
+            return cell, resources
+        budget = max(0, min(self.cell_bytes, self._left))
+        used, trimmed, kept = 0, 0, []
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "display_data" and RECORD_MIME in out.get("data", {}):
+                kept.append(out)
+                continue
+            if kind == "display_data" and str(out.get("data", {}).get("text/plain", "")).startswith(TRIM_NOTE):
+                continue  # the intake's note: replaced by this one
+            if kind == "error":
+                trimmed += self._shorten_error(out)
+                used += output_bytes(out)
+                kept.append(out)
+                continue
+            size = output_bytes(out)
+            if used + size <= budget:
+                used += size
+                kept.append(out)
+                continue
+            trimmed += 1
+            if kind == "stream":
+                room = max(0, budget - used)
+                text = str(out.get("text", ""))
+                if room > 200:
+                    out["text"] = text.encode("utf-8", "replace")[:room].decode("utf-8", "ignore") + "\n"
+                    used += output_bytes(out)
+                    kept.append(out)
+            # rich output that does not fit: dropped (the note below says so)
+        if trimmed or any(str(o.get("data", {}).get("text/plain", "")).startswith(TRIM_NOTE)
+                          for o in cell.get("outputs", []) if o.get("output_type") == "display_data"):
+            kept.append(trim_note(f"this cell's output was cut to {budget:,} bytes (a graded cell keeps at most "
+                                  f"{self.cell_bytes:,} bytes, a notebook {self.notebook_bytes:,}); "
+                                  "what was cut does not change the score"))
+        cell.outputs = kept
+        self._left -= used
         return cell, resources
+
+
+LimitRichOutput = BoundOutputs  # the old name, for configurations that still use it

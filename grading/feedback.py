@@ -9,17 +9,54 @@ checks' message ("likely misconception 'missing scaling': ..."), but not the
 inputs or code that the instructor kept hidden. Printed output of hidden cells
 is dropped for the same reason.
 
-It also escapes the HTML in students' written (markdown) answers; outputs are
-sanitized by nbconvert (``HTMLExporter.sanitize_html`` in nbgrader_config.py).
+Student text reaches the page through one sanitiser, :func:`sanitise` (``nh3``, an
+allowlist: formatting tags only, no script, style, event handler, form or frame, links
+only http, https and mailto). nbconvert's HTML template passes every markdown cell
+(student-added cells, written answers, the grader's notes), every HTML, markdown and SVG
+output and the highlighted code through its ``clean_html`` filter when
+``HTMLExporter.sanitize_html`` is on; ``nbgrader_config.py`` replaces that filter with
+:func:`sanitise`. Streams, errors and plain text are escaped by the template itself.
+``SafeOutputs`` drops what the template would render outside that filter (JavaScript,
+widget views, image data that is not base64, file-name links) and makes the feedback
+folder hold only the generated pages: nbgrader copies every other file of the graded
+folder there.
 """
 from __future__ import annotations
 
+import os
 import re
+import stat
 
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Unicode
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# ------------------------------------------------------------------ the one sanitiser
+TAGS = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+        "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "q", "s", "samp",
+        "small", "span", "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr",
+        "u", "ul", "var"}
+ATTRIBUTES = {"*": {"class", "title"}, "a": {"href"}, "img": {"src", "alt", "width", "height"},
+              "td": {"colspan", "rowspan", "align"}, "th": {"colspan", "rowspan", "align"},
+              "ol": {"start"}}
+URL_SCHEMES = {"http", "https", "mailto"}
+
+
+def sanitise(html) -> str:
+    """Student-controlled HTML made safe to show: allowlisted tags and attributes, http/https/mailto links."""
+    import nh3
+
+    if isinstance(html, bytes):
+        html = html.decode("utf-8", "replace")
+    return nh3.clean(str(html), tags=TAGS, attributes=ATTRIBUTES, url_schemes=URL_SCHEMES,
+                     clean_content_tags={"script", "style", "noscript", "template", "textarea", "title", "xmp",
+                                         "iframe", "object", "embed", "svg", "math"},
+                     link_rel="noopener noreferrer nofollow", strip_comments=True)
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+SAFE_DATA = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg", "image/svg+xml"}
 
 
 class HideHiddenTests(Preprocessor):
@@ -61,3 +98,68 @@ class HideHiddenTests(Preprocessor):
                 kept.append(output)
         cell.outputs = kept
         return cell, resources
+
+
+class SafeOutputs(Preprocessor):
+    """What the page renders outside the sanitiser is made plain; the feedback folder holds only pages."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        self._only_pages(resources)
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, index):
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", str(cell.get("id", "x"))):
+            cell["id"] = f"cell-{index}"
+        tags = cell.get("metadata", {}).get("tags")
+        if tags is not None:
+            cell.metadata["tags"] = [t for t in tags if isinstance(t, str) and re.fullmatch(r"[A-Za-z0-9_-]+", t)]
+        cell.pop("attachments", None)
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") not in ("display_data", "execute_result"):
+                continue
+            data = out.get("data", {})
+            for mime in list(data):
+                value = data[mime]
+                if mime not in SAFE_DATA or (mime.startswith("image/") and mime != "image/svg+xml" and
+                                             not (isinstance(value, str) and _BASE64.fullmatch(value))):
+                    del data[mime]
+            if not data:
+                data["text/plain"] = "[output not shown in feedback]"
+            meta = out.get("metadata", {})
+            out["metadata"] = {k: v for k, v in meta.items() if k in ("width", "height") and isinstance(v, (int, float))}
+        return cell, resources
+
+    _pages: dict = {}  # feedback folder -> the pages this process generates into it
+
+    @classmethod
+    def _only_pages(cls, resources) -> None:
+        """Remove what nbgrader copied from the graded folder into the feedback folder: everything but
+        the pages generated in this run (the current notebook's page is written after this step)."""
+        from grading import GRADING_DIR
+
+        info = resources.get("nbgrader", {})
+        student, assignment = info.get("student"), info.get("assignment")
+        if not student or not assignment:
+            return
+        folder = os.path.join(GRADING_DIR, "feedback", student, assignment)
+        ours = cls._pages.setdefault(folder, set())
+        try:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return
+        try:
+            for name in os.listdir(fd):
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if name in ours and stat.S_ISREG(st.st_mode):
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    import shutil
+
+                    shutil.rmtree(name, dir_fd=fd)
+                else:
+                    os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+        ours.add(f"{info.get('notebook')}.html")

@@ -294,6 +294,16 @@ class DropEmptyMetadata(NbGraderPreprocessor):
         return nb, resources
 
 
+def quote(text: str) -> str:
+    """A finding quoted in the grader's markdown note: HTML-escaped and markdown-inert (it quotes
+    grade ids, names and code a student wrote)."""
+    import html
+    import re
+
+    text = html.escape(str(text), quote=False).replace("\n", " ")
+    return re.sub(r"([\\`*_{}\[\]()#+!|~$<>-])", r"\\\1", text)
+
+
 class ApplyIntegrity(NbGraderPreprocessor):
     """Zero every autograded test of a notebook with integrity findings, with the reasons shown."""
 
@@ -309,7 +319,7 @@ class ApplyIntegrity(NbGraderPreprocessor):
                     traceback=[f"IntegrityError: integrity check failed: {reason}"])]
         note = new_markdown_cell(
             "**Grading note: integrity check failed, so every autograded test of this notebook scores 0.**\n\n"
-            + "\n".join(f"- {f}" for f in findings)
+            + "\n".join(f"- {quote(f)}" for f in findings)
             + "\n\nIf you believe this is a mistake, talk to your instructor; they can review and regrade.")
         nb.cells.insert(0, note)
         return nb, resources

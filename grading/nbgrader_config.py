@@ -68,14 +68,17 @@ c.Autograde.sanitize_preprocessors = [
 # that killed it, not the whole submission; a notebook has a total time limit.
 c.Autograde.autograde_preprocessors = [
     "grading.execute.ResilientExecute", "grading.verify.VerifyOutsideKernel", "grading.integrity.ApplyIntegrity", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-    "grading.execute.LimitRichOutput", SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
-]
+    "grading.execute.BoundOutputs", SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+]  # BoundOutputs (output bytes per cell and notebook) runs after the verifier has read the records
 c.ResilientExecute.notebook_timeout = int(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))
 c.ResilientExecute.max_restarts = 3
 c.LimitOutput.max_lines = 300
 c.LimitOutput.max_traceback = 60
 
 # Feedback shows which hidden test failed, its points and message, never its code.
-c.GenerateFeedback.preprocessors = [GetGrades, "grading.feedback.HideHiddenTests", CSSHTMLHeaderPreprocessor]
-# a student's <script> in an output or markdown cell must not run when the feedback is opened
+c.GenerateFeedback.preprocessors = [GetGrades, "grading.feedback.HideHiddenTests", "grading.feedback.SafeOutputs",
+                                    CSSHTMLHeaderPreprocessor]
+# a student's <script> in an output or markdown cell must not run when the feedback is opened:
+# every markdown cell and HTML/SVG/markdown output goes through one sanitiser (nh3, grading/feedback.py)
 c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"clean_html": "grading.feedback.sanitise"}

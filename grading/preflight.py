@@ -2,7 +2,10 @@
 
 1. The grading kernel exists (nbgrader needs the kernelspec by name).
 2. ``course_lib`` imports inside that kernel (a kernel from another environment
-   runs every test cell into ImportError, and nbgrader records 0 points silently).
+   runs every test cell into ImportError, and nbgrader records 0 points silently),
+   and the kernel runs the course environment's interpreter: the same Python version
+   and the same ``sys.prefix`` (the venv) as the grader; otherwise grading is refused
+   (a kernel on another Python grades with other packages than the course was tested on).
 3. Every assignment to grade has a source folder with exactly the notebooks the
    release will contain.
 
@@ -36,12 +39,34 @@ def check_kernel(kernel_name: str) -> str:
 
 
 _PROBE = """
-import os, course_lib, course_lib.checks.core, course_lib.attention
+import os, sys, json, course_lib, course_lib.checks.core, course_lib.attention
 hidden = not os.path.exists({notebooks!r})
 print(("sandboxed" if os.environ.get("COURSE_SANDBOXED") else "not sandboxed")
       + ("; notebooks/ hidden" if hidden else "; notebooks/ VISIBLE"))
+print("PYTHON " + json.dumps([sys.version, os.path.realpath(sys.prefix)]))
 print(course_lib.__file__)
 """
+
+
+def environment() -> tuple[str, str]:
+    """The course environment's interpreter as the grader runs it: (sys.version, real sys.prefix)."""
+    import sys
+
+    return sys.version, os.path.realpath(sys.prefix)
+
+
+def check_interpreter(version: str, prefix: str) -> str:
+    """Refuse a kernel whose interpreter is not the course environment's; return a short description."""
+    import sys
+
+    want_version, want_prefix = environment()
+    if version != want_version or prefix != want_prefix:
+        raise PreflightError(
+            f"the grading kernel runs Python {version.split()[0]} from {prefix}, not the course environment's "
+            f"Python {want_version.split()[0]} from {want_prefix}: it would grade with other packages than the "
+            "course was tested on; refusing to grade. Reinstall the kernel from the environment "
+            f"(`{sys.executable} -m grading sandbox-install`) and check that the sandbox can reach it.")
+    return f"Python {version.split()[0]}, sys.prefix {prefix}"
 
 
 def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
@@ -50,6 +75,7 @@ def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
     Returns "<sandbox status>; course_lib from <path>". Raises PreflightError when
     course_lib does not import, or when a sandboxed kernel can still see notebooks/.
     """
+    import shutil
     import tempfile
 
     from jupyter_client.manager import KernelManager
@@ -62,6 +88,8 @@ def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
 
         km.start_kernel(cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except Exception as err:
+        shutil.rmtree(ipc, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
         raise PreflightError(f"the grading kernel {kernel_name!r} does not start: {err}") from err
     kc = km.client()
     try:
@@ -85,15 +113,21 @@ def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
                 "cell would fail and nbgrader would score all students 0. Install the course into the "
                 "kernel's environment: `pip install -e .` with that kernel's python."
             )
+        import json
+
         lines = text.splitlines()
         if "VISIBLE" in lines[0] and "not sandboxed" not in lines[0]:
             raise PreflightError("the sandboxed kernel can read notebooks/ (the hidden tests); refusing to grade")
-        return f"{lines[0]}; course_lib from {lines[-1]}"
+        (python,) = [json.loads(line[len("PYTHON "):]) for line in lines if line.startswith("PYTHON ")]
+        interpreter = check_interpreter(*python)
+        return f"{lines[0]}; {interpreter}; course_lib from {lines[-1]}"
     except RuntimeError as err:  # died before replying
         raise PreflightError(f"the grading kernel {kernel_name!r} died on start: {err}") from err
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+        shutil.rmtree(ipc, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def list_assignments() -> list[str]:

@@ -1,18 +1,35 @@
 """The sandboxed grading kernel: student code runs isolated, with bounded resources.
 
 The kernelspec ``course-sandbox`` (installed by ``python -m grading sandbox-install``
-into this environment) starts ``python -m grading.sandbox -f {connection_file}``,
-which sets resource limits and then replaces itself with the real IPython kernel
-inside bubblewrap (``bwrap``, Debian package ``bubblewrap``):
+into this environment) starts ``python -I -S <repo>/grading/sandbox.py -f {connection_file}``.
+The launcher runs as the grader (root when grading a class) in the submission's folder, so:
+
+* it runs isolated (``-I -S``): no working directory, no user site, no PYTHON* variables,
+  no site-packages on its import path; it is a plain script that imports the standard
+  library only, so nothing in the submission's folder is ever imported by root;
+* it reads the folder's path, then leaves it (``chdir("/")``); it never opens, lists or
+  changes anything in it: the kernel enters the folder only inside the sandbox;
+* it hands the kernel an environment built from an allowlist (:func:`kernel_env`): no
+  gradebook URL, password, token or other credential of the grader ever reaches it.
+
+It sets resource limits and then replaces itself with the real IPython kernel inside
+bubblewrap (``bwrap``, Debian package ``bubblewrap``):
 
 isolated (with bwrap)
     * no network: a new, empty network namespace (no loopback peers, no internet);
     * its own PID, IPC and UTS namespaces; every process it starts dies with it;
     * read-only filesystem; the repository is hidden except ``course_lib`` and the
-      Python environment, so ``notebooks/`` (the source with hidden tests), ``.git``,
-      ``grading/`` (the gradebook, the demo answers, other students' folders) and
-      the instructor's home directory are not visible;
-    * writable: only the submission's own working folder and a private /tmp;
+      Python environment (the venv and the interpreter it was made from, the same
+      interpreter and packages as the course's, see ``grading.preflight``), so
+      ``notebooks/`` (the source with hidden tests), ``.git``, ``grading/`` (the
+      gradebook, the demo answers, other students' folders) and the instructor's home
+      directory are not visible;
+    * the submission's folder is mounted read-only at ``/tmp/.submission`` and copied,
+      inside the sandbox and as the kernel's own uid, into ``/tmp/work``, the kernel's
+      working folder. ``/tmp`` is a private tmpfs of ``COURSE_SANDBOX_DISK_MB`` (default
+      512 MiB): the files a kernel writes, in its folder and in /tmp together, are bounded
+      in total and vanish with the kernel. The grader's copy of the folder is never
+      writable by the kernel, so no grader step can meet a link, FIFO or device it made;
     * when the grader runs as root, each kernel runs as an unused uid of its own
       (``setpriv`` inside the sandbox), so the process limit below applies to that
       kernel alone (root is exempt from RLIMIT_NPROC; a shared uid such as nobody
@@ -25,22 +42,29 @@ bounded (always, also without bwrap)
       per-cell wall-clock timeout and the per-notebook limit of ``grading.execute``;
     * file size: ``COURSE_SANDBOX_FSIZE_MB`` per file written (default 256 MiB).
 
-Without bwrap (not installed, or user namespaces disabled) only the limits
-apply: the kernel can then read and write what the grader's user can, and use
-the network. ``python -m grading preflight`` says which mode is in force.
+Without bwrap (not installed, or user namespaces disabled) only the limits apply: the
+kernel can then read and write what the grader's user can, and use the network. As root
+the launcher then refuses to start a kernel (root never runs submission code);
+``python -m grading preflight`` says which mode is in force.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
 import sys
 
-from grading import GRADING_DIR, REPO_DIR
+# A plain script, run with -I -S: nothing from the grading package (or the submission) is imported.
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(PACKAGE_DIR)
+GRADING_DIR = os.path.abspath(os.environ.get("COURSE_ROOT") or PACKAGE_DIR)
 
 KERNEL_NAME = "course-sandbox"
+SUBMISSION_MOUNT = "/tmp/.submission"  # the submission, read-only, inside the sandbox
+KERNEL_WORKDIR = "/tmp/work"  # the kernel's own copy of it, in the bounded private /tmp
 
 
 def _env_int(name: str, default: int) -> int:
@@ -50,6 +74,44 @@ def _env_int(name: str, default: int) -> int:
         raise SystemExit(f"{name} must be an integer, got {os.environ.get(name)!r}") from None
 
 
+def environment_prefix() -> str:
+    """The course environment's prefix (the venv), also when this runs with -S (no site: sys.prefix is the base)."""
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+    return venv if os.path.exists(os.path.join(venv, "pyvenv.cfg")) else sys.prefix
+
+
+# ------------------------------------------------------------------ the kernel's environment
+# names passed through as they are; everything else is dropped (allowlist)
+_PASS = {"LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_MESSAGES", "TZ", "TERM",
+         "MPLBACKEND", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING",
+         "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+         "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "TORCH_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+         "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}
+# COURSE_* settings pass (COURSE_CHECK_MODE, the limits, ...) unless the name or value looks like a secret
+_SECRET_NAME = re.compile(r"(^|_)(DB|URL|URI|DSN|ROOT|PWD|USER\w*|HOST\w*|PASS\w*|SECRET\w*|TOKEN\w*|CRED\w*|AUTH\w*|"
+                          r"SESSION\w*|COOKIE\w*|\w*KEY\w*)(_|$)", re.I)
+_SECRET_VALUE = re.compile(r"://|@|password", re.I)
+
+
+def kernel_env(environ: dict | None = None, home: str = "/tmp/home") -> dict:
+    """The kernel's whole environment: an allowlist of the grader's, plus the course's own settings."""
+    environ = dict(os.environ if environ is None else environ)
+    env = {k: v for k, v in environ.items() if k in _PASS}
+    for k, v in environ.items():
+        if k.startswith("COURSE_") and not _SECRET_NAME.search(k[len("COURSE_"):]) and not _SECRET_VALUE.search(v):
+            env[k] = v
+    env.update({
+        "PATH": os.pathsep.join([os.path.join(environment_prefix(), "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
+        "PYTHONPATH": REPO_DIR,  # course_lib (the only part of the repository the kernel sees)
+        "HOME": home, "MPLCONFIGDIR": os.path.join(home, ".matplotlib"),
+        "IPYTHONDIR": os.path.join(home, ".ipython"), "JUPYTER_RUNTIME_DIR": os.path.join(home, ".runtime"),
+        "XDG_CACHE_HOME": os.path.join(home, ".cache"), "COURSE_SANDBOXED": "1",
+    })
+    env.setdefault("MPLBACKEND", "agg")
+    return env
+
+
+# ------------------------------------------------------------------ bwrap
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
@@ -110,39 +172,64 @@ def set_limits(uid: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def _bind_python(args: list[str]) -> None:
-    prefixes = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
-    for p in sorted(prefixes):
-        args += ["--ro-bind", p, p]
+def python_dirs() -> list[str]:
+    """What the kernel's interpreter needs: the venv, its base interpreter, and the real paths behind them."""
+    prefix = environment_prefix()
+    dirs = {prefix, os.path.realpath(prefix), sys.base_prefix, os.path.realpath(sys.base_prefix),
+            os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    return sorted(d for d in dirs if d and os.path.isdir(d) and d != "/")
 
 
-def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_dirs: list[str]) -> list[str]:
-    """bwrap argv: read-only root, hidden repo/course/home, writable workdir and private dirs."""
+def _traversable(args: list[str], target: str, hidden: list[str]) -> None:
+    """Under a hidden folder (a fresh tmpfs) bwrap makes a bind's parents 0700 as root, which
+    an unprivileged kernel cannot traverse: create them 0755 first."""
+    for h in hidden:
+        if target.startswith(h.rstrip("/") + "/"):
+            rel = os.path.relpath(os.path.dirname(target), h)
+            path = h
+            for part in ([] if rel == "." else rel.split(os.sep)):
+                path = os.path.join(path, part)
+                args += ["--perms", "0755", "--dir", path]
+
+
+def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_dirs: list[str],
+                        env: dict | None = None) -> list[str]:
+    """bwrap argv: read-only root, hidden repo/course/home, the submission read-only, one bounded private /tmp."""
     home = os.path.expanduser("~")
+    disk = _env_int("COURSE_SANDBOX_DISK_MB", 512) * 1024 * 1024
     args = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm",
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
             "--hostname", "sandbox"]
-    args += ["--perms", "1777", "--tmpfs", "/tmp"]
     hidden = [home, REPO_DIR, GRADING_DIR, "/work/shared" if os.path.isdir("/work/shared") else None,
               os.path.join(os.path.dirname(REPO_DIR), "shared")]
-    for h in dict.fromkeys(x for x in hidden if x and os.path.isdir(x)):
+    hidden = list(dict.fromkeys(x for x in hidden if x and os.path.isdir(x)))
+    for h in hidden:
         args += ["--tmpfs", h]
-    _bind_python(args)
-    args += ["--ro-bind", os.path.join(REPO_DIR, "course_lib"), os.path.join(REPO_DIR, "course_lib")]
-    args += ["--bind", workdir, workdir]
+    for d in python_dirs():
+        _traversable(args, d, hidden)
+        args += ["--ro-bind", d, d]
+    course_lib = os.path.join(REPO_DIR, "course_lib")
+    _traversable(args, course_lib, hidden)
+    args += ["--ro-bind", course_lib, course_lib]
+    # /tmp last: nothing above may hide it; the kernel's files, its folder included, live in it
+    args += ["--perms", "1777", "--size", str(disk), "--tmpfs", "/tmp"]
+    args += ["--ro-bind", workdir, SUBMISSION_MOUNT]
     for d in private_dirs:
+        _traversable(args, d, hidden + ["/tmp"])
         args += ["--bind", d, d]
-    args += ["--chdir", workdir, "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
-             "--setenv", "IPYTHONDIR", "/tmp/ipython", "--setenv", "JUPYTER_RUNTIME_DIR", "/tmp/runtime",
-             "--setenv", "COURSE_SANDBOXED", "1",
-             # inside a PID namespace the kernel's parent is PID 1, which ipykernel's
-             # parent poller reads as "grader gone"; --die-with-parent does that job
-             "--unsetenv", "JPY_PARENT_PID", "--"]
-    return args + kernel_argv
+    args += ["--chdir", "/", "--clearenv"]
+    for k, v in sorted((env or {}).items()):
+        args += ["--setenv", k, v]
+    return args + ["--"] + kernel_argv
+
+
+# copies the submission into the kernel's own folder, inside the sandbox, as the kernel's uid
+_ENTER = ('umask 022; mkdir -p "$HOME" "$0" && cp -R -- "$1"/. "$0"/ 2>/dev/null; '
+          'cd "$0" && shift 1 && exec "$@"')
 
 
 def _check_workdir(workdir: str) -> None:
-    """Refuse to sandbox into a folder that holds the course or the system (it becomes writable)."""
+    """Refuse to sandbox into a folder that holds the course or the system."""
     real = os.path.realpath(workdir)
     for protected in (REPO_DIR, GRADING_DIR, os.path.expanduser("~"), "/"):
         p = os.path.realpath(protected)
@@ -151,23 +238,31 @@ def _check_workdir(workdir: str) -> None:
                              "Start the kernel in the submission's own folder.")
 
 
-def _hand_to(uid: int, paths: list[str]) -> None:
-    """As root: give the writable folders themselves (not their files) to the kernel's uid."""
-    for p in paths:
-        os.chown(p, uid, uid)
+def _write_private(path: str, data: str, owner: int | None = None) -> None:
+    """Write a file in a folder the kernel can write, without following anything it put there."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    if owner is not None:
+        os.fchown(fd, owner, owner)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(data)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-f" not in argv:
-        raise SystemExit("usage: python -m grading.sandbox -f CONNECTION_FILE [kernel args]")
+        raise SystemExit("usage: python -I -S grading/sandbox.py -f CONNECTION_FILE [kernel args]")
     i = argv.index("-f")
     connection_file = os.path.abspath(argv[i + 1])
     rest = argv[:i] + argv[i + 2:]
+    workdir = os.getcwd()
+    os.chdir("/")  # the submission's folder is entered only inside the sandbox
+    _check_workdir(workdir)
     with open(connection_file) as fh:
         info = json.load(fh)
-    workdir = os.getcwd()
-    _check_workdir(workdir)
     private = []
     # IPC sockets live next to the path in "ip"; the kernel needs that folder, and a
     # private copy of its connection file (the runtime folder holds other kernels' keys).
@@ -177,50 +272,68 @@ def main(argv: list[str] | None = None) -> None:
         ipc_dir = os.path.dirname(info["ip"])
         _check_workdir(ipc_dir)
         private.append(ipc_dir)
-        own_copy = os.path.join(ipc_dir, "connection.json")
-        with open(own_copy, "w") as fh:
-            json.dump(info, fh)
-        connection_file = own_copy
-    kernel_argv = [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file, *rest]
+        connection_file = os.path.join(ipc_dir, "connection.json")
+    python = os.path.join(environment_prefix(), "bin", "python") if os.path.exists(
+        os.path.join(environment_prefix(), "bin", "python")) else sys.executable
+    kernel_argv = [python, "-m", "ipykernel_launcher", "-f", connection_file, *rest]
     ok, exe = bwrap_works()
     if ok and info.get("transport") != "ipc":
         ok = False  # a TCP kernel cannot live in an empty network namespace
     uid = os.geteuid()
+    kernel_uid = _free_uid() if ok and uid == 0 else None
+    if private:  # a private copy; a restarted kernel's folder may hold links it made: never followed
+        _write_private(connection_file, json.dumps(info), kernel_uid)
+    if not ok:
+        if uid == 0 and os.environ.get("COURSE_SANDBOX_ALLOW_ROOT") != "1":
+            raise SystemExit(f"course-sandbox: no bwrap isolation ({exe}); refusing to run a student's kernel "
+                             "as root. Install bubblewrap, or grade as an unprivileged user.")
+        set_limits(uid)
+        home = os.path.join(private[0], "home") if private else os.path.join(workdir, ".home")
+        os.makedirs(home, exist_ok=True)
+        os.chdir(workdir)
+        os.execve(kernel_argv[0], kernel_argv, kernel_env(home=home))
     setpriv = shutil.which("setpriv")
-    if ok and uid == 0 and setpriv:
+    env = kernel_env()
+    entry = ["/bin/sh", "-c", _ENTER, KERNEL_WORKDIR, SUBMISSION_MOUNT, *kernel_argv]
+    if uid == 0:
+        if not setpriv:
+            raise SystemExit("course-sandbox: setpriv (util-linux) is missing; refusing to run a kernel as root")
         # bwrap runs as root (so it can mount what root can read), then the kernel
         # itself becomes an unprivileged uid of its own: the process limit binds
-        # (root is exempt) and counts only this kernel's processes and threads, and
-        # nothing outside its own folders is writable.
-        uid = gid = _free_uid()
-        _hand_to(uid, [workdir, *private])
-        kernel_argv = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
-                       "--", *kernel_argv]
+        # (root is exempt) and counts only this kernel's processes and threads.
+        uid = gid = kernel_uid
+        for p in private:
+            os.chown(p, uid, gid)  # root made it (mkdtemp), nothing inside it is followed
+        entry = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs", "--", *entry]
     set_limits(uid)
-    cmd = build_bwrap_command(exe, kernel_argv, workdir, private) if ok else kernel_argv
+    cmd = build_bwrap_command(exe, entry, workdir, private, env)
     os.execv(cmd[0], cmd)
 
 
-def install_kernelspec(prefix: str | None = None) -> str:
-    """Install the course-sandbox kernelspec into this environment; return its folder."""
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    import tempfile
-
-    spec = {
-        "argv": [sys.executable, "-m", "grading.sandbox", "-f", "{connection_file}"],
+def kernelspec() -> dict:
+    return {
+        # -I: isolated (no working directory, user site or PYTHON* variables); -S: no site-packages.
+        # A script, not -m: -m would put the working directory (the submission) first on sys.path.
+        "argv": [sys.executable, "-I", "-S", os.path.join(PACKAGE_DIR, "sandbox.py"), "-f", "{connection_file}"],
         "display_name": "Python 3 (course sandbox)",
         "language": "python",
-        "env": {"PYTHONPATH": REPO_DIR},
         # interrupts travel as a message on the control channel: a signal from the
         # grader would have to cross the sandbox's PID namespace
         "interrupt_mode": "message",
         "metadata": {"debugger": False},
     }
+
+
+def install_kernelspec(prefix: str | None = None) -> str:
+    """Install the course-sandbox kernelspec into this environment; return its folder."""
+    import tempfile
+
+    from jupyter_client.kernelspec import KernelSpecManager
+
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "kernel.json"), "w") as fh:
-            json.dump(spec, fh, indent=1)
-        return KernelSpecManager().install_kernel_spec(tmp, KERNEL_NAME, prefix=prefix or sys.prefix)
+            json.dump(kernelspec(), fh, indent=1)
+        return KernelSpecManager().install_kernel_spec(tmp, KERNEL_NAME, prefix=prefix or environment_prefix())
 
 
 if __name__ == "__main__":
