@@ -1,0 +1,398 @@
+"""Checks for lesson 11 (read consensus), with the misconceptions they name.
+
+    check_edit_distance(edit_distance)                     # edit_distance(a, b) -> (int, ops)
+    check_pileup(pileup)                                   # pileup(reads, alignments, length) -> (L, 5)
+    check_soft_alignment_loss(soft_alignment_loss)         # soft_alignment_loss(logits, target, gamma, del_cost=1.0)
+    check_positionwise_cross_entropy(positionwise_cross_entropy)   # positionwise_cross_entropy(logits, target)
+
+Named misconceptions
+    edit_distance: first row/column initialised to 0 (free end gaps); first row/column off by
+    one (D[i, 0] = i + 1); a mismatch costs 2 (only insertions and deletions); a mismatch
+    costs 0. The alignment is checked on its own: it must use every base of both strings,
+    "=" only where the bases agree, "X" only where they differ, and cost the distance.
+    pileup: deletions not counted as gaps; the read position advanced on a deletion;
+    inserted bases counted in the next column; columns in the order ACGT- instead of -ACGT.
+    soft_alignment_loss: max instead of min (logsumexp of +cost / gamma); log-sum-exp not
+    stabilised (exp underflows to 0 for small gamma: the loss becomes inf); insertion and
+    deletion costs swapped; raw logits used as log-probabilities; padding counted as label.
+    positionwise_cross_entropy: mean instead of sum; padding positions not scored;
+    probabilities instead of log-probabilities; no softmax.
+
+Inputs are seeded (``core.seeded``) or literal; the hidden edit-distance case also uses
+real subreads from the shipped extract. ``hidden=True`` uses other, larger inputs.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from course_lib import consensus as ref
+from course_lib.checks import core
+from course_lib.checks.core import Case, Wrong, call_student, compare_with_reference, seeded
+
+__all__ = [
+    "check_edit_distance", "check_pileup", "check_soft_alignment_loss", "check_positionwise_cross_entropy",
+    "WRONG_EDIT_DISTANCE", "WRONG_PILEUP", "WRONG_SOFT_ALIGNMENT_LOSS", "WRONG_CROSS_ENTROPY",
+]
+
+FORBIDDEN_EDIT = ("course_lib.consensus.edit_distance", "course_lib.consensus.soft_edit_distance",
+                  "Levenshtein.distance", "Levenshtein.editops")
+FORBIDDEN_PILEUP = ("course_lib.consensus.pileup",)
+FORBIDDEN_LOSS = ("course_lib.consensus.soft_alignment_loss", "course_lib.consensus.hard_alignment_loss",
+                  "course_lib.consensus.soft_edit_distance", "course_lib.consensus._soft_dp")
+FORBIDDEN_CE = ("course_lib.consensus.positionwise_cross_entropy", "torch.nn.functional.cross_entropy",
+                "torch.nn.functional.nll_loss")
+_BASES = "ACGT"
+
+
+def _random_seq(rng, n):
+    return "".join(rng.choice(list(_BASES), size=n)) if n else ""
+
+
+# ---------------------------------------------------------------- edit_distance
+def _ed_table(a, b, *, init_offset=0, free_ends=False, sub_cost=1):
+    n, m = len(a), len(b)
+    t = np.zeros((n + 1, m + 1), dtype=np.int64)
+    if not free_ends:
+        t[:, 0] = np.arange(n + 1) + (init_offset if n else 0)
+        t[0, :] = np.arange(m + 1) + (init_offset if m else 0)
+        t[0, 0] = 0
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            t[i, j] = min(t[i - 1, j - 1] + (sub_cost if a[i - 1] != b[j - 1] else 0), t[i - 1, j] + 1,
+                          t[i, j - 1] + 1)
+    return int(t[n, m])
+
+
+WRONG_EDIT_DISTANCE = [
+    Wrong("first row/column initialised to 0", lambda a, b: _ed_table(a, b, free_ends=True),
+          "D[i, 0] must be i (turning a[:i] into the empty string takes i deletions) and D[0, j] must be j; "
+          "with zeros there, bases at the ends are free and the distance is too small."),
+    Wrong("first row/column off by one", lambda a, b: _ed_table(a, b, init_offset=1),
+          "the first row and column are D[0, j] = j and D[i, 0] = i (start at 0 for the empty prefix), "
+          "not j + 1 and i + 1."),
+    Wrong("a mismatch costs 2", lambda a, b: _ed_table(a, b, sub_cost=2),
+          "a substitution is ONE edit: D[i-1, j-1] + (a[i-1] != b[j-1]); you charged it as a deletion plus "
+          "an insertion (cost 2)."),
+    Wrong("a mismatch costs 0", lambda a, b: _ed_table(a, b, sub_cost=0),
+          "the diagonal move costs 1 when a[i-1] != b[j-1] and 0 only when the bases are equal."),
+]
+
+
+def _edit_cases(hidden: bool):
+    rng = seeded(1101 if not hidden else 1102)
+    cases = [Case("ACGT vs AGT", ("ACGT", "AGT")), Case("empty vs AC", ("", "AC")),
+             Case("GATTACA vs GCATGCT", ("GATTACA", "GCATGCT")), Case("identical", ("ACCA", "ACCA")),
+             Case("TTAC vs empty", ("TTAC", ""))]
+    if not hidden:
+        for k in range(3):
+            cases.append(Case(f"random pair {k}", (_random_seq(rng, int(rng.integers(5, 15))),
+                                                    _random_seq(rng, int(rng.integers(5, 15))))))
+    else:
+        cases = [Case("both empty", ("", "")), Case("one base each", ("A", "C"))]
+        for k in range(3):
+            cases.append(Case(f"random pair {k}", (_random_seq(rng, int(rng.integers(30, 60))),
+                                                    _random_seq(rng, int(rng.integers(30, 60))))))
+        from course_lib.bio.pacbio import load_molecules  # real subreads: a data loader, not a reference
+
+        mol = load_molecules()[0]
+        cases.append(Case(f"real subread of ZMW {mol.zmw} vs its reference (first 80 bases)",
+                          (mol.passes()[1].seq[:80], mol.reference[:80])))
+    return cases
+
+
+def _check_ops(ops, a, b, distance, exercise, label):
+    if not isinstance(ops, str) or set(ops) - set("=XID"):
+        raise AssertionError(f"{exercise} on '{label}': the alignment must be a str of '=', 'X', 'I', 'D', "
+                             f"got {ops!r}")
+    i = j = 0
+    for k, op in enumerate(ops):
+        if op in "=X":
+            if i >= len(a) or j >= len(b):
+                raise AssertionError(f"{exercise} on '{label}': operation {k} ('{op}') runs past the end of a "
+                                     "string; '=' and 'X' use one base of each.")
+            if (a[i] == b[j]) != (op == "="):
+                raise AssertionError(f"{exercise} on '{label}': operation {k} is '{op}' but a[{i}] = {a[i]!r} and "
+                                     f"b[{j}] = {b[j]!r}; '=' is for equal bases, 'X' for different ones.")
+            i, j = i + 1, j + 1
+        elif op == "I":
+            i += 1
+        else:
+            j += 1
+    if i != len(a) or j != len(b):
+        raise AssertionError(f"{exercise} on '{label}': the alignment uses {i} bases of a (length {len(a)}) and "
+                             f"{j} of b (length {len(b)}); 'I' uses a base of a only, 'D' a base of b only. "
+                             "Did the traceback stop before reaching D[0, 0]?")
+    cost = sum(op != "=" for op in ops)
+    if cost != distance:
+        raise AssertionError(f"{exercise} on '{label}': the alignment {ops!r} costs {cost} edits but the "
+                             f"distance you return is {distance}; the traceback must follow an optimal path.")
+
+
+def _distance_only(student, exercise):
+    def fn(a, b):
+        out = student(a, b)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise AssertionError(f"{exercise}: expected a tuple (distance, operations), got {type(out).__name__}")
+        d = out[0]
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise AssertionError(f"{exercise}: the distance must be an integer, got {type(d).__name__}")
+        return int(d)
+    return fn
+
+
+def _reference_distance(a, b):
+    """The reference's distance (passed to compare_with_reference as the reference)."""
+    return ref.edit_distance(a, b)[0]
+
+
+def check_edit_distance(student, hidden: bool = False) -> None:
+    """Distance equals the reference; the alignment is valid and costs the distance (any tie-break)."""
+    exercise = "edit_distance"
+    cases = _edit_cases(hidden)
+    compare_with_reference(_distance_only(student, exercise), _reference_distance, cases, exercise=exercise,
+                           wrongs=WRONG_EDIT_DISTANCE, forbidden=FORBIDDEN_EDIT)
+    for case in cases:
+        d, ops = call_student(student, case, exercise, FORBIDDEN_EDIT)
+        _check_ops(ops, *case.args, int(d), exercise, case.label)
+
+
+# ---------------------------------------------------------------- pileup
+def _pileup_variant(reads, alignments, length, *, gaps=True, advance_on_del=False, ins_next=False, order="-ACGT"):
+    counts = np.zeros((length, 5), dtype=np.int64)
+    col = {c: k for k, c in enumerate(order)}
+    for read, ops in zip(reads, alignments):
+        i = j = 0
+        for op in ops:
+            if op in "=X":
+                counts[j, col[read[i]]] += 1
+                i, j = i + 1, j + 1
+            elif op == "I":
+                if ins_next and j < length:
+                    counts[j, col[read[i]]] += 1
+                i += 1
+            else:
+                if gaps:
+                    counts[j, col["-"]] += 1
+                j += 1
+                if advance_on_del:
+                    i += 1
+    return counts
+
+
+WRONG_PILEUP = [
+    Wrong("deletions not counted as gaps", functools.partial(_pileup_variant, gaps=False),
+          "a 'D' means the read has NO base at this backbone column: count it in column 0 (the gap) of that row."),
+    Wrong("read position advanced on a deletion", functools.partial(_pileup_variant, advance_on_del=True),
+          "'D' uses a backbone column but no base of the read: move the column index, not the read index."),
+    Wrong("inserted bases counted in the next column", functools.partial(_pileup_variant, ins_next=True),
+          "an 'I' base sits between two backbone columns and is not counted anywhere; only '=', 'X' and 'D' "
+          "fill a column."),
+    Wrong("columns in the order ACGT-", functools.partial(_pileup_variant, order="ACGT-"),
+          "the columns follow VOCAB = '-ACGT': the gap is column 0, then A, C, G, T."),
+]
+
+
+def _simulate(rng, backbone, p_sub=0.06, p_ins=0.08, p_del=0.05):
+    """A read and its alignment to ``backbone``, built together from random edits."""
+    read, ops = [], []
+    for base in backbone:
+        while rng.random() < p_ins:
+            read.append(str(rng.choice(list(_BASES))))
+            ops.append("I")
+        u = rng.random()
+        if u < p_del:
+            ops.append("D")
+        elif u < p_del + p_sub:
+            read.append(str(rng.choice([c for c in _BASES if c != base])))
+            ops.append("X")
+        else:
+            read.append(base)
+            ops.append("=")
+    return "".join(read), "".join(ops)
+
+
+def _pileup_cases(hidden: bool):
+    rng = seeded(1111 if not hidden else 1112)
+    cases = [Case("docstring example (backbone ATC)", (["AC", "AGC"], ["=D=", "=X="], 3))]
+    sizes = [(12, 3), (20, 5)] if not hidden else [(40, 8), (25, 1), (60, 12)]
+    for L, R in sizes:
+        backbone = _random_seq(rng, L)
+        pairs = [_simulate(rng, backbone, p_sub=0.1, p_ins=0.15, p_del=0.15) for _ in range(R)]
+        cases.append(Case(f"{R} simulated reads on a backbone of {L}",
+                          ([p[0] for p in pairs], [p[1] for p in pairs], L)))
+    return cases
+
+
+def check_pileup(student, hidden: bool = False) -> None:
+    """Counts equal the reference; integer (L, 5) array; ValueError for an alignment that does not fit."""
+    exercise = "pileup"
+    cases = _pileup_cases(hidden)
+    compare_with_reference(student, ref.pileup, cases, exercise=exercise, wrongs=WRONG_PILEUP,
+                           forbidden=FORBIDDEN_PILEUP)
+    out = call_student(student, cases[0], exercise, FORBIDDEN_PILEUP)
+    if not isinstance(out, np.ndarray) or out.dtype.kind not in "iu":
+        raise AssertionError(f"{exercise}: expected an integer numpy array, got "
+                             f"{type(out).__name__} {getattr(out, 'dtype', '')}")
+    core.assert_raises(student, Case("an alignment with one column too many", (["AC"], ["=D=D"], 3)), exercise,
+                       ValueError, "when an alignment does not use every column of the backbone", FORBIDDEN_PILEUP)
+
+
+# ---------------------------------------------------------------- soft_alignment_loss
+def _loss_variant(logits, target, gamma, del_cost=1.0, *, mode="min", swap=False, raw=False, keep_pad=False):
+    logp = logits if raw else torch.log_softmax(logits, dim=-1)
+    B, N, _ = logp.shape
+    out = []
+    for b in range(B):
+        y = [int(t) for t in target[b] if keep_pad or int(t) != 0]
+        M = len(y)
+        ins = [-logp[b, j, 0] for j in range(N)]
+        if swap:
+            ins_c = lambda j: del_cost + 0 * logp[b, j, 0]  # noqa: E731
+            del_c = lambda i: -logp[b, min(i, N - 1), 0]   # noqa: E731
+        else:
+            ins_c = lambda j: ins[j]  # noqa: E731
+            del_c = lambda i: torch.as_tensor(del_cost, dtype=logp.dtype)  # noqa: E731
+        V = [[None] * (N + 1) for _ in range(M + 1)]
+        V[0][0] = torch.zeros((), dtype=logp.dtype)
+        for j in range(1, N + 1):
+            V[0][j] = V[0][j - 1] + ins_c(j - 1)
+        for i in range(1, M + 1):
+            V[i][0] = V[i - 1][0] + del_c(i - 1)
+            for j in range(1, N + 1):
+                u = torch.stack([V[i - 1][j - 1] - logp[b, j - 1, y[i - 1]], V[i][j - 1] + ins_c(j - 1),
+                                 V[i - 1][j] + del_c(i - 1)])
+                if mode == "max":
+                    V[i][j] = gamma * torch.logsumexp(u / gamma, 0)
+                elif mode == "naive":
+                    V[i][j] = -gamma * torch.log(torch.exp(-u / gamma).sum())
+                else:
+                    V[i][j] = -gamma * torch.logsumexp(-u / gamma, 0)
+        out.append(V[M][N])
+    return torch.stack(out)
+
+
+WRONG_SOFT_ALIGNMENT_LOSS = [
+    Wrong("max instead of min", functools.partial(_loss_variant, mode="max"),
+          "the loss looks for the CHEAPEST alignment: softmin(u) = -gamma * logsumexp(-u / gamma); you computed "
+          "gamma * logsumexp(u / gamma), a soft MAX, which prefers the most expensive alignment."),
+    Wrong("missing log-sum-exp stabilisation", functools.partial(_loss_variant, mode="naive"),
+          "with a small gamma, exp(-u / gamma) underflows to 0 and log(0) = -inf, so the loss becomes inf; use "
+          "torch.logsumexp (it subtracts the largest term before exponentiating)."),
+    Wrong("gap costs swapped", functools.partial(_loss_variant, swap=True),
+          "a PREDICTED position left unmatched (insertion) costs -log p_j(gap); a LABEL base left unmatched "
+          "(deletion) costs del_cost. You used them the other way round."),
+    Wrong("raw logits used as log-probabilities", functools.partial(_loss_variant, raw=True),
+          "the costs are -log p with p = softmax(logits): take torch.log_softmax(logits, dim=-1) first."),
+    Wrong("padding counted as label", functools.partial(_loss_variant, keep_pad=True),
+          "zeros in `target` are padding: remove them, so that row b's label is only its bases (ids 1-4)."),
+]
+
+
+def _loss_cases(hidden: bool, dtype=torch.float64):
+    rng = seeded(1121 if not hidden else 1122)
+    shapes = [(2, 4, 3, 1.0), (3, 5, 6, 0.1), (2, 6, 5, 0.01)] if not hidden else \
+        [(1, 8, 8, 0.5), (4, 7, 5, 0.05), (2, 3, 6, 0.005)]
+    cases = []
+    for B, N, M, gamma in shapes:
+        logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 3).to(dtype)
+        target = torch.from_numpy(rng.integers(1, 5, size=(B, M)))
+        for b in range(1, B):  # shorter labels, padded with gaps at the end
+            target[b, M - b:] = 0
+        cases.append(Case(f"B={B}, N={N}, M={M}, gamma={gamma}", (logits, target, gamma)))
+    return cases
+
+
+def _grad_of(fn, logits, target, gamma):
+    x = logits.detach().clone().requires_grad_(True)
+    out = fn(x, target, gamma)
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        raise AssertionError("soft_alignment_loss: the loss must be a torch tensor that gradients can flow "
+                             "back through (no .item(), numpy or .detach() inside)")
+    out.sum().backward()
+    if x.grad is None:
+        raise AssertionError("soft_alignment_loss: no gradient reached the logits")
+    return x.grad.to(out.dtype)  # a loss computed in float32 has a float32-accurate gradient
+
+
+def _reference_gradient(logits, target, gamma):
+    """d(sum of the reference loss)/d logits (passed to compare_with_reference as the reference)."""
+    return _grad_of(ref.soft_alignment_loss, logits, target, gamma)
+
+
+def check_soft_alignment_loss(student, hidden: bool = False) -> None:
+    """Loss equals the reference (several gammas, padded labels), (B,) of the logits' dtype, gradients flow."""
+    exercise = "soft_alignment_loss"
+    cases = _loss_cases(hidden)
+    compare_with_reference(student, ref.soft_alignment_loss, cases, exercise=exercise,
+                           wrongs=WRONG_SOFT_ALIGNMENT_LOSS, forbidden=FORBIDDEN_LOSS)
+    first = call_student(student, cases[0], exercise, FORBIDDEN_LOSS)
+    if not isinstance(first, torch.Tensor):
+        raise AssertionError(f"{exercise}: expected a torch tensor, got {type(first).__name__}")
+    # float32 in, float32 out (the dtype promise)
+    case32 = _loss_cases(hidden, dtype=torch.float32)[1]
+    out32 = call_student(student, case32, exercise, FORBIDDEN_LOSS)
+    if not isinstance(out32, torch.Tensor) or out32.dtype != torch.float32:
+        raise AssertionError(f"{exercise}: float32 logits must give a float32 loss, got "
+                             f"{getattr(out32, 'dtype', type(out32).__name__)}")
+    # gradients flow and equal the reference's
+    grad_cases = [Case(c.label + " (gradient)", c.args) for c in cases[:2]]
+    compare_with_reference(functools.partial(_grad_of, student), _reference_gradient, grad_cases, exercise=exercise + " (gradient w.r.t. logits)", forbidden=FORBIDDEN_LOSS)
+    core.assert_raises(student, Case("gamma = 0", (cases[0].args[0], cases[0].args[1], 0.0)), exercise,
+                       ValueError, "when gamma <= 0 (the soft-min divides by gamma)", FORBIDDEN_LOSS)
+
+
+# ---------------------------------------------------------------- positionwise_cross_entropy
+def _ce_variant(logits, target, *, reduce="sum", score_pad=True, probs=False, raw=False):
+    B, N, _ = logits.shape
+    padded = torch.zeros(B, N, dtype=torch.long)
+    padded[:, : target.shape[1]] = target
+    logp = logits if raw else torch.log_softmax(logits, -1)
+    if probs:
+        logp = logp.exp()
+    per = -logp.gather(2, padded.unsqueeze(-1)).squeeze(-1)           # (B, N)
+    if not score_pad:
+        per = per * (torch.arange(N)[None, :] < target.shape[1])
+    return per.sum(-1) if reduce == "sum" else per.mean(-1)
+
+
+WRONG_CROSS_ENTROPY = [
+    Wrong("mean instead of sum", functools.partial(_ce_variant, reduce="mean"),
+          "the loss is the SUM over the N positions (comparable with the alignment loss, which sums costs), "
+          "not the mean."),
+    Wrong("padding positions not scored", functools.partial(_ce_variant, score_pad=False),
+          "the label is padded with gaps to N positions and every position is scored: the model must learn to "
+          "predict the gaps too."),
+    Wrong("probabilities instead of log-probabilities", functools.partial(_ce_variant, probs=True),
+          "cross-entropy is -log p(label): use log_softmax, not softmax."),
+    Wrong("no softmax", functools.partial(_ce_variant, raw=True),
+          "logits are not log-probabilities: take torch.log_softmax(logits, dim=-1) first."),
+]
+
+
+def _ce_cases(hidden: bool):
+    rng = seeded(1131 if not hidden else 1132)
+    shapes = [(2, 5, 3), (3, 4, 4)] if not hidden else [(1, 9, 6), (4, 6, 2)]
+    cases = []
+    for B, N, M in shapes:
+        logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 2)
+        target = torch.from_numpy(rng.integers(0, 5, size=(B, M)))
+        cases.append(Case(f"B={B}, N={N}, M={M}", (logits, target)))
+    return cases
+
+
+def check_positionwise_cross_entropy(student, hidden: bool = False) -> None:
+    """Equals the reference on padded labels; (B,) tensor; ValueError when the label is longer than N."""
+    exercise = "positionwise_cross_entropy"
+    cases = _ce_cases(hidden)
+    compare_with_reference(student, ref.positionwise_cross_entropy, cases, exercise=exercise,
+                           wrongs=WRONG_CROSS_ENTROPY, forbidden=FORBIDDEN_CE)
+    first = call_student(student, cases[0], exercise, FORBIDDEN_CE)
+    if not isinstance(first, torch.Tensor):
+        raise AssertionError(f"{exercise}: expected a torch tensor, got {type(first).__name__}")
+    logits, target = cases[0].args
+    long_target = torch.ones(logits.shape[0], logits.shape[1] + 2, dtype=torch.long)
+    core.assert_raises(student, Case("label longer than the prediction", (logits, long_target)), exercise,
+                       ValueError, "when the label is longer than the N predicted positions", FORBIDDEN_CE)

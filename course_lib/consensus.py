@@ -1,0 +1,430 @@
+"""Read consensus: edit distance, pileups, and the alignment loss of DeepConsensus.
+
+Covers
+    * ``edit_distance(a, b)``: Levenshtein distance (unit costs) with a traceback, in numpy.
+      The alignment is a string of operations, SAM-like, with ``a`` the query (a read) and
+      ``b`` the reference (a backbone): "=" match, "X" mismatch, "I" a base of ``a`` that
+      ``b`` lacks, "D" a base of ``b`` that ``a`` lacks.
+    * ``pileup(reads, alignments, length)``: per backbone column, how many reads show a gap,
+      A, C, G or T there (bases a read inserts between columns are dropped);
+      ``majority_consensus(counts)``: the most frequent symbol per column, gaps removed.
+    * ``soft_alignment_loss(logits, target, gamma)``: the alignment loss of DeepConsensus
+      (Baid et al. 2023, Nature Biotechnology 41:232-238, "DeepConsensus improves the
+      accuracy of sequences with a gap-aware sequence transformer", Methods, "Alignment
+      loss"): a dynamic program over match / insertion / deletion whose min is replaced by a
+      soft-min with temperature ``gamma``. Costs: a predicted position matched to a label
+      base costs that base's cross-entropy -log p_j(y_i); a predicted position left
+      unmatched (an insertion) costs -log p_j(gap); a label base left unmatched (a
+      deletion) costs ``del_cost``. As gamma -> 0 it becomes the hard minimum-cost
+      alignment; with 0/1 costs (``soft_edit_distance``) that is the edit distance.
+    * ``positionwise_cross_entropy(logits, target)``: the plain alternative, the label padded
+      with gaps and compared position by position.
+    * ``poa_consensus(reads)``: partial-order alignment consensus, computed by ``pyspoa``
+      (Vaser et al. 2017, SPOA), the strong classical baseline (not re-implemented here).
+    * ``ConsensusTransformer``: a small encoder (lesson 05 blocks) that reads a window of
+      pileup columns and predicts one symbol (gap or base) per column; ``windows`` and
+      ``label_windows`` cut a molecule into training examples.
+
+Does NOT cover
+    * banded or affine-gap alignment, local alignment, edlib-speed bit-parallel algorithms;
+    * DeepConsensus's real input (base qualities, pulse widths, inter-pulse durations, the
+      strand, a CCS draft with spaced insertion columns) and its banded loss (``width``);
+    * phasing, polishing with a trained HMM (as Arrow/pbccs do), or calling quality values.
+
+Token convention everywhere: ``VOCAB = "-ACGT"``, index 0 is the gap.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib.blocks import Encoder
+from course_lib.positional import SinusoidalPositionalEncoding
+
+__all__ = [
+    "VOCAB", "GAP", "encode", "decode", "reverse_complement",
+    "edit_distance", "alignment_counts", "pileup", "majority_consensus",
+    "soft_alignment_loss", "soft_edit_distance", "hard_alignment_loss", "positionwise_cross_entropy",
+    "poa_consensus", "error_rate", "column_labels", "windows", "label_windows", "ConsensusTransformer",
+]
+
+VOCAB = "-ACGT"
+GAP = 0
+_INDEX = {c: i for i, c in enumerate(VOCAB)}
+_COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
+
+
+def encode(seq: str) -> np.ndarray:
+    """'AC-T' -> array([1, 2, 0, 4]) (int64); any other letter raises ValueError."""
+    try:
+        return np.array([_INDEX[c] for c in seq], dtype=np.int64)
+    except KeyError as err:
+        raise ValueError(f"unknown symbol {err.args[0]!r}: only {VOCAB!r} are allowed") from None
+
+
+def decode(ids, drop_gaps: bool = True) -> str:
+    """[1, 2, 0, 4] -> 'ACT' (or 'AC-T' with drop_gaps=False)."""
+    s = "".join(VOCAB[int(i)] for i in ids)
+    return s.replace("-", "") if drop_gaps else s
+
+
+def reverse_complement(seq: str) -> str:
+    """'AACG' -> 'CGTT'."""
+    return seq.translate(_COMPLEMENT)[::-1]
+
+
+# ---------------------------------------------------------------- edit distance
+def edit_distance(a: str, b: str) -> tuple[int, str]:
+    """Levenshtein distance between ``a`` and ``b`` and one optimal alignment.
+
+    D[i, j] = distance between a[:i] and b[:j]: D[i, 0] = i, D[0, j] = j,
+    D[i, j] = min(D[i-1, j-1] + (a[i-1] != b[j-1]), D[i-1, j] + 1, D[i, j-1] + 1).
+    The traceback from D[len(a), len(b)] gives the operations, in order from the start:
+    "=" (match) and "X" (mismatch) use one base of each, "I" one base of ``a`` only,
+    "D" one base of ``b`` only. Any optimal alignment is correct; this one prefers the
+    diagonal, then "I", then "D".
+
+    Returns:
+        (distance as a Python int, operations as a str with len(a) + number of "D" symbols).
+
+    >>> edit_distance("ACGT", "AGT")
+    (1, '=I==')
+    >>> edit_distance("", "AC")
+    (2, 'DD')
+    """
+    n, m = len(a), len(b)
+    x = np.frombuffer(a.encode(), dtype=np.uint8)
+    y = np.frombuffer(b.encode(), dtype=np.uint8)
+    table = np.empty((n + 1, m + 1), dtype=np.int64)  # (n + 1, m + 1)
+    table[0] = np.arange(m + 1)
+    steps = np.arange(m + 1)
+    for i in range(1, n + 1):
+        # candidates from the row above: diagonal (match/mismatch) and "I" (down)
+        row = np.empty(m + 1, dtype=np.int64)
+        row[0] = i
+        row[1:] = np.minimum(table[i - 1, :-1] + (x[i - 1] != y), table[i - 1, 1:] + 1)
+        # "D" (left) moves inside the row: row[j] = min_k (row[k] + j - k), a running minimum
+        table[i] = np.minimum.accumulate(row - steps) + steps
+    ops = []
+    i, j = n, m
+    while i > 0 or j > 0:
+        if i > 0 and j > 0 and table[i, j] == table[i - 1, j - 1] + (a[i - 1] != b[j - 1]):
+            ops.append("=" if a[i - 1] == b[j - 1] else "X")
+            i, j = i - 1, j - 1
+        elif i > 0 and table[i, j] == table[i - 1, j] + 1:
+            ops.append("I")
+            i -= 1
+        else:
+            ops.append("D")
+            j -= 1
+    return int(table[n, m]), "".join(reversed(ops))
+
+
+def alignment_counts(ops: str) -> dict:
+    """Number of each operation: {'=': .., 'X': .., 'I': .., 'D': ..}."""
+    return {op: ops.count(op) for op in "=XID"}
+
+
+# ---------------------------------------------------------------- pileup and majority vote
+def pileup(reads: Sequence[str], alignments: Sequence[str], length: int) -> np.ndarray:
+    """Count, per backbone column, the symbols that the aligned reads put there.
+
+    ``alignments[r]`` aligns ``reads[r]`` (query) to a backbone of ``length`` bases
+    (reference), with the operations of :func:`edit_distance`. At each backbone column a
+    read shows its base ("=" or "X") or a gap ("D"); bases it inserts ("I") sit between
+    columns and are not counted.
+
+    Returns:
+        counts, int64 array (length, 5); columns follow VOCAB = "-ACGT" (gap first).
+
+    Raises:
+        ValueError when an alignment does not use every base of its read or every column of
+        the backbone, or when the numbers of reads and alignments differ.
+
+    >>> pileup(["AC", "AGC"], ["=D=", "=X="], 3)[:, :4]   # backbone 'ATC'
+    array([[0, 2, 0, 0],
+           [1, 0, 0, 1],
+           [0, 0, 2, 0]])
+    """
+    if len(reads) != len(alignments):
+        raise ValueError(f"got {len(reads)} reads but {len(alignments)} alignments")
+    counts = np.zeros((length, len(VOCAB)), dtype=np.int64)  # (L, 5)
+    for r, (read, ops) in enumerate(zip(reads, alignments)):
+        n_read = sum(op in "=XI" for op in ops)
+        n_cols = sum(op in "=XD" for op in ops)
+        if n_read != len(read) or n_cols != length:
+            raise ValueError(f"alignment {r} uses {n_read} bases of its read ({len(read)} long) and "
+                             f"{n_cols} backbone columns (expected {length})")
+        i = j = 0
+        for op in ops:
+            if op in "=X":
+                counts[j, _INDEX[read[i]]] += 1
+                i, j = i + 1, j + 1
+            elif op == "I":
+                i += 1
+            else:  # "D"
+                counts[j, GAP] += 1
+                j += 1
+    return counts
+
+
+def majority_consensus(counts: np.ndarray) -> str:
+    """The most frequent symbol of each column (ties: the first in "-ACGT"), gaps removed.
+
+    >>> majority_consensus(np.array([[0, 2, 0, 0, 0], [2, 0, 0, 1, 0], [0, 0, 2, 0, 0]]))
+    'AC'
+    """
+    return decode(np.asarray(counts).argmax(axis=-1))
+
+
+# ---------------------------------------------------------------- the alignment loss
+_BIG = 1e9  # stands for +inf outside the table: finite, so that no NaN reaches the gradient
+
+
+def _skew(values: torch.Tensor, i_of: torch.Tensor, j_of: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """values[b, i_of, j_of] where valid, _BIG elsewhere (index tensors shaped (D, M + 1))."""
+    picked = values[:, i_of.clamp(min=0, max=values.shape[1] - 1), j_of.clamp(min=0, max=values.shape[2] - 1)]
+    return torch.where(valid, picked, torch.full_like(picked, _BIG))
+
+
+def _soft_dp(sub: torch.Tensor, ins: torch.Tensor, dele: torch.Tensor, lengths: torch.Tensor,
+             gamma: float | None) -> torch.Tensor:
+    """Soft-min alignment DP over anti-diagonals d = i + j (each step vectorised over i).
+
+    sub (B, M, N): cost of matching label i with prediction j; ins (B, N): cost of leaving
+    prediction j unmatched; dele (B, M): cost of leaving label i unmatched; lengths (B,):
+    the label length of each row (<= M). gamma None = hard min. Returns V[len_b, N], (B,).
+    """
+    B, M, N = sub.shape
+    dev, dt = sub.device, sub.dtype
+    lengths = lengths.to(dev).long()
+    if M == 0 or N == 0:  # one path only: all insertions, or all deletions of the label
+        kept = torch.arange(M, device=dev)[None, :] < lengths[:, None]
+        return ins.sum(-1) + (dele * kept).sum(-1)
+    D = M + N + 1
+    i = torch.arange(M + 1, device=dev).expand(D, M + 1)               # (D, M + 1)
+    j = torch.arange(D, device=dev)[:, None] - i                       # (D, M + 1)
+    inside = (j >= 0) & (j <= N)
+    # costs laid out along the anti-diagonals: (B, D, M + 1), _BIG where a move is impossible
+    s_match = _skew(sub, i - 1, j - 1, (i >= 1) & (j >= 1) & inside)
+    s_ins = _skew(ins[:, None, :], torch.zeros_like(i), j - 1, (j >= 1) & inside)
+    s_del = _skew(dele[:, :, None], i - 1, torch.zeros_like(j), (i >= 1) & inside)
+    big = torch.full((B, 1), _BIG, device=dev, dtype=dt)
+    v_prev2 = torch.full((B, M + 1), _BIG, device=dev, dtype=dt)       # diagonal d - 2
+    v_prev1 = torch.cat([torch.zeros(B, 1, device=dev, dtype=dt), v_prev2[:, 1:]], dim=1)  # d = 0: V[0, 0] = 0
+    diagonals = [v_prev1]
+    for d in range(1, D):
+        match = torch.cat([big, v_prev2[:, :-1]], dim=1) + s_match[:, d]     # V[i-1, j-1] + sub
+        insert = v_prev1 + s_ins[:, d]                                       # V[i, j-1] + ins
+        delete = torch.cat([big, v_prev1[:, :-1]], dim=1) + s_del[:, d]     # V[i-1, j] + del
+        stack = torch.stack([match, insert, delete])                         # (3, B, M + 1)
+        cur = stack.min(0).values if gamma is None else -gamma * torch.logsumexp(-stack / gamma, dim=0)
+        cur = torch.where(inside[d], cur.clamp(max=_BIG), torch.full_like(cur, _BIG))
+        diagonals.append(cur)
+        v_prev2, v_prev1 = v_prev1, cur
+    table = torch.stack(diagonals, dim=1)                              # (B, D, M + 1)
+    return table[torch.arange(B, device=dev), lengths + N, lengths]
+
+
+def _loss_costs(logits: torch.Tensor, target: torch.Tensor, del_cost: float):
+    if logits.dim() != 3 or logits.shape[-1] != len(VOCAB):
+        raise ValueError(f"logits must be (B, N, {len(VOCAB)}), got {tuple(logits.shape)}")
+    if target.dim() != 2 or target.shape[0] != logits.shape[0]:
+        raise ValueError(f"target must be (B, M) with B = {logits.shape[0]}, got {tuple(target.shape)}")
+    logp = torch.log_softmax(logits, dim=-1)                           # (B, N, 5)
+    target = target.to(logits.device).long()
+    lengths = (target != GAP).sum(-1)                                  # (B,)
+    # left-pack each row (gaps to the end) so that label i is the i-th base
+    order = torch.argsort((target == GAP).to(torch.int8), dim=-1, stable=True)
+    packed = torch.gather(target, 1, order)                           # (B, M)
+    sub = -torch.gather(logp, 2, packed.unsqueeze(1).expand(-1, logp.shape[1], -1)).transpose(1, 2)  # (B, M, N)
+    ins = -logp[..., GAP]                                              # (B, N)
+    dele = torch.full(packed.shape, float(del_cost), dtype=logits.dtype, device=logits.device)  # (B, M)
+    return sub, ins, dele, lengths
+
+
+def soft_alignment_loss(logits: torch.Tensor, target: torch.Tensor, gamma: float,
+                        del_cost: float = 1.0) -> torch.Tensor:
+    """DeepConsensus's alignment loss with a soft-min of temperature ``gamma`` (one value per row).
+
+    p = softmax(logits) over VOCAB = "-ACGT" (gap first). Row b of ``target`` holds the label
+    bases (ids 1-4); gaps (0) are padding and are removed first, leaving y_1..y_M. With
+    V[0, 0] = 0, V[i, 0] = i * del_cost, V[0, j] = sum_{k<=j} -log p_k(gap), and
+
+        V[i, j] = softmin_gamma( V[i-1, j-1] - log p_j(y_i),   # prediction j is base y_i
+                                 V[i, j-1]  - log p_j(gap),    # prediction j is extra: a gap
+                                 V[i-1, j]  + del_cost )       # label base y_i is missed
+        softmin_gamma(u) = -gamma * log(sum_k exp(-u_k / gamma))   (computed with logsumexp)
+
+    the loss is V[M, N]. As gamma -> 0 it is the cost of the best alignment; it is
+    differentiable in ``logits`` for every gamma > 0.
+
+    Args:
+        logits: (B, N, 5) float; target: (B, M) int, bases 1-4 and padding 0 (M may differ from N);
+        gamma: temperature, > 0; del_cost: cost of a label base that no prediction covers.
+
+    Returns:
+        (B,) tensor of the logits' dtype and device.
+
+    Raises:
+        ValueError when gamma <= 0 or the shapes do not fit.
+
+    >>> logits = torch.log(torch.tensor([[[0.1, 0.6, 0.1, 0.1, 0.1]]]))   # one position, p(A) = 0.6
+    >>> soft_alignment_loss(logits, torch.tensor([[1]]), gamma=1e-3)      # min(-log 0.6, -log 0.1 + 1)
+    tensor([0.5108])
+    """
+    if not gamma > 0:
+        raise ValueError(f"gamma must be > 0, got {gamma!r}")
+    sub, ins, dele, lengths = _loss_costs(logits, target, del_cost)
+    return _soft_dp(sub, ins, dele, lengths, float(gamma))
+
+
+def hard_alignment_loss(logits: torch.Tensor, target: torch.Tensor, del_cost: float = 1.0) -> torch.Tensor:
+    """The gamma -> 0 limit of :func:`soft_alignment_loss`: a hard min over alignments, (B,)."""
+    sub, ins, dele, lengths = _loss_costs(logits, target, del_cost)
+    return _soft_dp(sub, ins, dele, lengths, None)
+
+
+def soft_edit_distance(a: str, b: str, gamma: float) -> float:
+    """The same soft-min DP with unit costs: tends to ``edit_distance(a, b)[0]`` as gamma -> 0.
+
+    >>> round(soft_edit_distance("ACGT", "AGT", 0.01), 3)
+    1.0
+    """
+    x = torch.as_tensor(encode(a)) if a else torch.zeros(0, dtype=torch.long)
+    y = torch.as_tensor(encode(b)) if b else torch.zeros(0, dtype=torch.long)
+    sub = (x[:, None] != y[None, :]).double()[None]                    # (1, |a|, |b|)
+    ins = torch.ones(1, len(b), dtype=torch.float64)
+    dele = torch.ones(1, len(a), dtype=torch.float64)
+    return float(_soft_dp(sub, ins, dele, torch.tensor([len(a)]), float(gamma) if gamma else None)[0])
+
+
+def positionwise_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each row's label padded with gaps to N, position by position, summed.
+
+    The label of row b is ``target[b]`` (ids 0-4); it is padded at the end with gaps (0) to
+    the N positions of ``logits`` and the loss is sum_j -log softmax(logits[b, j])[label_j].
+    Every position counts, padding included (the model must predict the gaps).
+
+    Args:
+        logits: (B, N, 5) float; target: (B, M) int with M <= N.
+
+    Returns:
+        (B,) float tensor.
+
+    Raises:
+        ValueError when M > N.
+
+    >>> logits = torch.log(torch.tensor([[[0.1, 0.6, 0.1, 0.1, 0.1], [0.7, 0.1, 0.1, 0.05, 0.05]]]))
+    >>> positionwise_cross_entropy(logits, torch.tensor([[1]]))   # -log 0.6 - log 0.7
+    tensor([0.8675])
+    """
+    B, N, _ = logits.shape
+    if target.shape[-1] > N:
+        raise ValueError(f"the label has {target.shape[-1]} positions, more than the {N} predicted")
+    padded = F.pad(target.to(logits.device).long(), (0, N - target.shape[-1]), value=GAP)   # (B, N)
+    logp = torch.log_softmax(logits, dim=-1)
+    return -torch.gather(logp, 2, padded.unsqueeze(-1)).squeeze(-1).sum(-1)
+
+
+# ---------------------------------------------------------------- baselines and evaluation
+def poa_consensus(reads: Sequence[str]) -> str:
+    """Partial-order alignment consensus of ``reads`` by pyspoa (global alignment, SPOA's defaults)."""
+    import spoa
+
+    consensus, _ = spoa.poa(list(reads), genmsa=False)
+    return consensus
+
+
+def error_rate(consensus: str, truth: str, distance=None) -> float:
+    """Edit distance / len(truth); ``distance`` is a function like :func:`edit_distance`."""
+    distance = distance or edit_distance
+    return distance(consensus, truth)[0] / len(truth)
+
+
+def column_labels(backbone_to_truth: str, truth: str) -> list[str]:
+    """Truth bases that belong to each backbone column, from the alignment backbone -> truth.
+
+    ``backbone_to_truth`` aligns the backbone (query) to the truth (reference). A column
+    matched to a truth base gets it; a backbone base absent from the truth ("I") gets "";
+    truth bases that no column covers ("D") join the previous column (the first column
+    when they come before it).
+
+    >>> column_labels("=I=D", "ACG")     # backbone 'AxC' -> truth 'ACG'
+    ['A', '', 'CG']
+    """
+    labels: list[str] = []
+    lead = ""  # truth bases before the first column
+    j = 0
+    for op in backbone_to_truth:
+        if op in "=X":
+            labels.append(truth[j])
+            j += 1
+        elif op == "I":
+            labels.append("")
+        else:  # "D": a truth base between columns
+            if labels:
+                labels[-1] += truth[j]
+            else:
+                lead += truth[j]
+            j += 1
+    if labels:
+        labels[0] = lead + labels[0]
+    return labels
+
+
+def windows(counts: np.ndarray, backbone: str, width: int, stride: int) -> tuple[np.ndarray, list[int]]:
+    """Model inputs: windows of ``width`` columns every ``stride`` (the last one ends at the end).
+
+    Each column's features: the pileup fractions (5) and the backbone base one-hot (5).
+
+    Returns:
+        (features float32 (n_windows, width, 10), start column of each window).
+    """
+    L = len(backbone)
+    if L < width:
+        raise ValueError(f"the backbone ({L} columns) is shorter than one window ({width})")
+    frac = counts / np.maximum(counts.sum(-1, keepdims=True), 1)           # (L, 5)
+    onehot = np.eye(len(VOCAB))[encode(backbone)]                          # (L, 5)
+    feats = np.concatenate([frac, onehot], axis=-1).astype(np.float32)    # (L, 10)
+    starts = list(range(0, L - width + 1, stride))
+    if starts[-1] != L - width:
+        starts.append(L - width)
+    return np.stack([feats[s:s + width] for s in starts]), starts
+
+
+def label_windows(labels: list[str], starts: list[int], width: int, max_len: int) -> np.ndarray:
+    """The truth bases of each window's columns, left-packed and padded with gaps: (n, max_len) int64.
+
+    Labels longer than ``max_len`` are cut (rare: a window whose backbone misses many bases).
+    """
+    out = np.zeros((len(starts), max_len), dtype=np.int64)
+    for k, s in enumerate(starts):
+        ids = encode("".join(labels[s:s + width]))[:max_len]
+        out[k, :len(ids)] = ids
+    return out
+
+
+class ConsensusTransformer(nn.Module):
+    """Pileup window -> one symbol (gap, A, C, G, T) per column.
+
+    features (B, W, 10) -> Linear -> + sinusoidal positions -> pre-norm encoder stack
+    (``course_lib.blocks.Encoder``) -> Linear -> logits (B, W, 5).
+    """
+
+    def __init__(self, d_model: int = 64, num_heads: int = 4, num_layers: int = 2, d_ff: int = 128,
+                 dropout: float = 0.1, max_len: int = 256, in_features: int = 2 * len(VOCAB)):
+        super().__init__()
+        self.embed = nn.Linear(in_features, d_model)
+        self.positions = SinusoidalPositionalEncoding(d_model, max_len)
+        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first=True)
+        self.head = nn.Linear(d_model, len(VOCAB))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        h = self.positions(self.embed(features))   # (B, W, d_model)
+        return self.head(self.encoder(h))           # (B, W, 5)
