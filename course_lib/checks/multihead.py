@@ -111,26 +111,47 @@ def _split_cases(hidden: bool) -> list[Case]:
     rng = seeded(3011 if hidden else 31)
     shapes = [((2, 5, 12), 3), ((1, 7, 8), 2)] if hidden else [((2, 3, 8), 2)]
     if hidden:
-        shapes.append(((3, 4, 6), 6))
-    return [Case(f"x of shape {s}, num_heads={h}", (rng.normal(size=s), h)) for s, h in shapes]
+        shapes += [((3, 4, 6), 6), ((5, 6), 2), ((2, 2, 3, 4), 2)]  # leading dims: none, (B,), (B, C)
+    cases = [Case(f"x of shape {s}, num_heads={h}", (rng.normal(size=s), h)) for s, h in shapes]
+    if hidden:
+        cases.append(Case("a torch tensor of shape (2, 3, 8), num_heads=4",
+                          (torch.from_numpy(rng.normal(size=(2, 3, 8))), 4)))
+    return cases
 
 
 def _merge_cases(hidden: bool) -> list[Case]:
     rng = seeded(3012 if hidden else 32)
-    shapes = [(2, 3, 5, 4), (1, 2, 7, 3), (3, 6, 4, 1)] if hidden else [(2, 2, 3, 4)]
-    return [Case(f"x of shape {s} (B, H, T, d_head)", (rng.normal(size=s),)) for s in shapes]
+    shapes = [(2, 3, 5, 4), (1, 2, 7, 3), (3, 6, 4, 1), (2, 3, 4), (2, 1, 2, 3, 2)] if hidden else [(2, 2, 3, 4)]
+    cases = [Case(f"x of shape {s} (..., H, T, d_head)", (rng.normal(size=s),)) for s in shapes]
+    if hidden:
+        cases.append(Case("a torch tensor of shape (2, 2, 3, 4)", (torch.from_numpy(rng.normal(size=(2, 2, 3, 4))),)))
+    return cases
+
+
+def _same_kind(student, cases, exercise) -> None:
+    """The docstring promises numpy in, numpy out; torch in, torch out."""
+    for case in cases:
+        out = call_student(student, case, exercise, FORBIDDEN)
+        kind = torch.Tensor if isinstance(case.args[0], torch.Tensor) else np.ndarray
+        if not isinstance(out, kind):
+            raise AssertionError(f"{exercise}: on input '{case.label}' the docstring promises the same kind as the "
+                                 f"input ({kind.__module__.split('.')[0]} {kind.__name__}), got {type(out).__name__}")
 
 
 def check_split_heads(student, hidden: bool = False) -> None:
-    """Student ``split_heads(x, num_heads)``: (B, T, D) -> (B, H, T, D/H), heads along features."""
-    compare_with_reference(student, ref.split_heads, _split_cases(hidden), exercise="split_heads",
-                           wrongs=WRONG_SPLIT, forbidden=FORBIDDEN, atol=0.0, rtol=0.0)
+    """Student ``split_heads(x, num_heads)``: (..., T, D) -> (..., H, T, D/H), heads along features."""
+    cases = _split_cases(hidden)
+    compare_with_reference(student, ref.split_heads, cases, exercise="split_heads",
+                           wrongs=WRONG_SPLIT, forbidden=FORBIDDEN)
+    _same_kind(student, cases, "split_heads")
 
 
 def check_merge_heads(student, hidden: bool = False) -> None:
-    """Student ``merge_heads(x)``: (B, H, T, d_head) -> (B, T, H * d_head), inverse of split_heads."""
-    compare_with_reference(student, ref.merge_heads, _merge_cases(hidden), exercise="merge_heads",
-                           wrongs=WRONG_MERGE, forbidden=FORBIDDEN, atol=0.0, rtol=0.0)
+    """Student ``merge_heads(x)``: (..., H, T, d_head) -> (..., T, H * d_head), inverse of split_heads."""
+    cases = _merge_cases(hidden)
+    compare_with_reference(student, ref.merge_heads, cases, exercise="merge_heads",
+                           wrongs=WRONG_MERGE, forbidden=FORBIDDEN)
+    _same_kind(student, cases, "merge_heads")
 
 
 # ---------------------------------------------------------------- multi-head attention, right and wrong
@@ -205,9 +226,17 @@ def _mha_case(rng, label, B, T, S, D, H, bias=True, mask=None, cross=True):
     return Case(label, args, kwargs)
 
 
-def _mha_cases(hidden: bool) -> list[Case]:
-    from course_lib.masking import causal_mask, padding_mask
+def causal_mask(T, S=None):  # numpy literals: inputs never come from a lesson's reference
+    S = T if S is None else S
+    return np.arange(S)[None, :] <= np.arange(T)[:, None] + (S - T)
 
+
+def padding_mask(lengths, max_len=None):
+    lengths = np.asarray(lengths)
+    return np.arange(int(lengths.max()) if max_len is None else max_len)[None, :] < lengths[:, None]
+
+
+def _mha_cases(hidden: bool) -> list[Case]:
     rng = seeded(3033 if hidden else 33)
     if not hidden:
         return [
@@ -224,7 +253,13 @@ def _mha_cases(hidden: bool) -> list[Case]:
                   mask=both, cross=False),
         _mha_case(rng, "one head, T=3, S=5, D=6", 1, 3, 5, 6, 1),
         _mha_case(rng, "B=1, T=2, S=9, D=12, H=6", 1, 2, 9, 12, 6),
+        _unbatched(_mha_case(rng, "no batch axis: query (4, 8), key (5, 8), H=2", 1, 4, 5, 8, 2)),
     ]
+
+
+def _unbatched(case: Case) -> Case:
+    args = (case.args[0][0], case.args[1][0], case.args[2][0]) + case.args[3:]
+    return Case(case.label, args, case.kwargs)
 
 
 def check_multi_head_attention(student, hidden: bool = False) -> None:
@@ -232,7 +267,7 @@ def check_multi_head_attention(student, hidden: bool = False) -> None:
     b_q=None, b_k=None, b_v=None, b_o=None, mask=None)`` -> (out (B, T, D), weights (B, H, T, S))."""
     compare_with_reference(student, ref.multi_head_attention, _mha_cases(hidden),
                            exercise="multi_head_attention", wrongs=WRONG_MHA, forbidden=FORBIDDEN,
-                           atol=1e-10, rtol=1e-8, output_names=("output", "weights"))
+                           output_names=("output", "weights"))
 
 
 # ---------------------------------------------------------------- loading nn.MultiheadAttention weights
@@ -250,10 +285,10 @@ def _params(m, *, transpose=True, transpose_out=True):
 
 
 WRONG_PARAMS = [
-    Wrong("weights not transposed", lambda m: _as_tuple(_params(m, transpose=False)),
+    Wrong("weights not transposed", lambda m: _params(m, transpose=False),
           "nn.Linear and in_proj_weight store weights as (out_features, in_features) and compute x @ W.T; "
           "multi_head_attention computes x @ w, so transpose each block (and out_proj.weight)."),
-    Wrong("output projection not transposed", lambda m: _as_tuple(_params(m, transpose_out=False)),
+    Wrong("output projection not transposed", lambda m: _params(m, transpose_out=False),
           "out_proj.weight is an nn.Linear weight too, (out, in): transpose it like the q, k, v blocks."),
 ]
 
@@ -283,18 +318,31 @@ def check_numpy_params_from_torch(student, hidden: bool = False) -> None:
     exercise = "numpy_params_from_torch"
     cases = _params_cases(hidden)
     for case in cases:
-        got = call_student(student, case, exercise, FORBIDDEN)
+        got = call_student(student, case, exercise, FORBIDDEN, observe=_plain_params)
         if not isinstance(got, dict):
             raise AssertionError(f"{exercise}: return a dict with keys {', '.join(PARAM_KEYS)}; "
-                                 f"got {type(got).__name__}")
+                                 f"got {got[1] if isinstance(got, tuple) else type(got).__name__}")
         missing = [k for k in PARAM_KEYS if k not in got]
         if missing:
             raise AssertionError(f"{exercise}: the dict lacks the keys {missing} (needed to call "
                                  "multi_head_attention(q, k, v, **params))")
+        for k in PARAM_KEYS[:-1]:
+            if got[k] is not None and not isinstance(got[k], np.ndarray):
+                raise AssertionError(f"{exercise}: params[{k!r}] must be a numpy array (or None for a missing "
+                                     f"bias), got {type(got[k]).__name__}; use .detach().numpy()")
+    compare_with_reference(student, ref.numpy_params_from_torch, cases, exercise=exercise, wrongs=WRONG_PARAMS,
+                           forbidden=FORBIDDEN, output_names=PARAM_KEYS, observe=_params_tuple)
 
-    def as_tuple(m):
-        return _as_tuple(student(m))
 
-    compare_with_reference(as_tuple, lambda m: _as_tuple(ref.numpy_params_from_torch(m)), cases,
-                           exercise=exercise, wrongs=WRONG_PARAMS, forbidden=FORBIDDEN, atol=1e-12, rtol=0.0,
-                           output_names=PARAM_KEYS)
+def _plain_params(p):
+    """The student's dict as plain data (a dict of arrays/None/int), or a marker for another type."""
+    if not isinstance(p, dict):
+        return ("not a dict", type(p).__name__)
+    return {str(k): v for k, v in p.items() if k in PARAM_KEYS}
+
+
+def _params_tuple(p):
+    p = _plain_params(p)
+    if isinstance(p, tuple):
+        return p
+    return tuple(p.get(k) for k in PARAM_KEYS)
