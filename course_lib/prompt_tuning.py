@@ -1,0 +1,284 @@
+"""Instruction prompt tuning of a frozen causal language model (Lester et al. 2021; Med-PaLM, Singhal et al. 2023).
+
+Covers
+    * ``prepend_soft_prompt``: put P trainable vectors in front of a batch of token
+      embeddings and extend the attention mask (the soft prompt is always attended to).
+    * ``answer_only_labels``: labels for the causal-LM loss that count only the answer's
+      tokens: -100 (ignored) on the soft prompt, on the question and on padding. The
+      labels are NOT shifted: as in ``transformers``, position t's label is the token AT t
+      and the loss (``lm_loss``, ``option_log_likelihood``) does the shift by one, once.
+    * ``option_log_likelihood``: a multiple-choice option's log-likelihood, summed over its
+      tokens, or divided by the number of tokens (``normalise=True``, length-normalised).
+    * ``freeze_model``: every weight of the language model frozen, eval mode, and the number
+      of its parameters (a tied weight counted once).
+    * Around them: :class:`SoftPrompt`, :class:`PromptedLM` (a frozen LM with a soft prompt,
+      for ``course_lib.training.train``), ``lm_loss``, ``encode_examples``,
+      ``option_scores`` (scores every option of many questions, reusing the shared prefix
+      and each question's key/value cache), ``wilson_interval``.
+
+Does NOT cover
+    * prefix tuning (vectors in every layer), LoRA or any change of the model's weights;
+    * sampling and generation (options are scored, never generated);
+    * the paper's scale: Med-PaLM tunes a prompt of 100 vectors for a 540B model.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import TensorDataset
+
+__all__ = ["prepend_soft_prompt", "answer_only_labels", "option_log_likelihood", "freeze_model", "SoftPrompt",
+           "PromptedLM", "lm_loss", "encode_examples", "option_scores", "text_embeds", "wilson_interval",
+           "IGNORE"]
+
+IGNORE = -100  # the label torch's cross_entropy skips (ignore_index)
+
+
+def prepend_soft_prompt(input_embeds: torch.Tensor, attention_mask: torch.Tensor,
+                        prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prepend the soft prompt to every sequence of the batch and extend the mask.
+
+    Args:
+        input_embeds: (B, T, d) token embeddings.
+        attention_mask: (B, T), 1 (or True) = a real token, 0 = padding; any dtype.
+        prompt: (P, d) the soft prompt, shared by the whole batch.
+
+    Returns:
+        (embeds, mask): embeds (B, P + T, d) = [prompt; input_embeds] for each sequence,
+        mask (B, P + T) with the dtype of ``attention_mask``: ones for the P prompt
+        positions, then ``attention_mask``. The inputs are not modified; gradients flow
+        back to ``prompt``.
+
+    >>> e, m = prepend_soft_prompt(torch.zeros(2, 3, 4), torch.tensor([[1, 1, 0], [1, 1, 1]]), torch.ones(2, 4))
+    >>> e.shape, m
+    (torch.Size([2, 5, 4]), tensor([[1, 1, 1, 1, 0],
+            [1, 1, 1, 1, 1]]))
+    """
+    B = input_embeds.shape[0]
+    P = prompt.shape[0]
+    prompt_b = prompt.to(input_embeds.dtype).unsqueeze(0).expand(B, P, prompt.shape[-1])  # (B, P, d)
+    embeds = torch.cat([prompt_b, input_embeds], dim=1)  # (B, P + T, d)
+    ones = torch.ones(B, P, dtype=attention_mask.dtype, device=attention_mask.device)
+    return embeds, torch.cat([ones, attention_mask], dim=1)
+
+
+def answer_only_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int,
+                       answer_start: torch.Tensor) -> torch.Tensor:
+    """Causal-LM labels that train only on the answer tokens, for a sequence with a soft prompt in front.
+
+    Args:
+        input_ids: (B, T) token ids (question then answer, right-padded).
+        attention_mask: (B, T), 1 = real token, 0 = padding.
+        prompt_len: P, the number of soft-prompt vectors that will be prepended.
+        answer_start: (B,) int, index in ``input_ids`` of each sequence's first answer token.
+
+    Returns:
+        (B, P + T) int64 labels aligned with the prompted sequence: -100 on the P prompt
+        positions, on question tokens (index < answer_start) and on padding; the token id
+        elsewhere. NOT shifted: the loss compares the prediction at position t - 1 with
+        label t. The inputs are not modified.
+
+    >>> answer_only_labels(torch.tensor([[5, 6, 7, 0]]), torch.tensor([[1, 1, 1, 0]]), 2, torch.tensor([1]))
+    tensor([[-100, -100, -100,    6,    7, -100]])
+    """
+    B, T = input_ids.shape
+    pos = torch.arange(T, device=input_ids.device).unsqueeze(0)  # (1, T)
+    keep = (pos >= answer_start.to(input_ids.device).view(B, 1)) & attention_mask.bool()  # (B, T)
+    labels = torch.where(keep, input_ids.long(), torch.full_like(input_ids, IGNORE, dtype=torch.long))
+    prefix = torch.full((B, prompt_len), IGNORE, dtype=torch.long, device=input_ids.device)
+    return torch.cat([prefix, labels], dim=1)
+
+
+def option_log_likelihood(logits: torch.Tensor, labels: torch.Tensor, normalise: bool = False) -> torch.Tensor:
+    """Log-likelihood of each sequence's labelled tokens under next-token logits.
+
+    Args:
+        logits: (B, L, V) the model's outputs; position t predicts the token at t + 1.
+        labels: (B, L) token ids, -100 where a token is not scored (unshifted, as
+            ``answer_only_labels`` makes them). A label at position 0 cannot be predicted.
+        normalise: False: the SUM over the scored tokens; True: the MEAN per scored token
+            (length-normalised, so long options are not penalised for their length).
+
+    Returns:
+        (B,) float in the logits' dtype: sum_t log softmax(logits[:, t - 1])[labels[:, t]]
+        over the scored t (divided by their number when ``normalise``).
+
+    >>> logits = torch.log(torch.tensor([[[0.5, 0.5], [0.9, 0.1], [0.2, 0.8]]]))
+    >>> option_log_likelihood(logits, torch.tensor([[-100, 1, 0]]))  # log 0.5 + log 0.9
+    tensor([-0.7985])
+    """
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)  # (B, L-1, V): predictions for positions 1..L-1
+    target = labels[:, 1:]  # (B, L-1)
+    scored = target != IGNORE
+    picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, L-1)
+    total = (picked * scored).sum(dim=-1)
+    if normalise:
+        total = total / scored.sum(dim=-1).clamp(min=1)
+    return total
+
+
+def freeze_model(model: nn.Module) -> int:
+    """Freeze every parameter of ``model`` (requires_grad False), switch it to eval mode, count its parameters.
+
+    Returns the number of parameter ELEMENTS, each tensor counted once even when it is
+    shared (a tied input/output embedding is one tensor). Buffers are not parameters.
+
+    >>> freeze_model(nn.Linear(3, 2))   # 3 * 2 weights + 2 biases
+    8
+    """
+    total = 0
+    for p in model.parameters():  # parameters() yields a shared tensor once
+        p.requires_grad_(False)
+        total += p.numel()
+    model.eval()
+    return total
+
+
+# ---------------------------------------------------------------- the pieces around the exercises
+class SoftPrompt(nn.Module):
+    """P trainable vectors of the model's width, initialised from the embeddings of real tokens."""
+
+    def __init__(self, init: torch.Tensor):
+        super().__init__()
+        self.weight = nn.Parameter(init.detach().clone())  # (P, d)
+
+    @classmethod
+    def from_token_ids(cls, embedding: nn.Embedding, token_ids: Sequence[int]) -> "SoftPrompt":
+        ids = torch.as_tensor(list(token_ids), device=embedding.weight.device)
+        return cls(embedding(ids))
+
+    def forward(self) -> torch.Tensor:
+        return self.weight
+
+
+class PromptedLM(nn.Module):
+    """A frozen causal LM with a soft prompt: ``forward(input_ids, attention_mask) -> logits (B, P + T, V)``.
+
+    ``prepend`` is the function that puts the prompt in front (the lesson passes the
+    student's ``prepend_soft_prompt``).
+    """
+
+    def __init__(self, lm: nn.Module, prompt: SoftPrompt, prepend: Callable = prepend_soft_prompt):
+        super().__init__()
+        self.lm, self.prompt, self.prepend = lm, prompt, prepend
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        embeds = self.lm.get_input_embeddings()(input_ids)  # (B, T, d)
+        embeds, mask = self.prepend(embeds, attention_mask, self.prompt())
+        return self.lm(inputs_embeds=embeds, attention_mask=mask).logits  # (B, P + T, V)
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over the labelled positions (the shift by one happens here)."""
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+                           ignore_index=IGNORE)
+
+
+def encode_examples(tokenizer, prompts: Sequence[str], answers: Sequence[str], prompt_len: int,
+                    labels_fn: Callable = answer_only_labels) -> TensorDataset:
+    """``TensorDataset(input_ids, attention_mask, labels)`` of prompt + answer texts, right-padded.
+
+    Prompt and answer are tokenised separately and concatenated, so the answer's tokens
+    are exactly the ones ``option_scores`` scores. ``labels_fn`` builds the labels.
+    """
+    seqs, starts = [], []
+    for p, a in zip(prompts, answers):
+        q, r = tokenizer(p)["input_ids"], tokenizer(a)["input_ids"]
+        seqs.append(q + r)
+        starts.append(len(q))
+    T = max(len(s) for s in seqs)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.full((len(seqs), T), pad, dtype=torch.long)
+    mask = torch.zeros(len(seqs), T, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    labels = labels_fn(ids, mask, prompt_len, torch.tensor(starts))
+    return TensorDataset(ids, mask, labels)
+
+
+@torch.no_grad()
+def text_embeds(lm: nn.Module, tokenizer, text: str) -> torch.Tensor:
+    """(P, d) the input embeddings of ``text``'s tokens (a hard prompt as a prefix)."""
+    ids = torch.tensor(tokenizer(text)["input_ids"], device=lm.get_input_embeddings().weight.device)
+    return lm.get_input_embeddings()(ids)
+
+
+@torch.no_grad()
+def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts: Sequence[str],
+                  options: Sequence[Sequence[str]], *, scorer: Callable = option_log_likelihood,
+                  normalise: bool = False, batch_size: int = 16, progress: bool = False) -> torch.Tensor:
+    """(N, K) score of each of the K options of N questions: ``scorer`` on [prefix; prompt; option].
+
+    ``prefix``: (P, d) embeddings shared by every question (a soft prompt, or a hard prompt's
+    token embeddings from :func:`text_embeds`), or None. The prefix and each prompt are run
+    once; the K options of a question continue from its key/value cache, so the cost is
+    about P + N * (prompt + K * option) tokens instead of N * K * (P + prompt + option).
+    ``scorer(logits, labels, normalise)`` gets logits (N*K, L+1, V) whose position 0 is the
+    prediction after the prompt's last token and labels (N*K, L+1) = [-100, option ids,
+    -100 padding], so it is exactly ``option_log_likelihood``'s convention.
+    """
+    from tqdm.auto import tqdm
+
+    emb = lm.get_input_embeddings()
+    device = emb.weight.device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    K = len(options[0])
+    if prefix is None:
+        prefix = torch.zeros(0, emb.weight.shape[1], device=device, dtype=emb.weight.dtype)
+    P = prefix.shape[0]
+    out = torch.empty(len(prompts), K, dtype=torch.float32)
+    for lo in tqdm(range(0, len(prompts), batch_size), disable=not progress, desc="scoring", unit="batch"):
+        qs = [tokenizer(p)["input_ids"] for p in prompts[lo:lo + batch_size]]
+        opts = [[tokenizer(o)["input_ids"] for o in options[i]] for i in range(lo, lo + len(qs))]
+        b, Lq = len(qs), max(len(q) for q in qs)
+        # 1) prefix + question, LEFT-padded so every question ends in the last column
+        ids = torch.full((b, Lq), pad, dtype=torch.long, device=device)
+        mask = torch.zeros(b, P + Lq, dtype=torch.long, device=device)
+        for i, q in enumerate(qs):
+            ids[i, Lq - len(q):] = torch.tensor(q, device=device)
+            mask[i, :P] = 1
+            mask[i, P + Lq - len(q):] = 1
+        x = torch.cat([prefix.unsqueeze(0).expand(b, P, -1), emb(ids)], dim=1)  # (b, P+Lq, d)
+        # the prefix sits before the padding: give real tokens consecutive positions 0, 1, ...
+        pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        first = lm(inputs_embeds=x, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+        cache = first.past_key_values
+        cache.batch_repeat_interleave(K)
+        last = first.logits[:, -1].repeat_interleave(K, dim=0)  # (b*K, V): predicts each option's 1st token
+        # 2) the K options of each question continue from its cache, RIGHT-padded
+        flat = [o for row in opts for o in row]
+        Lo = max(len(o) for o in flat)
+        oid = torch.full((b * K, Lo), pad, dtype=torch.long, device=device)
+        omask = torch.zeros(b * K, Lo, dtype=torch.long, device=device)
+        for i, o in enumerate(flat):
+            oid[i, :len(o)] = torch.tensor(o, device=device)
+            omask[i, :len(o)] = 1
+        start = pos[:, -1].repeat_interleave(K).unsqueeze(1) + 1  # (b*K, 1)
+        opos = start + torch.arange(Lo, device=device).unsqueeze(0)
+        full_mask = torch.cat([mask.repeat_interleave(K, dim=0), omask], dim=1)
+        second = lm(input_ids=oid, attention_mask=full_mask, position_ids=opos, past_key_values=cache)
+        logits = torch.cat([last.unsqueeze(1), second.logits], dim=1)  # (b*K, Lo+1, V)
+        labels = torch.cat([torch.full((b * K, 1), IGNORE, dtype=torch.long, device=device),
+                            torch.where(omask.bool(), oid, torch.full_like(oid, IGNORE))], dim=1)
+        out[lo:lo + b] = scorer(logits, labels, normalise).float().view(b, K).cpu()
+    return out
+
+
+def wilson_interval(correct: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval (95% with z = 1.96) for an accuracy of correct / total.
+
+    >>> [round(v, 3) for v in wilson_interval(30, 40)]
+    [0.598, 0.858]
+    """
+    if total <= 0:
+        raise ValueError("total must be positive")
+    p = correct / total
+    denom = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denom
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
