@@ -1,0 +1,494 @@
+"""Checks for lesson 10 (proteins), with the misconceptions they name.
+
+    check_encode_proteins(encode_proteins)                # encode_proteins(sequences, max_len=None)
+    check_kmer_vectors(kmer_vectors)                      # kmer_vectors(sequences, k=3)
+    check_favor_padded_attention(favor_padded_attention)  # favor_padded_attention(q, k, v, w, keep)
+    check_greedy_decode(greedy_decode)                    # greedy_decode(model, src_ids, src_keep, max_len)
+
+Named misconceptions
+    encode_proteins: no <cls>/<eos>; <eos> cut off by truncation; lower-case residues
+    become <unk>; residue ids start at 0 (the special tokens not counted); padded to
+    max_len instead of the longest sequence; keep mask inverted (True at padding);
+    padding with <eos> instead of <pad>.
+    kmer_vectors: counts not normalised; last residue most significant (digits
+    reversed); non-overlapping windows (step k); presence instead of counts; windows
+    with a non-standard residue counted; last window missed (n - k windows).
+    favor_padded_attention: key padding ignored; padded query rows not zeroed;
+    normaliser forgotten; and, by watching the shape of every tensor a torch function
+    returns during the call (``torch.overrides.TorchFunctionMode``), an (L, L) matrix built.
+    greedy_decode: no causal mask; source padding ignored (memory_mask); start token
+    kept in the output; tokens generated after <eos> instead of padding; one step too
+    many (max_len + 1 tokens); logits of the first position instead of the last.
+
+Inputs are literal strings, strings drawn with ``core.seeded`` and tensors and models
+drawn from ``torch.Generator().manual_seed``; ``hidden=True`` uses other, larger ones.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+
+from course_lib import proteins as ref
+from course_lib.checks.core import (
+    Case,
+    Wrong,
+    assert_shape,
+    call_student,
+    compare_with_reference,
+    reference,
+    seeded,
+)
+
+__all__ = [
+    "check_encode_proteins",
+    "check_kmer_vectors",
+    "check_favor_padded_attention",
+    "check_greedy_decode",
+    "WRONG_ENCODE",
+    "WRONG_KMER",
+    "WRONG_FAVOR",
+    "WRONG_GREEDY",
+]
+
+FORBIDDEN_ENCODE = ("course_lib.proteins.encode_proteins",)
+FORBIDDEN_KMER = ("course_lib.proteins.kmer_vectors",)
+FORBIDDEN_FAVOR = (
+    "course_lib.proteins.favor_padded_attention",
+    "course_lib.efficient.attention_from_features_torch",
+    "course_lib.efficient.favor_attention_torch",
+    "course_lib.efficient.linear_attention_torch",
+    "course_lib.efficient.EfficientMultiHeadAttention.forward",
+    "torch.nn.functional.scaled_dot_product_attention",
+)
+FORBIDDEN_GREEDY = ("course_lib.proteins.greedy_decode",)
+
+_AA = ref.AMINO_ACIDS
+_AA_ID = {a: i + len(ref.SPECIALS) for i, a in enumerate(_AA)}
+
+
+# ---------------------------------------------------------------- encode_proteins: known wrong answers
+def _enc(sequences, max_len=None, *, specials=True, cut_eos=False, upper=True, offset=len(ref.SPECIALS),
+         pad_to_max=False, invert=False, pad_id=ref.PAD):
+    rows = []
+    for s in sequences:
+        s = s.upper() if upper else s
+        ids = [(_AA.index(a) + offset) if a in _AA else ref.UNK for a in s]
+        if specials:
+            if cut_eos:
+                ids = ([ref.CLS] + ids + [ref.EOS])[: max_len] if max_len else [ref.CLS] + ids + [ref.EOS]
+            else:
+                ids = [ref.CLS] + (ids if max_len is None else ids[: max_len - 2]) + [ref.EOS]
+        elif max_len is not None:
+            ids = ids[:max_len]
+        rows.append(ids)
+    T = max((len(r) for r in rows), default=0)
+    if pad_to_max and max_len is not None:
+        T = max_len
+    out = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    keep = torch.zeros(len(rows), T, dtype=torch.bool)
+    for b, r in enumerate(rows):
+        out[b, : len(r)] = torch.tensor(r, dtype=torch.long)
+        keep[b, : len(r)] = True
+    return out, (~keep if invert else keep)
+
+
+WRONG_ENCODE = [
+    Wrong("no <cls>/<eos>", lambda s, max_len=None: _enc(s, max_len, specials=False),
+          "every sequence starts with <cls> (id 1) and ends with <eos> (id 2): "
+          "[CLS] + residue ids + [EOS], then padding."),
+    Wrong("<eos> cut off by truncation", lambda s, max_len=None: _enc(s, max_len, cut_eos=True),
+          "truncate the RESIDUES to max_len - 2 before adding <cls> and <eos>; cutting the whole encoded "
+          "sequence at max_len drops the <eos> of long proteins."),
+    Wrong("lower-case residues become <unk>", lambda s, max_len=None: _enc(s, max_len, upper=False),
+          "residues are case-insensitive: upper-case the sequence (s.upper()) before looking up ids."),
+    Wrong("residue ids start at 0", lambda s, max_len=None: _enc(s, max_len, offset=0),
+          "the five special tokens take ids 0..4, so 'A' is id 5 (AA_VOCAB.index('A')), not 0."),
+    Wrong("padded to max_len instead of the longest sequence", lambda s, max_len=None: _enc(s, max_len,
+                                                                                          pad_to_max=True),
+          "T is the length of the longest ENCODED sequence in the batch (capped at max_len), not max_len itself."),
+    Wrong("keep mask inverted", lambda s, max_len=None: _enc(s, max_len, invert=True),
+          "keep is True at real tokens (<cls>, residues, <eos>) and False at padding (the course's mask "
+          "convention: True = may attend)."),
+    Wrong("padding with <eos>", lambda s, max_len=None: _enc(s, max_len, pad_id=ref.EOS),
+          "pad with <pad> (id 0), not with <eos>; keep must be False exactly there."),
+]
+
+
+# ---------------------------------------------------------------- kmer_vectors: known wrong answers
+def _kmer(sequences, k=3, *, normalise=True, reverse=False, step=1, presence=False, unknown_as_a=False,
+          miss_last=False):
+    out = np.zeros((len(sequences), 20**k))
+    for b, s in enumerate(sequences):
+        s = s.upper()
+        stop = len(s) - k + (0 if miss_last else 1)
+        for i in range(0, max(stop, 0), step):
+            window = s[i:i + k]
+            if not unknown_as_a and any(a not in _AA for a in window):
+                continue
+            digits = [_AA.index(a) if a in _AA else 0 for a in window]
+            if reverse:
+                digits = digits[::-1]
+            idx = 0
+            for dgt in digits:
+                idx = idx * 20 + dgt
+            out[b, idx] = 1.0 if presence else out[b, idx] + 1.0
+        if normalise:
+            n = np.linalg.norm(out[b])
+            out[b] = out[b] / n if n > 0 else out[b]
+    return torch.from_numpy(out).float()
+
+
+WRONG_KMER = [
+    Wrong("counts not normalised", lambda s, k=3: _kmer(s, k, normalise=False),
+          "divide each row of counts by its Euclidean norm (row / row.norm()), so that the dot product of two "
+          "vectors is their cosine similarity."),
+    Wrong("digits reversed", lambda s, k=3: _kmer(s, k, reverse=True),
+          "the FIRST residue of the k-mer is the most significant digit: index = sum_i idx(a_i) * 20**(k - i) "
+          "(for k=2, 'AC' is 0 * 20 + 1 = 1 and 'CA' is 20)."),
+    Wrong("non-overlapping windows", lambda s, k=3: _kmer(s, k, step=k),
+          "k-mers overlap: take a window at EVERY position (step 1), n - k + 1 windows for n residues."),
+    Wrong("presence instead of counts", lambda s, k=3: _kmer(s, k, presence=True),
+          "count how often each k-mer occurs (a k-mer seen twice counts 2), not only whether it occurs."),
+    Wrong("windows with a non-standard residue counted", lambda s, k=3: _kmer(s, k, unknown_as_a=True),
+          "skip every window that holds a letter outside the 20 standard amino acids (X, B, Z, U, ...)."),
+    Wrong("last window missed", lambda s, k=3: _kmer(s, k, miss_last=True),
+          "a sequence of n residues has n - k + 1 windows: range(len(s) - k + 1), not range(len(s) - k)."),
+]
+
+
+# ---------------------------------------------------------------- favor_padded_attention: known wrong answers
+def _favor(q, k, v, w, keep, *, mask_keys=True, zero_queries=True, normalise=True):
+    from course_lib.efficient import favor_features_torch
+
+    key_keep = keep[:, None, :, None]
+    phi_q = favor_features_torch(q, w, is_query=True)
+    phi_k = favor_features_torch(k, w, is_query=False, keep=key_keep if mask_keys else None)
+    kv = phi_k.transpose(-2, -1) @ v
+    out = phi_q @ kv
+    if normalise:
+        den = phi_q @ phi_k.sum(dim=-2).unsqueeze(-1)
+        out = out / torch.where(den == 0, torch.ones_like(den), den)
+    return out * key_keep.to(out.dtype) if zero_queries else out
+
+
+WRONG_FAVOR = [
+    Wrong("key padding ignored", lambda q, k, v, w, keep: _favor(q, k, v, w, keep, mask_keys=False),
+          "padded keys must contribute nothing: pass keep (as (B, 1, L, 1)) to favor_features_torch for the KEYS, "
+          "so their features are 0 in both phi(K)^T V and phi(K)^T 1."),
+    Wrong("padded query rows not zeroed", lambda q, k, v, w, keep: _favor(q, k, v, w, keep, zero_queries=False),
+          "set the output rows of padded queries to 0 (multiply by keep[:, None, :, None])."),
+    Wrong("normaliser forgotten", lambda q, k, v, w, keep: _favor(q, k, v, w, keep, normalise=False),
+          "divide phi(Q)(phi(K)^T V) by phi(Q)(phi(K)^T 1): the softmax weights of each query sum to 1."),
+]
+QUADRATIC = ("the (L, L) attention matrix is built: a tensor of shape (..., {L}, {L}) appeared while your function "
+             "ran on L = {L}. Compute phi(K)^T V (m, d) first and then phi(Q) times it; never phi(Q) phi(K)^T.")
+
+
+# ---------------------------------------------------------------- greedy_decode: known wrong answers
+def _greedy(model, src_ids, src_keep, max_len, *, causal=True, memory_mask=True, keep_bos=False, stop=True,
+            extra_step=False, first_position=False):
+    memory = model.encode(src_ids, src_keep)
+    mmask = src_keep[:, None, None, :] if memory_mask else None
+    B = src_ids.shape[0]
+    out = torch.full((B, 1), model.bos_id, dtype=torch.long)
+    done = torch.zeros(B, dtype=torch.bool)
+    for _ in range(max_len + (1 if extra_step else 0)):
+        T = out.shape[1]
+        tmask = torch.ones(T, T, dtype=torch.bool).tril() if causal else None
+        h = model.decoder(model.embed_target(out), memory, tmask, mmask)
+        nxt = model.generator(h[:, 0] if first_position else h[:, -1]).argmax(dim=-1)
+        if stop:
+            nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)
+        out = torch.cat([out, nxt[:, None]], dim=1)
+        done = done | (nxt == model.eos_id)
+        if bool(done.all()):
+            break
+    return out if keep_bos else out[:, 1:]
+
+
+def _greedy_wrong(**flags):
+    def fn(model, src_ids, src_keep, max_len):
+        with torch.no_grad():
+            return _greedy(model, src_ids, src_keep, max_len, **flags)
+    return fn
+
+
+WRONG_GREEDY = [
+    Wrong("no causal mask", _greedy_wrong(causal=False),
+          "pass a causal tgt_mask (T, T), lower triangle True (torch.ones(T, T, dtype=torch.bool).tril()), to "
+          "model.decoder: without it, earlier prefix positions attend to later ones and the model sees a "
+          "different computation than in training."),
+    Wrong("source padding ignored", _greedy_wrong(memory_mask=False),
+          "pass memory_mask=src_keep[:, None, None, :] so that cross-attention ignores the padding of shorter "
+          "proteins."),
+    Wrong("start token kept in the output", _greedy_wrong(keep_bos=True),
+          "return the generated tokens only: drop the <bos> column you started with (out[:, 1:])."),
+    Wrong("tokens generated after <eos>", _greedy_wrong(stop=False),
+          "once a row has produced <eos> it is finished: give it model.pad_id at every later step."),
+    Wrong("one step too many", _greedy_wrong(extra_step=True),
+          "generate at most max_len tokens (for _ in range(max_len)), the <eos> included."),
+    Wrong("logits of the first position", _greedy_wrong(first_position=True),
+          "the next token is predicted from the LAST position of the prefix: model.generator(h[:, -1])."),
+]
+
+
+# ---------------------------------------------------------------- inputs
+def _random_protein(rng, n, extra=""):
+    letters = _AA + extra
+    return "".join(letters[i] for i in rng.integers(0, len(letters), size=n))
+
+
+def _encode_cases(hidden: bool) -> list[Case]:
+    rng = seeded(1010 if hidden else 10)
+    cases = [
+        Case("['MK', 'W']", (["MK", "W"],)),
+        Case("['MKTAYIAK', 'mkt', 'ACDX'] (lower case, X)", (["MKTAYIAK", "mkt", "ACDX"],)),
+        Case("3 random proteins, max_len=6 (truncation)",
+             ([_random_protein(rng, n) for n in (9, 4, 2)],), {"max_len": 6}),
+        Case("one protein with B, Z, U letters", ([_random_protein(rng, 12, "BZU")],)),
+        Case("['', 'G'] (an empty sequence)", (["", "G"],)),
+        Case("2 short proteins, max_len=40 (longer than both)", (["MKV", "PPGW"],), {"max_len": 40}),
+    ]
+    if hidden:
+        cases += [
+            Case("8 random proteins of 1..60 residues, max_len=32",
+                 ([_random_protein(rng, int(n), "X") for n in rng.integers(1, 61, size=8)],), {"max_len": 32}),
+            Case("5 lower-case random proteins", ([_random_protein(rng, int(n)).lower()
+                                                   for n in rng.integers(5, 25, size=5)],)),
+            Case("max_len=2 (only <cls> and <eos>)", (["MKV", "A"],), {"max_len": 2}),
+        ]
+    return cases
+
+
+def _kmer_cases(hidden: bool) -> list[Case]:
+    rng = seeded(1111 if hidden else 11)
+    cases = [
+        Case("['AACD'], k=2", (["AACD"],), {"k": 2}),
+        Case("['MKVLAAGMKV', 'CA'], k=2", (["MKVLAAGMKV", "CA"],), {"k": 2}),
+        Case("3 random proteins with X, default k=3", ([_random_protein(rng, n, "X") for n in (30, 12, 7)],)),
+        Case("['mkvl', 'AC'] (lower case; a sequence shorter than k), k=3", (["mkvl", "AC"],), {"k": 3}),
+        Case("['GGGGGG', 'ACDEFG'], k=1", (["GGGGGG", "ACDEFG"],), {"k": 1}),
+    ]
+    if hidden:
+        cases += [
+            Case("6 random proteins of 20..80 residues with X and B, k=3",
+                 ([_random_protein(rng, int(n), "XB") for n in rng.integers(20, 81, size=6)],), {"k": 3}),
+            Case("4 random proteins, k=2", ([_random_protein(rng, int(n)) for n in rng.integers(3, 40, size=4)],),
+                 {"k": 2}),
+        ]
+    return cases
+
+
+def _favor_case(g, label, B, H, L, d, m, lengths, scale=1.0):
+    from course_lib.efficient import draw_projection
+
+    q, k, v = (torch.randn(B, H, L, d, generator=g, dtype=torch.float64) * scale for _ in range(3))
+    w = draw_projection(m, d, generator=g, dtype=torch.float64)
+    keep = torch.arange(L)[None, :] < torch.tensor(lengths)[:, None]
+    return Case(label, (q, k, v, w, keep))
+
+
+def _favor_cases(hidden: bool) -> list[Case]:
+    g = torch.Generator().manual_seed(1212 if hidden else 12)
+    cases = [
+        _favor_case(g, "B=2, H=2, L=6, d=4, m=16, lengths [4, 6]", 2, 2, 6, 4, 16, [4, 6]),
+        _favor_case(g, "B=3, H=1, L=5, d=8, m=32, lengths [5, 1, 3]", 3, 1, 5, 8, 32, [5, 1, 3]),
+        _favor_case(g, "B=1, H=4, L=7, d=4, m=8, no padding", 1, 4, 7, 4, 8, [7]),
+    ]
+    if hidden:
+        cases += [
+            _favor_case(g, "B=4, H=2, L=33, d=16, m=64, lengths [33, 20, 2, 9], larger q and k",
+                        4, 2, 33, 16, 64, [33, 20, 2, 9], scale=2.0),
+            _favor_case(g, "B=2, H=3, L=10, d=2, m=4, lengths [10, 7]", 2, 3, 10, 2, 4, [10, 7]),
+        ]
+    return cases
+
+
+def _namer(seed: int, vocab: int = 12, d: int = 16):
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = ref.ProteinNamer(vocab, d_model=d, num_heads=2, num_encoder_layers=2, num_decoder_layers=2,
+                                 d_ff=2 * d, dropout=0.1, max_src_len=128, max_tgt_len=32)
+    g = torch.Generator().manual_seed(seed)
+    model = model.double()
+    with torch.no_grad():  # LayerNorms near identity, 1/sqrt(fan_in) weights: token choices depend on the input
+        for name, p in model.named_parameters():
+            r = torch.randn(p.shape, generator=g, dtype=p.dtype)
+            if "norm" in name:
+                p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.1 * r)
+            elif p.dim() == 2 and "embed" not in name:
+                p.copy_(r / p.shape[1] ** 0.5)
+            else:
+                p.copy_(r * (1.0 if "embed" in name else 0.1))
+        model.generator.bias[model.eos_id] += 0.5  # rows finish at different steps
+        model.generator.bias[model.pad_id] -= 30.0  # <pad> is never generated
+    return model.eval()
+
+
+def _greedy_cases(hidden: bool) -> list[Case]:
+    g = torch.Generator().manual_seed(1313 if hidden else 13)
+    cases = []
+    configs = [(0, [9, 4, 6, 2], 8), (1, [5, 5, 3], 6), (2, [7], 3), (3, [10, 3, 8, 6, 1], 12)]
+    if hidden:
+        configs += [(4, [20, 11, 15, 4, 18, 7], 15), (5, [6, 2], 1), (6, [12, 12, 9, 3], 10)]
+    for seed, lengths, max_len in configs:
+        model = _namer(100 * seed + (7 if hidden else 0))
+        S = max(lengths)
+        ids = torch.randint(len(ref.SPECIALS), len(ref.AA_VOCAB), (len(lengths), S), generator=g)
+        keep = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
+        ids = ids.masked_fill(~keep, ref.PAD)
+        cases.append(Case(f"{len(lengths)} proteins of lengths {lengths}, max_len={max_len}",
+                          (model, ids, keep, max_len)))
+    return cases
+
+
+# ---------------------------------------------------------------- helpers
+@contextlib.contextmanager
+def _one_thread():
+    """Tiny tensors: one intra-op thread is faster (and far faster on a busy machine); restored afterwards."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def _expect_value_error(student, case: Case, exercise: str, forbidden, what: str) -> None:
+    try:
+        call_student(student, case, exercise, forbidden)
+    except AssertionError as err:
+        if isinstance(err.__cause__, ValueError):
+            return
+        raise
+    raise AssertionError(f"{exercise}: {what} must raise ValueError (input: {case.label})")
+
+
+def _tensors(x):
+    """The tensors inside a result (a tensor, or tuples/lists/dicts of them)."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for item in x for t in _tensors(item)]
+    if isinstance(x, dict):
+        return [t for item in x.values() for t in _tensors(item)]
+    return []
+
+
+def _largest_square(student, case: Case, exercise: str, forbidden, L: int):
+    from torch.overrides import TorchFunctionMode
+
+    seen = {"square": False}
+
+    class _Shapes(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in _tensors(out):
+                if isinstance(t, torch.Tensor) and t.dim() >= 2 and tuple(t.shape[-2:]) == (L, L):
+                    seen["square"] = True
+            return out
+
+    with _Shapes():
+        out = call_student(student, case, exercise, forbidden)
+    return out, seen["square"]
+
+
+# ---------------------------------------------------------------- checks
+def check_encode_proteins(student, hidden: bool = False) -> None:
+    """Student ``encode_proteins(sequences, max_len=None) -> (ids int64 (B, T), keep bool (B, T))``."""
+    exercise = "encode_proteins"
+    cases = _encode_cases(hidden)
+    compare_with_reference(student, ref.encode_proteins, cases, exercise=exercise, wrongs=WRONG_ENCODE,
+                           forbidden=FORBIDDEN_ENCODE, output_names=("ids", "keep"))
+    seqs = list(cases[1].args[0])
+    before = list(seqs)
+    ids, keep = call_student(student, Case(cases[1].label, (seqs,)), exercise, FORBIDDEN_ENCODE)
+    if seqs != before:
+        raise AssertionError(f"{exercise}: your function changed the list of sequences it was given")
+    if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64:
+        raise AssertionError(f"{exercise}: ids must be a torch int64 tensor (torch.long), got "
+                             f"{type(ids).__name__} {getattr(ids, 'dtype', '')}")
+    if not isinstance(keep, torch.Tensor) or keep.dtype != torch.bool:
+        raise AssertionError(f"{exercise}: keep must be a torch bool tensor, got {type(keep).__name__} "
+                             f"{getattr(keep, 'dtype', '')}")
+    decoded = reference(ref.decode_proteins, ids)
+    expected = ["".join(a if a in _AA else "X" for a in s.upper()) for s in seqs]
+    if decoded != expected:
+        raise AssertionError(f"{exercise}: decoding your ids does not give the sequences back "
+                             f"(got {decoded}, expected {expected})")
+    _expect_value_error(student, Case("max_len=1", (["MK"],), {"max_len": 1}), exercise, FORBIDDEN_ENCODE,
+                        "max_len < 2 (no room for <cls> and <eos>)")
+
+
+def check_kmer_vectors(student, hidden: bool = False) -> None:
+    """Student ``kmer_vectors(sequences, k=3) -> float32 tensor (B, 20**k)`` of unit-length k-mer counts."""
+    exercise = "kmer_vectors"
+    cases = _kmer_cases(hidden)
+    compare_with_reference(student, ref.kmer_vectors, cases, exercise=exercise, wrongs=WRONG_KMER,
+                           forbidden=FORBIDDEN_KMER, atol=1e-6, rtol=1e-5)
+    out = call_student(student, cases[2], exercise, FORBIDDEN_KMER)
+    if not isinstance(out, torch.Tensor) or out.dtype != torch.float32:
+        raise AssertionError(f"{exercise}: return a torch float32 tensor, got {type(out).__name__} "
+                             f"{getattr(out, 'dtype', '')}")
+    assert_shape(out, (3, 8000), f"{exercise}: 3 sequences with k=3 give (3, 20**3)")
+    empty = call_student(student, Case("['AC', 'X'] with k=3 (no k-mer at all)", (["AC", "X"],), {"k": 3}),
+                         exercise, FORBIDDEN_KMER)
+    if not isinstance(empty, torch.Tensor) or not bool(torch.isfinite(empty).all()) or float(empty.abs().sum()) != 0:
+        raise AssertionError(f"{exercise}: a sequence without any k-mer must give a row of zeros (no NaN from 0/0)")
+
+
+def check_favor_padded_attention(student, hidden: bool = False) -> None:
+    """Student ``favor_padded_attention(q, k, v, w, keep)``: FAVOR+ with key padding, padded rows 0, linear memory."""
+    with _one_thread():
+        _check_favor(student, hidden)
+
+
+def _check_favor(student, hidden: bool) -> None:
+    exercise = "favor_padded_attention"
+    cases = _favor_cases(hidden)
+    compare_with_reference(student, ref.favor_padded_attention, cases, exercise=exercise, wrongs=WRONG_FAVOR,
+                           forbidden=FORBIDDEN_FAVOR)
+    g = torch.Generator().manual_seed(1414 if hidden else 14)
+    L = 700 if hidden else 500
+    big = _favor_case(g, f"B=2, H=2, L={L}, d=8, m=16, lengths [{L}, {L // 2}]", 2, 2, L, 8, 16, [L, L // 2])
+    out, square = _largest_square(student, big, exercise, FORBIDDEN_FAVOR, L)
+    if square:
+        raise AssertionError(f"{exercise}: likely misconception 'quadratic': " + QUADRATIC.format(L=L))
+    assert_shape(out, tuple(big.args[2].shape), f"{exercise}: the output has v's shape (B, H, L, d)")
+    q, k, v, w, keep = big.args
+    v2 = v.clone()
+    v2[1, :, L // 2:] = 1e6  # values of padded keys must not matter
+    out2 = call_student(student, Case(big.label + ", huge values at padded keys", (q, k, v2, w, keep)), exercise,
+                        FORBIDDEN_FAVOR)
+    if not torch.allclose(out2.to(torch.float64), out.to(torch.float64), rtol=1e-6, atol=1e-8):
+        raise AssertionError(f"{exercise}: changing the values of PADDED keys changed the output: padded keys "
+                             "must get zero features")
+    f32 = Case(cases[0].label + " in float32", tuple(a.float() if a.is_floating_point() else a
+                                                     for a in cases[0].args))
+    out32 = call_student(student, f32, exercise, FORBIDDEN_FAVOR)
+    if not isinstance(out32, torch.Tensor) or out32.dtype != torch.float32:
+        raise AssertionError(f"{exercise}: float32 inputs must give a float32 output, got "
+                             f"{getattr(out32, 'dtype', type(out32).__name__)}")
+
+
+def check_greedy_decode(student, hidden: bool = False) -> None:
+    """Student ``greedy_decode(model, src_ids, src_keep, max_len)`` equals greedy decoding step by step."""
+    with _one_thread():
+        _check_greedy(student, hidden)
+
+
+def _check_greedy(student, hidden: bool) -> None:
+    exercise = "greedy_decode"
+    cases = _greedy_cases(hidden)
+    compare_with_reference(student, ref.greedy_decode, cases, exercise=exercise, wrongs=WRONG_GREEDY,
+                           forbidden=FORBIDDEN_GREEDY)
+    out = call_student(student, cases[0], exercise, FORBIDDEN_GREEDY)
+    if not isinstance(out, torch.Tensor) or out.dtype != torch.int64:
+        raise AssertionError(f"{exercise}: return a torch int64 tensor of token ids, got "
+                             f"{getattr(out, 'dtype', type(out).__name__)}")
+    if out.shape[1] > cases[0].args[3]:
+        raise AssertionError(f"{exercise}: at most max_len tokens per row, got {out.shape[1]}")
+    _expect_value_error(student, Case("max_len=0", cases[0].args[:3] + (0,)), exercise, FORBIDDEN_GREEDY,
+                        "max_len < 1")

@@ -1,0 +1,475 @@
+"""Proteins (lesson 10): residue tokens, a k-mer baseline, Performer attention with padding, name decoding.
+
+Covers
+    * The amino-acid vocabulary (``AA_VOCAB``: 5 special tokens, then the 20 standard
+      residues) and ``encode_proteins`` / ``decode_proteins``: ``<cls>`` residues ``<eos>``,
+      padded with ``<pad>`` into one (B, T) batch with a key padding mask.
+    * ``kmer_vectors``: overlapping k-mer counts of each sequence as an L2-normalised
+      vector of size 20^k, the representation of the nearest-neighbour naming baseline
+      (cosine similarity = dot product of two such vectors).
+    * ``favor_padded_attention``: the Performer's FAVOR+ attention (lesson 07,
+      ``course_lib.efficient.favor_features_torch``) on a padded batch of proteins of
+      different lengths, in O(L m d) memory: padded keys contribute nothing, padded
+      query rows are zero.
+    * ``NameTokenizer``, ``name_tokens``, ``token_f1``, ``naming_scores``: words of a
+      UniProt recommended name and the two scores of the naming experiment (exact
+      match and token-level F1, both case-insensitive).
+    * ``ProteinNamer``: an encoder-decoder built from lesson 05's ``Encoder`` and
+      ``Decoder`` (``course_lib.blocks``); its encoder may use FAVOR+ heads
+      (``course_lib.efficient.swap_attention``). ``greedy_decode`` generates names with it.
+    * ``ProteinMLM`` and ``mask_residues``: a small encoder trained to predict masked
+      residues (the course's own protein language model, see the notebook for why
+      no pretrained one is used).
+    * ``peak_tensor_memory``: the largest number of bytes held at once by the tensors a
+      call creates (CPU or GPU), measured by watching every tensor operation.
+
+Does NOT cover
+    * beam search, sampling, length penalties, a key/value cache in decoding;
+    * alignment-based homology search (BLAST, mmseqs2): the k-mer baseline only counts
+      shared k-mers;
+    * ambiguous residues (B, Z, X, U, O): they all become ``<unk>``.
+
+Conventions: masks follow ``course_lib.masking`` (bool, True = may attend / real token);
+shapes (B, T) for token ids, (B, H, L, d) for heads.
+"""
+from __future__ import annotations
+
+import math
+import re
+import weakref
+from collections import Counter
+from typing import Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib.blocks import Decoder, Encoder
+from course_lib.efficient import favor_features_torch, swap_attention
+from course_lib.positional import SinusoidalPositionalEncoding
+
+__all__ = [
+    "AMINO_ACIDS", "SPECIALS", "AA_VOCAB", "PAD", "CLS", "EOS", "UNK", "MASK",
+    "encode_proteins", "decode_proteins", "kmer_vectors", "favor_padded_attention",
+    "NameTokenizer", "name_tokens", "token_f1", "naming_scores",
+    "ProteinNamer", "greedy_decode", "seq2seq_loss", "ProteinMLM", "mask_residues", "mlm_loss", "peak_tensor_memory",
+]
+
+AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
+SPECIALS = ("<pad>", "<cls>", "<eos>", "<unk>", "<mask>")
+PAD, CLS, EOS, UNK, MASK = range(5)
+AA_VOCAB = SPECIALS + tuple(AMINO_ACIDS)
+_AA_ID = {a: i + len(SPECIALS) for i, a in enumerate(AMINO_ACIDS)}
+
+
+# ---------------------------------------------------------------- residue tokens
+def encode_proteins(sequences: Sequence[str], max_len: int | None = None):
+    """Token ids of a batch of protein sequences, padded, and the mask of real tokens.
+
+    Each sequence becomes ``<cls>`` (id 1), one id per residue, ``<eos>`` (id 2).
+    Residues are case-insensitive: the 20 standard amino acids "ACDEFGHIKLMNPQRSTVWY"
+    get ids 5..24 in that order; any other letter (X, B, Z, U, O, ...) is ``<unk>``
+    (id 3). A sequence longer than ``max_len - 2`` residues keeps its first
+    ``max_len - 2`` residues, so ``<eos>`` is always there. Shorter sequences are
+    padded at the end with ``<pad>`` (id 0) to T = the longest encoded sequence in
+    the batch (at most ``max_len``).
+
+    Args:
+        sequences: B strings; max_len: None (no truncation) or an int >= 2.
+
+    Returns:
+        (ids, keep): ids int64 torch tensor (B, T); keep bool (B, T), True at real
+        tokens (``<cls>``, residues, ``<eos>``), False at padding.
+        Raises ValueError when max_len < 2.
+
+    >>> ids, keep = encode_proteins(["MK", "w"])
+    >>> ids
+    tensor([[ 1, 15, 13,  2],
+            [ 1, 23,  2,  0]])
+    >>> keep[1]
+    tensor([ True,  True,  True, False])
+    """
+    if max_len is not None and max_len < 2:
+        raise ValueError(f"max_len must be >= 2 (room for <cls> and <eos>), got {max_len}")
+    rows = []
+    for s in sequences:
+        residues = s.upper() if max_len is None else s.upper()[: max_len - 2]
+        rows.append([CLS] + [_AA_ID.get(a, UNK) for a in residues] + [EOS])
+    T = max((len(r) for r in rows), default=0)
+    ids = torch.full((len(rows), T), PAD, dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return ids, ids != PAD  # (B, T), (B, T)
+
+
+def decode_proteins(ids) -> list[str]:
+    """Sequences of a batch of ids (B, T): residues only, ``<unk>`` as "X", every other special dropped.
+
+    >>> decode_proteins(torch.tensor([[1, 15, 13, 2, 0]]))
+    ['MK']
+    """
+    out = []
+    for row in torch.as_tensor(ids).tolist():
+        out.append("".join("X" if i == UNK else AA_VOCAB[i] for i in row if i == UNK or i >= len(SPECIALS)))
+    return out
+
+
+# ---------------------------------------------------------------- k-mer baseline
+def kmer_vectors(sequences: Sequence[str], k: int = 3) -> torch.Tensor:
+    """Overlapping k-mer counts of each sequence, as unit-length float32 vectors (B, 20**k).
+
+    A k-mer is every window of k consecutive residues (step 1: a sequence of length
+    n has n - k + 1 of them). Upper and lower case are the same residue. A window that
+    holds any letter outside "ACDEFGHIKLMNPQRSTVWY" is skipped. The k-mer
+    a_1 ... a_k has index sum_i idx(a_i) * 20**(k - i) (the first residue is the most
+    significant digit, idx(A)=0, idx(C)=1, ..., idx(Y)=19). Each row of counts is
+    divided by its Euclidean norm; a sequence without any k-mer gives a row of zeros.
+
+    >>> v = kmer_vectors(["AAC"], k=2)   # k-mers AA (index 0) and AC (index 1)
+    >>> v.shape, v[0, :3]
+    (torch.Size([1, 400]), tensor([0.7071, 0.7071, 0.0000]))
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    index = {a: i for i, a in enumerate(AMINO_ACIDS)}
+    counts = torch.zeros(len(sequences), 20**k, dtype=torch.float32)
+    weights = torch.tensor([20 ** (k - 1 - i) for i in range(k)], dtype=torch.long)
+    for b, s in enumerate(sequences):
+        codes = torch.tensor([index.get(a, -1) for a in s.upper()], dtype=torch.long)
+        if len(codes) < k:
+            continue
+        windows = codes.unfold(0, k, 1)  # (n - k + 1, k)
+        valid = (windows >= 0).all(dim=1)
+        idx = (windows[valid] * weights).sum(dim=1)
+        counts[b] = torch.bincount(idx, minlength=20**k).to(torch.float32)
+    norms = counts.norm(dim=1, keepdim=True)
+    return counts / norms.clamp(min=1e-12)
+
+
+# ---------------------------------------------------------------- Performer on padded proteins
+def favor_padded_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor,
+                           keep: torch.Tensor) -> torch.Tensor:
+    """FAVOR+ self-attention over a padded batch, never building an (L, L) matrix.
+
+    With phi = ``course_lib.efficient.favor_features_torch`` (queries: is_query=True,
+    keys: is_query=False and keep = the key padding mask, so padded keys get zero
+    features and stay out of the stabiliser):
+
+        out = phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1)
+
+    and the rows of padded queries (keep False) are set to 0.
+
+    Args:
+        q, k, v: (B, H, L, d); w: (m, d) projection from ``course_lib.efficient.draw_projection``;
+        keep: bool (B, L), True at real tokens.
+
+    Returns:
+        out (B, H, L, d) in the dtype of v; memory O(B H L (m + d)).
+
+    Tiny example: with one real key (keep = [True, False]) every real query returns
+    that key's value: out[..., 0, :] = v[..., 0, :] and out[..., 1, :] = 0.
+    """
+    if keep.dtype != torch.bool or keep.shape != (q.shape[0], q.shape[-2]):
+        raise ValueError(f"keep must be bool (B, L) = {(q.shape[0], q.shape[-2])}, got {keep.dtype} "
+                         f"{tuple(keep.shape)}")
+    key_keep = keep[:, None, :, None]  # (B, 1, L, 1)
+    phi_q = favor_features_torch(q, w, is_query=True)  # (B, H, L, m)
+    phi_k = favor_features_torch(k, w, is_query=False, keep=key_keep)  # (B, H, L, m)
+    kv = phi_k.transpose(-2, -1) @ v  # (B, H, m, d)
+    z = phi_k.sum(dim=-2)  # (B, H, m)
+    out = (phi_q @ kv) / (phi_q @ z.unsqueeze(-1))  # (B, H, L, d)
+    return out * key_keep.to(out.dtype)
+
+
+# ---------------------------------------------------------------- names: tokens and scores
+_NAME_TOKEN = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]")
+
+
+def name_tokens(name: str) -> list[str]:
+    """Words and single punctuation marks of a protein name, lower-cased.
+
+    >>> name_tokens("DNA-directed RNA polymerase subunit beta'")
+    ['dna', '-', 'directed', 'rna', 'polymerase', 'subunit', 'beta', "'"]
+    """
+    return [t.lower() for t in _NAME_TOKEN.findall(name)]
+
+
+class NameTokenizer:
+    """Name words <-> ids: 0 ``<pad>``, 1 ``<bos>``, 2 ``<eos>``, 3 ``<unk>``, then the vocabulary.
+
+    >>> tok = NameTokenizer.fit(["30S ribosomal protein S6", "50S ribosomal protein L2"], min_freq=2)
+    >>> tok.vocab[4:], tok.encode("ribosomal protein X")
+    (['protein', 'ribosomal'], [1, 5, 4, 3, 2])
+    """
+
+    PAD, BOS, EOS, UNK = 0, 1, 2, 3
+    SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+
+    def __init__(self, vocab: Sequence[str]):
+        if tuple(vocab[:4]) != self.SPECIALS:
+            raise ValueError(f"a vocabulary starts with {self.SPECIALS}")
+        self.vocab = list(vocab)
+        self.index = {t: i for i, t in enumerate(self.vocab)}
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @classmethod
+    def fit(cls, names: Iterable[str], min_freq: int = 2) -> "NameTokenizer":
+        """Tokens seen at least ``min_freq`` times, most frequent first (ties alphabetical)."""
+        counts = Counter(t for n in names for t in name_tokens(n))
+        words = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
+        return cls(list(cls.SPECIALS) + words)
+
+    def encode(self, name: str) -> list[int]:
+        """[<bos>, word ids..., <eos>]."""
+        return [self.BOS] + [self.index.get(t, self.UNK) for t in name_tokens(name)] + [self.EOS]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Words up to the first ``<eos>``, specials dropped, joined by spaces."""
+        words = []
+        for i in ids:
+            i = int(i)
+            if i == self.EOS:
+                break
+            if i >= len(self.SPECIALS):
+                words.append(self.vocab[i])
+        return " ".join(words)
+
+    def encode_batch(self, names: Sequence[str], max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher forcing pair (tgt_in, tgt_out), both (B, max_len - 1), padded with 0.
+
+        tgt_in = [<bos>, w1, ..., wn], tgt_out = [w1, ..., wn, <eos>]; names longer than
+        max_len - 2 words are cut (then tgt_out has no <eos>).
+        """
+        seqs = [self.encode(n)[:max_len] for n in names]
+        tgt = torch.full((len(seqs), max_len), self.PAD, dtype=torch.long)
+        for b, s in enumerate(seqs):
+            tgt[b, : len(s)] = torch.tensor(s)
+        return tgt[:, :-1], tgt[:, 1:]
+
+
+def token_f1(predicted: str, true: str) -> float:
+    """F1 of the two names' token multisets (``name_tokens``): 2 |common| / (|pred| + |true|).
+
+    >>> round(token_f1("30S ribosomal protein S2", "50S ribosomal protein L2"), 3)
+    0.5
+    """
+    p, t = Counter(name_tokens(predicted)), Counter(name_tokens(true))
+    common = sum((p & t).values())
+    n = sum(p.values()) + sum(t.values())
+    return 0.0 if n == 0 else 2.0 * common / n
+
+
+def naming_scores(predicted: Sequence[str], true: Sequence[str]) -> dict:
+    """{"exact": fraction with identical token lists, "token_f1": mean token F1} over pairs."""
+    if len(predicted) != len(true) or not true:
+        raise ValueError("need two lists of the same, non-zero length")
+    exact = sum(name_tokens(p) == name_tokens(t) for p, t in zip(predicted, true)) / len(true)
+    f1 = sum(token_f1(p, t) for p, t in zip(predicted, true)) / len(true)
+    return {"exact": exact, "token_f1": f1}
+
+
+# ---------------------------------------------------------------- the encoder-decoder
+class ProteinNamer(nn.Module):
+    """Sequence-to-name transformer: lesson 05's Encoder and Decoder (pre-norm, GELU).
+
+    src ids (B, S) -> Embedding + sinusoidal positions -> Encoder -> memory (B, S, d)
+    tgt ids (B, T) -> Embedding + sinusoidal positions -> Decoder(causal self-attention,
+    cross-attention to memory) -> ``generator`` Linear -> logits (B, T, name vocab).
+
+    Parts used by :func:`greedy_decode`: ``encode(src_ids, src_keep)``,
+    ``embed_target(tgt_ids)``, ``decoder`` (a ``course_lib.blocks.Decoder``:
+    ``decoder(x, memory, tgt_mask, memory_mask)``), ``generator``, and the ids
+    ``pad_id``, ``bos_id``, ``eos_id``.
+
+    ``attention="favor"`` swaps the encoder's heads for lesson 07's FAVOR+ heads
+    (``course_lib.efficient.swap_attention``, ``num_features`` random features).
+    """
+
+    def __init__(self, name_vocab_size: int, d_model: int = 64, num_heads: int = 4, num_encoder_layers: int = 2,
+                 num_decoder_layers: int = 2, d_ff: int = 128, dropout: float = 0.1, max_src_len: int = 4096,
+                 max_tgt_len: int = 64, attention: str = "exact", num_features: int | None = None, seed: int = 0):
+        super().__init__()
+        self.pad_id, self.bos_id, self.eos_id = NameTokenizer.PAD, NameTokenizer.BOS, NameTokenizer.EOS
+        self.src_embed = nn.Embedding(len(AA_VOCAB), d_model, padding_idx=PAD)
+        self.tgt_embed = nn.Embedding(name_vocab_size, d_model, padding_idx=self.pad_id)
+        self.src_pos = SinusoidalPositionalEncoding(d_model, max_src_len)
+        self.tgt_pos = SinusoidalPositionalEncoding(d_model, max_tgt_len)
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = Encoder(num_encoder_layers, d_model, num_heads, d_ff, dropout, "gelu", norm_first=True)
+        if attention == "favor":
+            swap_attention(self.encoder, "favor", num_features, seed=seed)
+        elif attention != "exact":
+            raise ValueError(f"attention must be 'exact' or 'favor', got {attention!r}")
+        self.decoder = Decoder(num_decoder_layers, d_model, num_heads, d_ff, dropout, "gelu", norm_first=True)
+        self.generator = nn.Linear(d_model, name_vocab_size)
+
+    def encode(self, src_ids: torch.Tensor, src_keep: torch.Tensor) -> torch.Tensor:
+        """src_ids (B, S), src_keep bool (B, S) -> memory (B, S, d_model)."""
+        x = self.dropout(self.src_pos(self.src_embed(src_ids)))  # (B, S, d)
+        return self.encoder(x, src_keep[:, None, None, :])
+
+    def embed_target(self, tgt_ids: torch.Tensor) -> torch.Tensor:
+        """tgt_ids (B, T) -> decoder input (B, T, d_model)."""
+        return self.dropout(self.tgt_pos(self.tgt_embed(tgt_ids)))
+
+    def forward(self, src_ids: torch.Tensor, src_keep: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher forcing: logits (B, T, V) for the next name token at every target position."""
+        memory = self.encode(src_ids, src_keep)
+        T = tgt_in.shape[1]
+        causal = torch.ones(T, T, dtype=torch.bool, device=tgt_in.device).tril()  # (T, T)
+        h = self.decoder(self.embed_target(tgt_in), memory, causal, src_keep[:, None, None, :])
+        return self.generator(h)  # (B, T, V)
+
+
+def seq2seq_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over non-padding target tokens: logits (B, T, V), target (B, T)."""
+    return F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=NameTokenizer.PAD)
+
+
+def greedy_decode(model: "ProteinNamer", src_ids: torch.Tensor, src_keep: torch.Tensor,
+                  max_len: int) -> torch.Tensor:
+    """Generate one name per protein, always taking the most likely next token.
+
+    Encode once (``model.encode``). Start every row with ``model.bos_id``. At each step
+    run the whole prefix through ``model.decoder(model.embed_target(prefix), memory,
+    tgt_mask, memory_mask)`` with a causal mask (T, T) (True = may attend, lower
+    triangle) and the source padding as memory_mask (B, 1, 1, S), take
+    ``model.generator`` of the LAST position and its argmax (ties: the lowest id).
+    A row that has produced ``model.eos_id`` is finished: it gets ``model.pad_id`` from
+    then on. Stop when every row is finished or after ``max_len`` generated tokens.
+
+    Args:
+        model: a :class:`ProteinNamer` (put in eval mode by the caller);
+        src_ids (B, S) int64, src_keep bool (B, S); max_len >= 1.
+
+    Returns:
+        int64 tensor (B, T_out) on src_ids' device, WITHOUT the start token:
+        T_out <= max_len is the number of steps taken; a finished row ends with
+        eos_id followed by pad_id; a row that reached max_len has no eos_id.
+        Raises ValueError when max_len < 1.
+
+    Example: if the argmax tokens are [7, 2(eos)] for row 0 and [5, 6, 2] for row 1,
+    the result is [[7, 2, 0], [5, 6, 2]]; with max_len=2 it is [[7, 2], [5, 6]].
+    """
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    with torch.no_grad():  # inference only: no graph is kept
+        memory = model.encode(src_ids, src_keep)  # (B, S, d)
+        memory_mask = src_keep[:, None, None, :]  # (B, 1, 1, S)
+        B, device = src_ids.shape[0], src_ids.device
+        out = torch.full((B, 1), model.bos_id, dtype=torch.long, device=device)
+        done = torch.zeros(B, dtype=torch.bool, device=device)
+        for _ in range(max_len):
+            T = out.shape[1]
+            causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T)
+            h = model.decoder(model.embed_target(out), memory, causal, memory_mask)  # (B, T, d)
+            nxt = model.generator(h[:, -1]).argmax(dim=-1)  # (B,)
+            nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)
+            out = torch.cat([out, nxt[:, None]], dim=1)
+            done = done | (nxt == model.eos_id)
+            if bool(done.all()):
+                break
+    return out[:, 1:]
+
+
+# ---------------------------------------------------------------- masked-residue model
+def mask_residues(ids: torch.Tensor, keep: torch.Tensor, rate: float = 0.15,
+                  generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT-style corruption: each residue (not specials, not padding) is chosen with prob. ``rate``
+    and replaced by ``<mask>``. Returns (corrupted ids, targets): targets hold the original id at
+    chosen positions and -100 (ignored by cross-entropy) elsewhere. The input is not changed."""
+    is_residue = keep & (ids >= len(SPECIALS))
+    chosen = (torch.rand(ids.shape, generator=generator) < rate).to(ids.device) & is_residue
+    corrupted = ids.masked_fill(chosen, MASK)
+    targets = torch.where(chosen, ids, torch.full_like(ids, -100))
+    return corrupted, targets
+
+
+class ProteinMLM(nn.Module):
+    """Masked-residue model: Embedding + positions + lesson 05 Encoder + Linear over ``AA_VOCAB``.
+
+    ``forward(ids, keep) -> logits (B, T, 25)``; ``attention_maps(ids, keep)`` gives the
+    per-layer self-attention weights (B, T, T) averaged over heads; ``embed(ids, keep)``
+    the per-residue representations (B, T, d_model).
+    """
+
+    def __init__(self, d_model: int = 64, num_heads: int = 4, num_layers: int = 2, d_ff: int = 128,
+                 dropout: float = 0.1, max_len: int = 4096):
+        super().__init__()
+        self.embedding = nn.Embedding(len(AA_VOCAB), d_model, padding_idx=PAD)
+        self.pos = SinusoidalPositionalEncoding(d_model, max_len)
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, "gelu", norm_first=True)
+        self.head = nn.Linear(d_model, len(AA_VOCAB))
+
+    def embed(self, ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.dropout(self.pos(self.embedding(ids))), keep[:, None, None, :])
+
+    def forward(self, ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(ids, keep))  # (B, T, V)
+
+    @torch.no_grad()
+    def attention_maps(self, ids: torch.Tensor, keep: torch.Tensor) -> list[torch.Tensor]:
+        was = self.training
+        self.eval()
+        try:
+            x = self.pos(self.embedding(ids))
+            return self.encoder.forward_with_weights(x, keep[:, None, None, :])[1]
+        finally:
+            self.train(was)
+
+
+def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over the masked positions only (targets -100 elsewhere)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+
+
+# ---------------------------------------------------------------- memory measurement
+def _tensors(x):
+    """The tensors inside a result (a tensor, or tuples/lists/dicts of them)."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for item in x for t in _tensors(item)]
+    if isinstance(x, dict):
+        return [t for item in x.values() for t in _tensors(item)]
+    return []
+
+
+def peak_tensor_memory(fn, *args, **kwargs) -> tuple[object, int]:
+    """(fn's result, the largest number of bytes held at once by tensors created during the call).
+
+    Every torch function and tensor method called inside the call is watched
+    (``torch.overrides.TorchFunctionMode``): each new storage it returns adds its size,
+    and a finaliser subtracts it when the storage is freed. Inputs and tensors that
+    existed before the call are not counted, nor the scratch memory a single kernel uses
+    internally (e.g. inside one softmax call). Works on CPU and GPU (on CPU,
+    ``tracemalloc`` cannot see torch's allocations).
+    """
+    from torch.overrides import TorchFunctionMode
+
+    state = {"live": {}, "current": 0, "peak": 0}
+
+    def free(key):
+        state["current"] -= state["live"].pop(key, 0)
+
+    class _Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            for t in _tensors(result):
+                if isinstance(t, torch.Tensor):
+                    storage = t.untyped_storage()
+                    key = (storage.device.type, storage.data_ptr())
+                    if storage.nbytes() > 0 and key not in state["live"]:
+                        state["live"][key] = storage.nbytes()
+                        state["current"] += storage.nbytes()
+                        state["peak"] = max(state["peak"], state["current"])
+                        weakref.finalize(storage, free, key)
+            return result
+
+    with _Watch():
+        result = fn(*args, **kwargs)
+    return result, state["peak"]
