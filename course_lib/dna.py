@@ -1,0 +1,324 @@
+"""Long-range regulation in DNA at laptop scale, the way Enformer reads a genome.
+
+Enformer (Avsec et al. 2021, Nature Methods 18:1196) one-hot encodes DNA, shrinks it
+with convolutions and attention pooling into bins, lets transformer layers with
+relative positions exchange information between distant bins, and reads each
+output track at a bin. This module holds those pieces, small.
+
+Covers
+    * ``one_hot_dna``: a DNA string -> (L, 4) float32 array, columns A, C, G, T;
+      N (unknown base) -> all zeros, as Enformer's ``one_hot_encode`` does.
+    * ``reverse_complement``: the other strand, read 5' -> 3'.
+    * ``receptive_field``: how many input bases one output position of a stack of
+      convolutions (kernel, dilation) and poolings sees; ``measured_receptive_field``
+      measures it on a model with an impulse (the gradient of one output).
+    * ``softmax_pool``: Enformer's attention pooling: a softmax-weighted sum over each
+      window of ``pool_size`` positions, per channel.
+    * ``in_silico_mutagenesis``: the change of a prediction for every single-base
+      substitution, the attribution map used to read what a DNA model learned.
+    * ``SoftmaxPool1d``, ``RelativeSelfAttention`` (lesson 04's Enformer basis
+      ``course_lib.positional.enformer_relative_features``, imported), ``DNAConvNet``
+      and ``DNATransformer``: the two models lesson 12 compares. Both read one
+      prediction at the central bin (the simulated gene's transcription start site).
+
+Does NOT cover
+    * Enformer's size (196,608 bp input, 1,536 channels, 11 layers) or its 5,313 human
+      tracks; batch norm, residual conv blocks, dilations in the models, target cropping;
+    * Transformer-XL's learned biases u, v and the relative-shift trick (lesson 04);
+    * reverse-complement augmentation or averaging (the prose explains it).
+
+Shapes: DNA as (B, L, 4) (bases along the sequence axis, channels last, as tokens);
+conv layers work on (B, C, L) internally.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib import positional as P  # lesson 04: relative positions and Enformer's basis
+
+__all__ = [
+    "BASES",
+    "one_hot_dna",
+    "reverse_complement",
+    "receptive_field",
+    "measured_receptive_field",
+    "softmax_pool",
+    "in_silico_mutagenesis",
+    "SoftmaxPool1d",
+    "RelativeSelfAttention",
+    "DNAConvNet",
+    "DNATransformer",
+]
+
+BASES = "ACGT"
+_COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N",
+               "a": "t", "c": "g", "g": "c", "t": "a", "n": "n"}
+
+
+def _check_dna(seq) -> None:
+    if not isinstance(seq, str):
+        raise TypeError(f"expected a DNA string, got {type(seq).__name__}")
+    bad = sorted(set(seq) - set(_COMPLEMENT))
+    if bad:
+        raise ValueError(f"not a DNA letter (A, C, G, T, N, any case): {bad[:5]}")
+
+
+def one_hot_dna(seq: str) -> np.ndarray:
+    """One-hot encode DNA: (L,) string -> (L, 4) float32 array, columns A, C, G, T.
+
+    Upper and lower case are the same base (lower case marks repeats in genome files).
+    N (unknown base) becomes a row of zeros, as in Enformer. Any other letter raises
+    ValueError. The empty string gives shape (0, 4).
+
+    >>> one_hot_dna("ACgN")
+    array([[1., 0., 0., 0.],
+           [0., 1., 0., 0.],
+           [0., 0., 1., 0.],
+           [0., 0., 0., 0.]], dtype=float32)
+    """
+    _check_dna(seq)
+    codes = np.frombuffer(seq.upper().encode("ascii"), dtype=np.uint8)  # (L,)
+    out = np.zeros((len(seq), 4), dtype=np.float32)
+    for j, base in enumerate(BASES):
+        out[codes == ord(base), j] = 1.0
+    return out
+
+
+def reverse_complement(seq: str) -> str:
+    """The reverse complement: complement each base (A<->T, C<->G, N->N) and reverse.
+
+    Case is kept (a -> t). Any letter other than A, C, G, T, N raises ValueError.
+    Property: with columns A, C, G, T, ``one_hot_dna(reverse_complement(s))`` equals
+    ``one_hot_dna(s)[::-1, ::-1]``.
+
+    >>> reverse_complement("AACGn")
+    'nCGTT'
+    """
+    _check_dna(seq)
+    return "".join(_COMPLEMENT[b] for b in reversed(seq))
+
+
+def receptive_field(kernel_sizes: Sequence[int], dilations: Sequence[int] | None = None,
+                    pools: Sequence[int] | None = None) -> int:
+    """Input bases seen by one output position of a stack of (conv, pool) blocks.
+
+    Block i is a stride-1 convolution of kernel ``kernel_sizes[i]`` and dilation
+    ``dilations[i]`` (default 1), then a pooling of size and stride ``pools[i]``
+    (default 1 = no pooling). Walking from the input: with ``jump`` = input bases
+    between neighbouring positions at the current layer (starts at 1),
+        a conv adds (kernel - 1) * dilation * jump bases,
+        a pool adds (pool - 1) * jump bases and multiplies jump by pool.
+    Raises ValueError when the lists differ in length or hold a value < 1.
+
+    >>> receptive_field([15, 5], pools=[2, 2])   # 1 + 14 + 1 + 4*2 + 1*2
+    26
+    """
+    n = len(kernel_sizes)
+    dilations = [1] * n if dilations is None else list(dilations)
+    pools = [1] * n if pools is None else list(pools)
+    if len(dilations) != n or len(pools) != n:
+        raise ValueError(f"kernel_sizes, dilations and pools must have the same length, got "
+                         f"{n}, {len(dilations)}, {len(pools)}")
+    for name, values in (("kernel_sizes", kernel_sizes), ("dilations", dilations), ("pools", pools)):
+        if any(int(v) != v or v < 1 for v in values):
+            raise ValueError(f"{name} must be integers >= 1, got {list(values)}")
+    rf, jump = 1, 1
+    for k, d, p in zip(kernel_sizes, dilations, pools):
+        rf += (int(k) - 1) * int(d) * jump
+        rf += (int(p) - 1) * jump
+        jump *= int(p)
+    return rf
+
+
+def measured_receptive_field(model: Callable[[torch.Tensor], torch.Tensor], length: int, position: int | None = None,
+                             channels: int = 4) -> int:
+    """Measure a receptive field with an impulse: bases whose input changes output ``position``.
+
+    ``model`` maps (1, length, channels) to (1, L_out, C_out). The gradient of the sum
+    of output ``position`` (default: the middle one) with respect to the input is
+    nonzero exactly on the bases that output depends on; their span is returned. Use
+    weights without zeros and no ReLU (a dead unit hides its inputs) for an exact count.
+    """
+    x = torch.zeros(1, length, channels, requires_grad=True)
+    out = model(x)  # (1, L_out, C_out)
+    pos = out.shape[1] // 2 if position is None else position
+    out[0, pos].sum().backward()
+    touched = np.flatnonzero(x.grad[0].abs().sum(-1).numpy() > 0)
+    return 0 if touched.size == 0 else int(touched[-1] - touched[0] + 1)
+
+
+def softmax_pool(x: torch.Tensor, weight: torch.Tensor, pool_size: int) -> torch.Tensor:
+    """Attention pooling as in Enformer: (B, L, C) -> (B, L // pool_size, C).
+
+    Split the positions into windows of ``pool_size``; in each window compute logits
+    x @ weight ((C, C), one logit per position and channel), softmax them over the
+    window's positions, and return the softmax-weighted sum of x, per channel.
+    weight = 0 gives average pooling; a large multiple of the identity approaches max
+    pooling. L must be divisible by pool_size (ValueError otherwise).
+
+    >>> softmax_pool(torch.tensor([[[0.0], [2.0]]]), torch.zeros(1, 1), 2)
+    tensor([[[1.]]])
+    """
+    if x.dim() != 3:
+        raise ValueError(f"x must be (B, L, C), got {tuple(x.shape)}")
+    b, length, c = x.shape
+    if length % pool_size:
+        raise ValueError(f"length {length} is not divisible by pool_size {pool_size}")
+    windows = x.reshape(b, length // pool_size, pool_size, c)  # (B, L/p, p, C)
+    logits = (x.reshape(-1, c) @ weight).reshape(windows.shape)  # (B, L/p, p, C), one 2-D matmul
+    weights = torch.softmax(logits, dim=-2)  # softmax over the p positions of a window
+    return (weights * windows).sum(dim=-2)  # (B, L/p, C)
+
+
+def in_silico_mutagenesis(predict: Callable[[torch.Tensor], torch.Tensor], one_hot) -> np.ndarray:
+    """Effect of every single-base substitution on a prediction: (L, 4) float64 array.
+
+    ``predict`` maps a (N, L, 4) float32 tensor of one-hot sequences to (N,) scores.
+    effect[i, b] = predict(sequence with base b at position i) - predict(sequence);
+    effect at the sequence's own base is 0. ``one_hot`` is (L, 4), numpy or torch;
+    it is not modified. Positions that are N (all-zero rows) are mutated like others.
+    Cost: 3 L + 1 predictions (batch them).
+
+    >>> w = torch.tensor([[1.0, 2.0, 3.0, 4.0]])  # score = sum of per-base weights
+    >>> in_silico_mutagenesis(lambda x: (x * w).sum((1, 2)), one_hot_dna("A"))
+    array([[0., 1., 2., 3.]])
+    """
+    x = torch.as_tensor(np.asarray(one_hot, dtype=np.float32) if not isinstance(one_hot, torch.Tensor)
+                        else one_hot.detach().float().cpu())
+    if x.dim() != 2 or x.shape[1] != 4:
+        raise ValueError(f"one_hot must be (L, 4), got {tuple(x.shape)}")
+    length = x.shape[0]
+    mutants = x.repeat(length * 4 + 1, 1, 1)  # (4L + 1, L, 4); the last one is the reference
+    idx = torch.arange(length * 4)
+    pos, base = idx // 4, idx % 4
+    mutants[idx, pos] = 0.0
+    mutants[idx, pos, base] = 1.0
+    with torch.no_grad():
+        scores = torch.as_tensor(predict(mutants)).detach().double().cpu().reshape(-1)  # (4L + 1,)
+    return (scores[:-1] - scores[-1]).reshape(length, 4).numpy()
+
+
+# ---------------------------------------------------------------- the two models of lesson 12
+class SoftmaxPool1d(nn.Module):
+    """``softmax_pool`` with a learned (C, C) logit weight, started at 2 * identity (as Enformer)."""
+
+    def __init__(self, channels: int, pool_size: int = 2, init_scale: float = 2.0):
+        super().__init__()
+        self.pool_size = pool_size
+        self.weight = nn.Parameter(torch.eye(channels) * init_scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, C) -> (B, L / p, C)
+        return softmax_pool(x, self.weight, self.pool_size)
+
+
+class RelativeSelfAttention(nn.Module):
+    """Multi-head self-attention whose scores add a relative-position term (Enformer).
+
+    score[h, i, j] = (q_i . k_j + q_i . (W_R f(j - i))) / sqrt(d_head), where f is lesson
+    04's ``enformer_relative_features`` (exponential, central mask and gamma bases, each
+    also times sign(r)) of the distance in bins, and W_R is learned per head.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, max_len: int, num_rel_features: int = 12):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
+        self.h, self.d_head = num_heads, d_model // num_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.w_r = nn.Linear(num_rel_features, d_model, bias=False)  # features -> one relative key per head
+        feats = P.enformer_relative_features(P.relative_positions(max_len), num_rel_features, seq_len=max_len)
+        self.register_buffer("rel_features", torch.from_numpy(feats).float(), persistent=False)  # (T, T, F)
+        self.last_weights: torch.Tensor | None = None  # (B, H, T, T) of the latest call, for plots
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.h, self.d_head).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, dh)
+        rel_k = self.w_r(self.rel_features[:t, :t]).reshape(t, t, self.h, self.d_head)  # (T, T, H, dh)
+        scores = q @ k.transpose(-1, -2) + torch.einsum("bhid,ijhd->bhij", q, rel_k)  # (B, H, T, T)
+        weights = torch.softmax(scores / math.sqrt(self.d_head), dim=-1)
+        self.last_weights = weights.detach()
+        out = (weights @ v).transpose(1, 2).reshape(b, t, d)
+        return self.out(out)
+
+
+class _Stem(nn.Module):
+    """Conv (kernel 15) -> GELU -> attention pool 4 -> conv (kernel 5) -> GELU -> attention pool 4."""
+
+    kernel_sizes, pools = (15, 5), (4, 4)
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv1 = nn.Conv1d(4, channels, 15, padding=7)
+        self.pool1 = SoftmaxPool1d(channels, 4)
+        self.conv2 = nn.Conv1d(channels, channels, 5, padding=2)
+        self.pool2 = SoftmaxPool1d(channels, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, 4) -> (B, L / 16, C)
+        h = F.gelu(self.conv1(x.transpose(1, 2))).transpose(1, 2)
+        h = self.pool1(h)
+        h = F.gelu(self.conv2(h.transpose(1, 2))).transpose(1, 2)
+        return self.pool2(h)
+
+
+class DNAConvNet(nn.Module):
+    """CNN only: the stem, ``extra_convs`` more convolutions (kernel 5) on the bins, a readout at the centre bin.
+
+    Input (B, L, 4) one-hot, L divisible by 16; output (B, num_classes) logits.
+    ``receptive_field_bases`` is the span of input bases the centre bin sees.
+    """
+
+    def __init__(self, channels: int = 32, extra_convs: int = 2, num_classes: int = 2):
+        super().__init__()
+        self.stem = _Stem(channels)
+        self.convs = nn.ModuleList(nn.Conv1d(channels, channels, 5, padding=2) for _ in range(extra_convs))
+        self.head = nn.Linear(channels, num_classes)
+        self.receptive_field_bases = receptive_field(list(_Stem.kernel_sizes) + [5] * extra_convs,
+                                                     pools=list(_Stem.pools) + [1] * extra_convs)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, 4) -> (B, L / 16, C)
+        h = self.stem(x)
+        for conv in self.convs:
+            h = h + F.gelu(conv(h.transpose(1, 2))).transpose(1, 2)
+        return h
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.features(x)
+        return self.head(h[:, h.shape[1] // 2])  # the centre bin (the TSS)
+
+
+class DNATransformer(nn.Module):
+    """The same stem, then ``num_layers`` pre-norm transformer layers with relative positions, centre readout.
+
+    Input (B, L, 4) with L = ``seq_len`` (divisible by 16); output (B, num_classes) logits.
+    """
+
+    def __init__(self, seq_len: int, channels: int = 32, num_layers: int = 1, num_heads: int = 4,
+                 num_classes: int = 2, num_rel_features: int = 12):
+        super().__init__()
+        self.stem = _Stem(channels)
+        bins = seq_len // 16
+        self.attn = nn.ModuleList(RelativeSelfAttention(channels, num_heads, bins, num_rel_features)
+                                  for _ in range(num_layers))
+        self.norm1 = nn.ModuleList(nn.LayerNorm(channels) for _ in range(num_layers))
+        self.norm2 = nn.ModuleList(nn.LayerNorm(channels) for _ in range(num_layers))
+        self.ff = nn.ModuleList(nn.Sequential(nn.Linear(channels, 2 * channels), nn.ReLU(),
+                                              nn.Linear(2 * channels, channels)) for _ in range(num_layers))
+        self.head = nn.Linear(channels, num_classes)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        for attn, n1, n2, ff in zip(self.attn, self.norm1, self.norm2, self.ff):
+            h = h + attn(n1(h))
+            h = h + ff(n2(h))
+        return h
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.features(x)
+        return self.head(h[:, h.shape[1] // 2])
