@@ -4,6 +4,7 @@
     python -m grading preflight [--kernel course-sandbox]
     python -m grading sandbox-install                     (the isolated grading kernel, see grading/sandbox.py)
     python -m grading demo --assignment 01_attention     (write the demo class into grading/submitted/)
+    python -m grading bundle [--out grading/bundle]      (what students of a graded class receive: no solutions)
 """
 from __future__ import annotations
 
@@ -37,8 +38,18 @@ def main(argv=None) -> int:
     d = sub.add_parser("demo", help="write the demo class's submissions")
     d.add_argument("--assignment", action="append")
 
+    b = sub.add_parser("bundle", help="build the students' bundle: release notebooks, data, course_lib "
+                                      "without the unreleased solutions (grading/bundle.py)")
+    b.add_argument("--out", default=None, help="folder to write (replaced); default grading/bundle")
+
     args = parser.parse_args(argv)
     try:
+        if args.command == "bundle":
+            from grading import bundle
+
+            for a in bundle.assignments():
+                pipeline.run_nbgrader("generate_assignment", a, "--force")
+            return bundle.main(["--out", args.out] if args.out else [])
         if args.command == "grade":
             if args.workers < 1:
                 parser.error(f"--workers must be at least 1, got {args.workers}")

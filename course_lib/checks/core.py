@@ -580,7 +580,14 @@ def compare_with_reference(
     forbidden = tuple(forbidden)
     for case in cases:
         ref_fn = reference if observe is None else (lambda *a, **k: observe(reference(*a, **k)))
-        expected = _transcript.reference_value(ref_fn, case.args, case.kwargs)
+        ref_name = f"{getattr(reference, '__module__', '')}.{getattr(reference, '__qualname__', 'reference')}"
+        expected = _transcript.reference_value(ref_fn, case.args, case.kwargs, name=ref_name)
+        if _transcript.mode() == "capture":  # the bundle stores every wrong answer's output too
+            for wrong in wrongs:
+                try:
+                    _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs)
+                except Exception:
+                    pass
         try:
             got = call_student(student, case, exercise, forbidden, observe)
         except (NotImplementedYet, IntegrityError):
@@ -599,7 +606,7 @@ def compare_with_reference(
             continue
         for wrong in wrongs:
             try:
-                wrong_out = wrong.fn(*case.args, **case.kwargs)
+                wrong_out = _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs)
                 if observe is not None:
                     wrong_out = observe(wrong_out)
             except Exception:
@@ -614,7 +621,7 @@ def _name_crash(cause: BaseException, case: Case, wrongs: Sequence[Wrong], exerc
     """The student's code raised: if a known wrong implementation raises the same way, name it."""
     for wrong in wrongs:
         try:
-            wrong.fn(*case.args, **case.kwargs)
+            _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs)
         except Exception as err:
             if type(err) is type(cause):
                 raise _AssertionError(
