@@ -64,17 +64,84 @@ def linear_attention_step(state, q_t, k_t, v_t, feature_map=elu_feature_map):
 
 def positive_random_features(x, w):
     x, w = np.asarray(x, float), np.asarray(w, float)
-    log_phi = np.einsum("...ld,md->...lm", x, w) - 0.5 * (x ** 2).sum(-1)[..., None]
-    return np.exp(log_phi) / np.sqrt(w.shape[0])
+    log_phi = x @ np.swapaxes(w, -1, -2) - 0.5 * (x ** 2).sum(-1)[..., None]
+    return np.exp(log_phi) / np.sqrt(w.shape[-2])
+
+
+def positive_random_features_float32(x, w):
+    return positive_random_features(np.asarray(x, np.float32), np.asarray(w, np.float32)).astype(np.float32)
+
+
+def positive_random_features_einsum(x, w):
+    x, w = np.asarray(x, float), np.asarray(w, float)
+    proj = np.einsum("...ld,...md->...lm", x, w)
+    return np.exp(proj - np.einsum("...ld,...ld->...l", x, x)[..., None] / 2) * w.shape[-2] ** -0.5
+
+
+def elu_feature_map_where(x):
+    x = np.asarray(x, dtype=float)
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def elu_feature_map_float32(x):
+    x = np.asarray(x, dtype=np.float32)
+    return np.where(x > 0, x + np.float32(1), np.exp(np.minimum(x, np.float32(0)))).astype(np.float32)
+
+
+def elu_feature_map_torch_inside(x):
+    import torch
+
+    return (torch.nn.functional.elu(torch.as_tensor(np.asarray(x, float))) + 1).numpy()
+
+
+def linear_attention_matmul(q, k, v, feature_map=elu_feature_map):
+    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
+    num = fq @ (np.swapaxes(fk, -1, -2) @ v)
+    den = fq @ fk.sum(-2)[..., None]
+    return num / den
+
+
+def linear_attention_float32(q, k, v, feature_map=elu_feature_map):
+    f = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    fq, fk = feature_map(f(q)).astype(np.float32), feature_map(f(k)).astype(np.float32)
+    return ((fq @ (np.swapaxes(fk, -1, -2) @ f(v))) / (fq @ fk.sum(-2)[..., None])).astype(np.float32)
+
+
+def causal_linear_attention_float32(q, k, v, feature_map=elu_feature_map):
+    f = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    return causal_linear_attention(f(q), f(k), f(v), lambda x: feature_map(x).astype(np.float32)).astype(np.float32)
+
+
+def linear_attention_step_float32(state, q_t, k_t, v_t, feature_map=elu_feature_map):
+    out, (s, z) = linear_attention_step(state, q_t, k_t, v_t, feature_map)
+    return out.astype(np.float32), (s, z)
+
+
+def linear_attention_step_explicit(state, q_t, k_t, v_t, feature_map=elu_feature_map):
+    fq, fk, v_t = feature_map(np.asarray(q_t, float)), feature_map(np.asarray(k_t, float)), np.asarray(v_t, float)
+    if state is None:
+        s = np.zeros(fk.shape + v_t.shape[-1:])
+        z = np.zeros(fk.shape)
+    else:
+        s, z = (np.array(a, dtype=float, copy=True) for a in state)
+    s += fk[..., :, None] * v_t[..., None, :]   # in place on OUR copies: allowed
+    z += fk
+    return (fq[..., :, None] * s).sum(-2) / (fq * z).sum(-1, keepdims=True), (s, z)
 
 
 CORRECT = [
-    (C.check_elu_feature_map, elu_feature_map),
-    (C.check_linear_attention, linear_attention),
+    (C.check_elu_feature_map, elu_feature_map), (C.check_elu_feature_map, elu_feature_map_where),
+    (C.check_elu_feature_map, elu_feature_map_float32),
+    (C.check_linear_attention, linear_attention), (C.check_linear_attention, linear_attention_matmul),
+    (C.check_linear_attention, linear_attention_float32),
     (C.check_causal_linear_attention, causal_linear_attention),
     (C.check_causal_linear_attention, causal_linear_attention_loop),
-    (C.check_linear_attention_step, linear_attention_step),
+    (C.check_causal_linear_attention, causal_linear_attention_float32),
+    (C.check_linear_attention_step, linear_attention_step), (C.check_linear_attention_step, linear_attention_step_explicit),
+    (C.check_linear_attention_step, linear_attention_step_float32),
     (C.check_positive_random_features, positive_random_features),
+    (C.check_positive_random_features, positive_random_features_float32),
+    (C.check_positive_random_features, positive_random_features_einsum),
 ]
 
 

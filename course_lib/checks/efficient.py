@@ -50,9 +50,11 @@ from course_lib.checks.core import (
     assert_shape,
     call_student,
     compare_with_reference,
+    reference,
     seeded,
     to_numpy,
 )
+from course_lib.checks.transcript import is_pending
 
 __all__ = [
     "check_elu_feature_map",
@@ -325,6 +327,32 @@ def _linear_cases(hidden: bool, causal: bool) -> list[Case]:
     return cases
 
 
+def _native(x):
+    """An array in the student's own dtype (so tolerances follow it): numpy as is, torch via .numpy()."""
+    if hasattr(x, "detach") and hasattr(x, "numpy"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _with_peak_memory(student):
+    """``student`` wrapped so that its result is (output, peak bytes traced during the call): the
+    measurement is made in the kernel, around the student's call, and recorded with its output."""
+    def measured(*args, **kwargs):
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            before, _ = tracemalloc.get_traced_memory()
+            out = student(*args, **kwargs)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
+        return out, int(peak - before)
+    return measured
+
+
 def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000, d: int = 4, dv: int = 3,
                          seed: int = 17) -> None:
     """Fail, naming the quadratic misconception, when ``student`` builds an (L, L) array.
@@ -338,18 +366,10 @@ def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000,
     rng = seeded(seed)
     q, k, v = _qkv(rng, L, L, d, dv)
     case = Case(f"a long sequence, L={L}", (q, k, v), {"feature_map": _elu1})
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before, _ = tracemalloc.get_traced_memory()
-        out = call_student(student, case, exercise, FORBIDDEN)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-    used = peak - before
+    result = call_student(_with_peak_memory(student), case, exercise, FORBIDDEN)
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise AssertionError(f"{exercise}: could not observe the output on '{case.label}'")
+    out, used = result
     limit = L * L // 2
     if used > limit:
         raise AssertionError(
@@ -360,8 +380,8 @@ def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000,
                "use cumulative sums over positions of phi(k_j) v_j^T (an (L, r, d_v) array) and of phi(k_j), "
                "with no (L, L) mask.")
         )
-    expected = (ref.causal_linear_attention if causal else ref.linear_attention)(q, k, v, feature_map=_elu1)
-    assert_close(out, expected, f"{exercise} on '{case.label}'", atol=1e-8, rtol=1e-6)
+    expected = reference(ref.causal_linear_attention if causal else ref.linear_attention, q, k, v, feature_map=_elu1)
+    assert_close(out, expected, f"{exercise} on '{case.label}'")
 
 
 # ---------------------------------------------------------------- checks
@@ -376,9 +396,9 @@ def check_elu_feature_map(student, hidden: bool = False) -> None:
                   Case("very negative values [-50, -20]", (np.array([[-50.0, -20.0]]),)),
                   Case("values in [-1.5, -0.5] (below -1 too)", (np.linspace(-1.5, -0.5, 7),))]
     compare_with_reference(student, ref.elu_feature_map, cases, exercise=exercise, wrongs=WRONG_ELU,
-                           forbidden=FORBIDDEN, atol=1e-12, rtol=1e-10)
+                           forbidden=FORBIDDEN)
     x = np.linspace(-30.0, 3.0, 67)
-    out = to_numpy(call_student(student, Case("linspace(-30, 3)", (x,)), exercise, FORBIDDEN))
+    out = _native(call_student(student, Case("linspace(-30, 3)", (x,)), exercise, FORBIDDEN))
     assert_shape(out, x.shape, f"{exercise}: the feature map is elementwise, the output shape")
     if not (out > 0).all():
         raise AssertionError(f"{exercise}: some features are <= 0 (at x = {x[out <= 0][:3]}); elu(x) + 1 "
@@ -391,16 +411,16 @@ def check_linear_attention(student, hidden: bool = False) -> None:
     exercise = "linear_attention"
     cases = _linear_cases(hidden, causal=False)
     compare_with_reference(student, ref.linear_attention, cases, exercise=exercise, wrongs=WRONG_LINEAR,
-                           forbidden=FORBIDDEN, atol=1e-10, rtol=1e-8)
+                           forbidden=FORBIDDEN)
     # keys and values permuted together: the output must not change
     rng = seeded(727 if hidden else 27)
     q, k, v = _qkv(rng, 4, 6, 3, 2)
     perm = rng.permutation(6)
-    a = to_numpy(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _elu1}), exercise, FORBIDDEN))
-    b = to_numpy(call_student(student, Case("keys and values permuted", (q, k[perm], v[perm]),
+    a = _native(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _elu1}), exercise, FORBIDDEN))
+    b = _native(call_student(student, Case("keys and values permuted", (q, k[perm], v[perm]),
                                             {"feature_map": _elu1}), exercise, FORBIDDEN))
     assert_close(b, a, f"{exercise}: permuting keys together with their values must not change the output "
-                       "(non-causal attention averages over a set of keys)", atol=1e-10)
+                       "(non-causal attention averages over a set of keys)")
     assert_not_quadratic(student, exercise, causal=False, L=3000 if not hidden else 3500, seed=37 if hidden else 27)
 
 
@@ -410,7 +430,7 @@ def check_causal_linear_attention(student, hidden: bool = False) -> None:
     exercise = "causal_linear_attention"
     cases = _linear_cases(hidden, causal=True)
     compare_with_reference(student, ref.causal_linear_attention, cases, exercise=exercise, wrongs=WRONG_CAUSAL,
-                           forbidden=FORBIDDEN, atol=1e-10, rtol=1e-8)
+                           forbidden=FORBIDDEN)
     # changing future keys and values must not change earlier outputs
     rng = seeded(737 if hidden else 47)
     T = 8
@@ -418,11 +438,11 @@ def check_causal_linear_attention(student, hidden: bool = False) -> None:
     k2, v2 = k.copy(), v.copy()
     k2[5:] = rng.normal(size=(T - 5, 3)) * 3
     v2[5:] += 5.0
-    a = to_numpy(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _elu1}), exercise, FORBIDDEN))
-    b = to_numpy(call_student(student, Case("later keys changed", (q, k2, v2), {"feature_map": _elu1}),
+    a = _native(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _elu1}), exercise, FORBIDDEN))
+    b = _native(call_student(student, Case("later keys changed", (q, k2, v2), {"feature_map": _elu1}),
                               exercise, FORBIDDEN))
     assert_close(b[:5], a[:5], f"{exercise}: outputs 0..4 changed when only keys/values 5..7 changed; likely "
-                               "misconception 'causal form sees future keys'", atol=1e-10)
+                               "misconception 'causal form sees future keys'")
     assert_not_quadratic(student, exercise, causal=True, L=3000 if not hidden else 3500, seed=57 if hidden else 47)
 
 
@@ -466,16 +486,11 @@ def check_linear_attention_step(student, hidden: bool = False) -> None:
     compare_with_reference(_flat_step(student, exercise), _flat_step(ref.linear_attention_step, exercise), cases,
                            exercise=exercise, wrongs=[Wrong(w.name, _flat_step(w.fn, exercise), w.message)
                                                       for w in WRONG_STEP],
-                           forbidden=FORBIDDEN, atol=1e-10, rtol=1e-8, output_names=("out_t", "s", "z"))
+                           forbidden=FORBIDDEN, output_names=("out_t", "s", "z"))
     s0, z0 = s_pristine, z_pristine
-    # the input state must not change
-    s_in, z_in = s0.copy(), z0.copy()
-    call_student(student, Case("a state to keep", ((s_in, z_in), cases[1].args[1], cases[1].args[2],
+    # the input state must not change (core's guard compares the arrays after the call)
+    call_student(student, Case("a state to keep", ((s0.copy(), z0.copy()), cases[1].args[1], cases[1].args[2],
                                                    cases[1].args[3]), {"feature_map": _elu1}), exercise, FORBIDDEN)
-    if not (np.array_equal(s_in, s0) and np.array_equal(z_in, z0)):
-        raise AssertionError(f"{exercise}: likely misconception 'state modified in place': your step changed the "
-                             "arrays s, z it was given (s += ... modifies the caller's array). Build new arrays: "
-                             "s_new = s + phi(k_t) v_t^T.")
     # run over a whole sequence: equals causal linear attention
     T = 7 if hidden else 5
     q, k, v = _qkv(rng, T, T, d, dv)
@@ -486,10 +501,10 @@ def check_linear_attention_step(student, hidden: bool = False) -> None:
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise AssertionError(f"{exercise}: must return (out_t, (s, z)), got {type(result).__name__}")
         out_t, state = result
-        outs.append(to_numpy(out_t))
-    expected = ref.causal_linear_attention(q, k, v, feature_map=_elu1)
+        outs.append(_native(out_t))
+    expected = reference(ref.causal_linear_attention, q, k, v, feature_map=_elu1)
     assert_close(np.stack(outs), expected, f"{exercise}: running the step over a sequence of {T} tokens must "
-                                           "give causal linear attention", atol=1e-10, rtol=1e-8)
+                                           "give causal linear attention")
 
 
 def check_positive_random_features(student, hidden: bool = False) -> None:
@@ -505,9 +520,14 @@ def check_positive_random_features(student, hidden: bool = False) -> None:
     x = rng.normal(size=(2, 3, 4))
     w = rng.normal(size=(6, 4))
     cases.append(Case("a batch x(2, 3, 4), iid w(6, 4)", (x, w)))
+    if hidden:  # the docstring: w (..., m, d), leading dims broadcast with x's (e.g. many draws)
+        cases.append(Case("x(3, 4) with a stack of 2 draws w(2, 5, 4)", (rng.normal(size=(3, 4)),
+                                                                          rng.normal(size=(2, 5, 4)))))
+        cases.append(Case("x(2, 3, 4) with w(2, 5, 4), one draw per batch item", (rng.normal(size=(2, 3, 4)),
+                                                                                   rng.normal(size=(2, 5, 4)))))
     compare_with_reference(student, ref.positive_random_features, cases, exercise=exercise, wrongs=WRONG_FEATURES,
-                           forbidden=FORBIDDEN, atol=1e-10, rtol=1e-8)
-    out = to_numpy(call_student(student, cases[0], exercise, FORBIDDEN))
+                           forbidden=FORBIDDEN)
+    out = _native(call_student(student, cases[0], exercise, FORBIDDEN))
     assert_finite(out, exercise)
     if not (out > 0).all():
         raise AssertionError(f"{exercise}: positive random features must all be > 0 (they are exponentials)")
@@ -515,11 +535,14 @@ def check_positive_random_features(student, hidden: bool = False) -> None:
     d, m = 4, 20_000
     x, y = rng.normal(size=d) * 0.3, rng.normal(size=d) * 0.3
     w_many = np.asarray(ref.draw_projection(m, d, orthogonal=False, seed=99 if hidden else 9), dtype=np.float64)
-    f = to_numpy(call_student(student, Case(f"x and y with m={m} iid projections", (np.stack([x, y]), w_many)),
+    f = _native(call_student(student, Case(f"x and y with m={m} iid projections", (np.stack([x, y]), w_many)),
                               exercise, FORBIDDEN))
     estimate = float(f[0] @ f[1])
     target = math.exp(float(x @ y))
-    sd = math.sqrt(ref.positive_features_mse(x, y, m))
+    mse = reference(ref.positive_features_mse, x, y, m)
+    if is_pending(mse):
+        return  # record mode: the verifier compares, outside the kernel
+    sd = math.sqrt(mse)
     if abs(estimate - target) > 6 * sd:
         raise AssertionError(f"{exercise}: with m={m} random projections phi(x).phi(y) = {estimate:.4f}, but it "
                              f"should estimate exp(x.y) = {target:.4f} without bias (allowed: 6 sd = {6 * sd:.4f})")
