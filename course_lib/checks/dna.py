@@ -1,0 +1,240 @@
+"""Checks for lesson 12 (long-range DNA), with the misconceptions they name.
+
+    check_one_hot_dna(one_hot_dna)                     # (L, 4) float32, ACGT, N -> zeros
+    check_reverse_complement(reverse_complement)       # complement and reverse, case kept
+    check_receptive_field(receptive_field)             # conv/pool stack arithmetic
+    check_in_silico_mutagenesis(in_silico_mutagenesis) # (L, 4) prediction changes
+
+Named misconceptions
+    one_hot_dna: columns in another order than A, C, G, T; N as 0.25 everywhere; lower case
+    not recognised (rows of zeros).
+    reverse_complement: complement without reversing; reversed without complementing.
+    receptive_field: pooling ignored; jump (stride) not carried to later layers; dilation
+    ignored; kernel counted instead of kernel - 1.
+    in_silico_mutagenesis: reference minus mutant (sign flipped); the mutant's score
+    instead of the difference.
+
+``hidden=True`` uses other, larger inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from course_lib import dna as ref
+from course_lib.checks.core import Case, Wrong, call_student, compare_with_reference, seeded, to_numpy
+
+__all__ = ["check_one_hot_dna", "check_reverse_complement", "check_receptive_field",
+           "check_in_silico_mutagenesis", "WRONG_ONE_HOT", "WRONG_RC", "WRONG_RF", "WRONG_ISM"]
+
+FORBIDDEN_ONE_HOT = ("course_lib.dna.one_hot_dna",)
+FORBIDDEN_RC = ("course_lib.dna.reverse_complement",)
+FORBIDDEN_RF = ("course_lib.dna.receptive_field",)
+FORBIDDEN_ISM = ("course_lib.dna.in_silico_mutagenesis",)
+_COMP = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N", "a": "t", "c": "g", "g": "c", "t": "a", "n": "n"}
+
+
+def _random_dna(rng, n, alphabet="ACGT"):
+    return "".join(rng.choice(list(alphabet), size=n))
+
+
+# ---------------------------------------------------------------- private wrong answers (never call the reference)
+def _one_hot(seq, order="ACGT", n_value=0.0, upper=True):
+    s = seq.upper() if upper else seq
+    out = np.zeros((len(seq), 4), dtype=np.float32)
+    for i, c in enumerate(s):
+        if c in order:
+            out[i, order.index(c)] = 1.0
+        elif c in "Nn":
+            out[i] = n_value
+    return out
+
+
+WRONG_ONE_HOT = [
+    Wrong("columns not in A, C, G, T order", lambda s: _one_hot(s, order="ATCG"),
+          "the columns must be A, C, G, T in that (alphabetical) order; with this order the reverse complement "
+          "is the one-hot matrix flipped on both axes."),
+    Wrong("N encoded as 0.25", lambda s: _one_hot(s, n_value=0.25),
+          "N (unknown base) must be a row of zeros, as Enformer encodes it, not a uniform 0.25."),
+    Wrong("lower case not recognised", lambda s: _one_hot(s, upper=False),
+          "lower-case letters (soft-masked repeats in genome files) are the same bases: upper-case the string first."),
+]
+
+WRONG_RC = [
+    Wrong("complemented but not reversed", lambda s: "".join(_COMP[c] for c in s),
+          "the other strand is read 5' to 3', so the complement must also be reversed."),
+    Wrong("reversed but not complemented", lambda s: s[::-1],
+          "reversing is not enough: each base pairs with its complement (A-T, C-G)."),
+]
+
+
+def _rf(kernels, dilations=None, pools=None, *, use_pools=True, carry_jump=True, use_dilation=True, k_minus_1=True):
+    n = len(kernels)
+    dilations = [1] * n if dilations is None else list(dilations)
+    pools = [1] * n if pools is None else list(pools)
+    rf, jump = 1, 1
+    for k, d, p in zip(kernels, dilations, pools):
+        rf += ((k - 1) if k_minus_1 else k) * (d if use_dilation else 1) * jump
+        if use_pools:
+            rf += (p - 1) * jump
+            if carry_jump:
+                jump *= p
+    return rf
+
+
+WRONG_RF = [
+    Wrong("pooling ignored", lambda kernel_sizes, dilations=None, pools=None: _rf(kernel_sizes, dilations, pools, use_pools=False),
+          "a pooling of size p also widens the field (by p - 1 times the current jump) and makes every later "
+          "layer's step p times larger."),
+    Wrong("jump not carried through the pools", lambda kernel_sizes, dilations=None, pools=None: _rf(kernel_sizes, dilations, pools, carry_jump=False),
+          "after a pooling of size p, neighbouring positions are p input bases apart: multiply the jump by p, "
+          "so later kernels cover (k - 1) * dilation * jump bases."),
+    Wrong("dilation ignored", lambda kernel_sizes, dilations=None, pools=None: _rf(kernel_sizes, dilations, pools, use_dilation=False),
+          "a dilated kernel of size k spans (k - 1) * dilation + 1 positions."),
+    Wrong("kernel instead of kernel - 1", lambda kernel_sizes, dilations=None, pools=None: _rf(kernel_sizes, dilations, pools, k_minus_1=False),
+          "a kernel of size k adds k - 1 positions to the field (a 1-wide kernel adds nothing)."),
+]
+
+
+def _additive_predict(w):
+    return lambda x: (x * w.to(x.dtype)).sum((1, 2))
+
+
+def _pairwise_predict(w, pair):
+    i, j = pair
+    return lambda x: (x * w.to(x.dtype)).sum((1, 2)) + 2.0 * x[:, i, 2] * x[:, j, 3]
+
+
+def _ism(predict, one_hot, *, flip=False, raw=False):
+    x = torch.as_tensor(np.asarray(one_hot, dtype=np.float32))
+    base = float(predict(x[None])[0])
+    out = np.zeros(tuple(x.shape))
+    for i in range(x.shape[0]):
+        for b in range(4):
+            m = x.clone()
+            m[i] = 0.0
+            m[i, b] = 1.0
+            v = float(predict(m[None])[0])
+            out[i, b] = v if raw else (base - v if flip else v - base)
+    return out
+
+
+WRONG_ISM = [
+    Wrong("reference minus mutant", lambda f, x: _ism(f, x, flip=True),
+          "the effect is prediction(mutant) - prediction(reference): a mutation that raises the score is positive."),
+    Wrong("mutant score instead of the change", lambda f, x: _ism(f, x, raw=True),
+          "subtract the unmutated sequence's prediction: the effect at the sequence's own base must be 0."),
+]
+
+
+# ---------------------------------------------------------------- checks
+def check_one_hot_dna(student, hidden: bool = False) -> None:
+    """Student ``one_hot_dna(seq)``: (L, 4) float32, columns A, C, G, T, N -> zeros, any case."""
+    exercise = "one_hot_dna"
+    rng = seeded(1212 if hidden else 12)
+    cases = [Case("'ACGT'", ("ACGT",)), Case("'GATTACA' with an N", ("GATTNACA",)),
+             Case("lower case 'acgtn'", ("acgtn",))]
+    if hidden:
+        cases += [Case("500 random bases with N and lower case", (_random_dna(rng, 500, "ACGTNacgt"),)),
+                  Case("the empty string", ("",))]
+    compare_with_reference(student, ref.one_hot_dna, cases, exercise=exercise, wrongs=WRONG_ONE_HOT,
+                           forbidden=FORBIDDEN_ONE_HOT)
+    out = call_student(student, Case("'ACGTN'", ("ACGTN",)), exercise, FORBIDDEN_ONE_HOT)
+    if not isinstance(out, np.ndarray) or out.dtype != np.float32:
+        raise AssertionError(f"{exercise}: the docstring promises a float32 numpy array, got "
+                             f"{type(out).__name__} {getattr(out, 'dtype', '')}")
+    if hidden:
+        bad = call_student(_raises(student), Case("'ACGU' (U is RNA)", ("ACGU",)), exercise, FORBIDDEN_ONE_HOT)
+        if tuple(bad) != ("raised", "ValueError"):
+            raise AssertionError(f"{exercise}: the docstring promises a ValueError for a letter that is not "
+                                 f"A, C, G, T or N (input 'ACGU'); your function {_said(bad)}")
+
+
+def check_reverse_complement(student, hidden: bool = False) -> None:
+    """Student ``reverse_complement(seq)``: complement each base and reverse; N stays N; case kept."""
+    exercise = "reverse_complement"
+    rng = seeded(1313 if hidden else 13)
+    cases = [Case("'AACG'", ("AACG",)), Case("'GATTACA'", ("GATTACA",)), Case("'acgtN'", ("acgtN",))]
+    if hidden:
+        cases += [Case("300 random bases with N and lower case", (_random_dna(rng, 300, "ACGTNacgtn"),)),
+                  Case("the empty string", ("",)), Case("one base 'g'", ("g",))]
+    compare_with_reference(student, ref.reverse_complement, cases, exercise=exercise, wrongs=WRONG_RC,
+                           forbidden=FORBIDDEN_RC)
+    out = call_student(student, Case("'ACGT'", ("ACGT",)), exercise, FORBIDDEN_RC)
+    if not isinstance(out, str):
+        raise AssertionError(f"{exercise}: the docstring promises a string, got {type(out).__name__}")
+    if hidden:
+        bad = call_student(_raises(student), Case("'ACGX'", ("ACGX",)), exercise, FORBIDDEN_RC)
+        if tuple(bad) != ("raised", "ValueError"):
+            raise AssertionError(f"{exercise}: the docstring promises a ValueError for a letter that is not "
+                                 f"A, C, G, T or N (input 'ACGX'); your function {_said(bad)}")
+
+
+def check_receptive_field(student, hidden: bool = False) -> None:
+    """Student ``receptive_field(kernel_sizes, dilations=None, pools=None)`` -> int."""
+    exercise = "receptive_field"
+    cases = [Case("one conv, kernel 15", ([15],)),
+             Case("kernels [15, 5], pools [2, 2]", ([15, 5],), {"pools": [2, 2]}),
+             Case("kernels [3, 3, 3], dilations [1, 2, 4]", ([3, 3, 3], [1, 2, 4]))]
+    if hidden:
+        cases += [Case("lesson 12's CNN: kernels [15, 5, 5, 5], pools [4, 4, 1, 1]", ([15, 5, 5, 5], None, [4, 4, 1, 1])),
+                  Case("Enformer-like: kernel 15, then six (5, pool 2) blocks",
+                       ([15, 5, 5, 5, 5, 5, 5], [1] * 7, [2] * 7)),
+                  Case("dilated and pooled: kernels [5, 3, 3], dilations [1, 2, 4], pools [2, 1, 2]",
+                       ([5, 3, 3], [1, 2, 4], [2, 1, 2]))]
+    compare_with_reference(student, ref.receptive_field, cases, exercise=exercise, wrongs=WRONG_RF,
+                           forbidden=FORBIDDEN_RF)
+    out = call_student(student, Case("kernels [15, 5], pools [2, 2]", ([15, 5],), {"pools": [2, 2]}), exercise,
+                       FORBIDDEN_RF)
+    if not isinstance(out, (int, np.integer)):
+        raise AssertionError(f"{exercise}: the docstring promises an int, got {type(out).__name__}")
+    if hidden:
+        bad = call_student(_raises(student), Case("kernels [3, 3] with pools [2]", ([3, 3], None, [2])), exercise,
+                           FORBIDDEN_RF)
+        if tuple(bad) != ("raised", "ValueError"):
+            raise AssertionError(f"{exercise}: the docstring promises a ValueError when the lists differ in length; "
+                                 f"your function {_said(bad)}")
+
+
+def check_in_silico_mutagenesis(student, hidden: bool = False) -> None:
+    """Student ``in_silico_mutagenesis(predict, one_hot)`` -> (L, 4) changes of the prediction."""
+    exercise = "in_silico_mutagenesis"
+    g = torch.Generator().manual_seed(1414 if hidden else 14)
+    length = 40 if hidden else 8
+    w = torch.randn(length, 4, generator=g)
+    rng = seeded(1414 if hidden else 14)
+    seq = _random_dna(rng, length, "ACGTN" if hidden else "ACGT")
+    x = _one_hot(seq)
+    cases = [Case(f"an additive model on {length} bases", (_additive_predict(w), x)),
+             Case(f"a model with one interaction (positions 1 and {length - 2}) on {length} bases",
+                  (_pairwise_predict(w, (1, length - 2)), x))]
+    if hidden:
+        cases.append(Case("the same sequence as a torch tensor", (_additive_predict(w), torch.from_numpy(x.copy()))))
+    # the model computes in float32 whatever the answer's dtype: differences of float32 scores, hence atol/rtol
+    compare_with_reference(student, ref.in_silico_mutagenesis, cases, exercise=exercise, wrongs=WRONG_ISM,
+                           forbidden=FORBIDDEN_ISM, atol=1e-5, rtol=1e-5)
+    before = x.copy()
+    out = to_numpy(call_student(student, Case("an additive model (mutation check)", (_additive_predict(w), x)),
+                                exercise, FORBIDDEN_ISM))
+    if not np.array_equal(x, before):
+        raise AssertionError(f"{exercise}: your function changed the one_hot array it was given; the docstring "
+                             "promises it is not modified (mutate a copy)")
+    if out.shape != (length, 4):
+        raise AssertionError(f"{exercise}: expected shape ({length}, 4), got {out.shape}")
+
+
+def _raises(student):
+    """Wrap ``student`` so that an exception becomes plain data: ("raised", name) or ("returned", "")."""
+    def run(*args, **kwargs):
+        try:
+            student(*args, **kwargs)
+        except NotImplementedError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the exception's kind is the observation
+            return ("raised", type(err).__name__)
+        return ("returned", "")
+    return run
+
+
+def _said(outcome) -> str:
+    return f"raised {outcome[1]}" if outcome[0] == "raised" else "returned normally"
