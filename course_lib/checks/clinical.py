@@ -1,0 +1,535 @@
+"""Checks for lesson 08 (clinical text with a pretrained encoder), with the misconceptions they name.
+
+    check_mean_pool(mean_pool)                   # mean_pool(hidden, attention_mask)
+    check_cosine_top_k(cosine_top_k)             # cosine_top_k(queries, keys, k)
+    check_freeze_for_probe(freeze_for_probe)     # freeze_for_probe(model, head="classifier")
+    check_attention_rollout(attention_rollout)   # attention_rollout(attentions, residual=True)
+
+Named misconceptions
+    mean_pool: padding averaged in; divided by the padded length; padding left in the sum
+    (only the count masked); first token only ([CLS] pooling); L2-normalised; NaN for a
+    row without real tokens.
+    cosine_top_k: unnormalised dot product; keys not normalised; normalised over the wrong
+    axis; most dissimilar first (ascending order); ties broken by the larger index
+    (argsort(...)[::-1]).
+    freeze_for_probe: encoder not frozen (model.eval() does not freeze); head frozen too;
+    head not switched back on; name prefix without the dot (a parameter called
+    ``classifier_scale`` is not part of ``classifier``); counted tensors, not elements;
+    counted every parameter.
+    attention_rollout: layers composed in the wrong order; residual stream ignored; identity
+    added without halving (rows sum to 2); heads summed instead of averaged; residual flag
+    ignored; last layer only.
+
+None of these needs the pretrained model: every input is a small seeded tensor or model.
+``hidden=True`` uses other, larger inputs.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from course_lib import clinical as ref
+from course_lib.checks import transcript as _transcript
+from course_lib.checks.core import (
+    Case,
+    Wrong,
+    assert_close,
+    call_student,
+    compare_with_reference,
+    reference,
+    seeded,
+    to_numpy,
+)
+
+__all__ = [
+    "check_mean_pool",
+    "check_cosine_top_k",
+    "check_freeze_for_probe",
+    "check_attention_rollout",
+    "WRONG_MEAN_POOL",
+    "WRONG_COSINE_TOP_K",
+    "WRONG_FREEZE",
+    "WRONG_ROLLOUT",
+]
+
+FORBIDDEN_MEAN_POOL = ("course_lib.clinical.mean_pool", "course_lib.clinical.EncoderClassifier.forward",
+                       "course_lib.pretrained._pool_normalise", "course_lib.pretrained.sentence_embeddings")
+FORBIDDEN_COSINE = ("course_lib.clinical.cosine_top_k", "course_lib.clinical.tfidf_top_k",
+                    "torch.nn.functional.cosine_similarity", "torch.cosine_similarity")
+FORBIDDEN_FREEZE = ("course_lib.clinical.freeze_for_probe",)
+FORBIDDEN_ROLLOUT = ("course_lib.clinical.attention_rollout",)
+
+
+def _t(rng, *shape, scale=1.0):
+    return torch.from_numpy(rng.normal(size=shape) * scale)
+
+
+# ---------------------------------------------------------------- mean_pool
+def _mp(hidden, mask, *, kind):
+    m = mask.to(hidden.dtype).unsqueeze(-1)
+    if kind == "all":
+        return hidden.mean(dim=-2)
+    if kind == "padded length":
+        return (hidden * m).sum(dim=-2) / hidden.shape[-2]
+    if kind == "count only":
+        return hidden.sum(dim=-2) / m.sum(dim=-2).clamp(min=1.0)
+    if kind == "first":
+        return hidden[..., 0, :]
+    if kind == "normalised":
+        return nn.functional.normalize((hidden * m).sum(dim=-2) / m.sum(dim=-2).clamp(min=1.0), dim=-1)
+    if kind == "nan":
+        return (hidden * m).sum(dim=-2) / m.sum(dim=-2)
+    raise ValueError(kind)
+
+
+_MP_MESSAGES = {
+    "all": ("padding averaged in",
+            "you averaged over every position, padding included; multiply by the mask before summing and "
+            "divide by the number of REAL tokens: (hidden * mask[..., None]).sum(-2) / mask.sum(-1, keepdim=True)."),
+    "padded length": ("divided by the padded length",
+                      "the sum is masked, but you divided by T (the padded length); divide by the number of real "
+                      "tokens of each row, mask.sum(-1, keepdim=True)."),
+    "count only": ("padding left in the sum",
+                   "you divided by the number of real tokens but summed over all positions; padding vectors must "
+                   "be multiplied by 0 before the sum."),
+    "first": ("first token only ([CLS] pooling)",
+              "you returned the first token's vector ([CLS] pooling); mean pooling averages all real tokens."),
+    "normalised": ("L2-normalised",
+                   "mean_pool returns the plain mean; the model card normalises afterwards, as a separate step "
+                   "(F.normalize(mean_pool(h, m), dim=-1))."),
+    "nan": ("NaN for a row without real tokens",
+            "a row whose mask is all 0 divides 0 by 0; clamp the count to at least 1 (count.clamp(min=1)) so "
+            "that row gives zeros."),
+}
+WRONG_MEAN_POOL = [Wrong(name, (lambda k: lambda h, m: _mp(h, m, kind=k))(kind), msg)
+                   for kind, (name, msg) in _MP_MESSAGES.items()]
+
+
+def _lengths_mask(lengths, T, dtype):
+    m = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T) True = real
+    return m if dtype is torch.bool else m.to(dtype)
+
+
+def _mp_cases(hidden: bool) -> list[Case]:
+    rng = seeded(808 if hidden else 8)
+
+    def padded(B, T, d, lengths, dtype):
+        h = _t(rng, B, T, d)
+        m = _lengths_mask(lengths, T, dtype)
+        h = torch.where(m.bool()[..., None], h, h * 50.0 + 20.0)  # large padding vectors: leaking them shows
+        return h, m
+
+    cases = [
+        Case("hidden (2, 5, 4), int mask, lengths 5 and 3", padded(2, 5, 4, [5, 3], torch.int64)),
+        Case("hidden (3, 4, 6), bool mask, lengths 4, 1 and 2", padded(3, 4, 6, [4, 1, 2], torch.bool)),
+        Case("hidden (2, 3, 2), float mask, second row all padding", padded(2, 3, 2, [2, 0], torch.float64)),
+    ]
+    h, m = padded(4, 5, 3, [5, 2, 3, 1], torch.int64)
+    cases.append(Case("hidden (2, 2, 5, 3), two leading axes", (h.reshape(2, 2, 5, 3), m.reshape(2, 2, 5))))
+    if hidden:
+        cases += [
+            Case("hidden (4, 9, 16), int mask, lengths 9, 1, 5, 0", padded(4, 9, 16, [9, 1, 5, 0], torch.int64)),
+            Case("hidden (6, 3), no batch axis", (_t(rng, 6, 3), torch.tensor([1, 1, 1, 0, 0, 0]))),
+            Case("hidden (3, 12, 384) as MiniLM's, bool mask", padded(3, 12, 384, [12, 7, 3], torch.bool)),
+        ]
+    return cases
+
+
+def _inputs_after(case: Case):
+    """observe= helper: the output plus the inputs as they are after the call (in-place changes show)."""
+    def observe(out):
+        snap = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else np.array(a, copy=True)
+                     for a in case.args)
+        return out, snap
+    return observe
+
+
+def _check_unchanged(student, case: Case, exercise: str, forbidden) -> object:
+    """Call once more and check that the inputs are not modified in place; returns the output."""
+    originals = tuple(a.clone() if isinstance(a, torch.Tensor) else np.array(a, copy=True) for a in case.args)
+    out, after = call_student(student, case, exercise, forbidden, observe=_inputs_after(case))
+    for i, (before, now) in enumerate(zip(originals, after)):
+        if not np.array_equal(to_numpy(before), to_numpy(now), equal_nan=True):
+            raise AssertionError(f"{exercise}: your function changed its input argument {i + 1} in place on "
+                                 f"'{case.label}'; compute into new tensors/arrays (no +=, *=, out=, or "
+                                 "in-place methods ending in _ on the inputs).")
+    return out
+
+
+def check_mean_pool(student, hidden: bool = False) -> None:
+    """mean_pool equals the masked mean on several shapes and mask dtypes; dtype kept; inputs unchanged."""
+    exercise = "mean_pool"
+    cases = _mp_cases(hidden)
+    compare_with_reference(student, ref.mean_pool, cases, exercise=exercise, wrongs=WRONG_MEAN_POOL,
+                           forbidden=FORBIDDEN_MEAN_POOL)
+    rng = seeded(818 if hidden else 18)
+    h32 = torch.from_numpy(rng.normal(size=(2, 4, 3)).astype(np.float32))
+    case = Case("float32 hidden (2, 4, 3), int mask", (h32, _lengths_mask([4, 2], 4, torch.int64)))
+    out = _check_unchanged(student, case, exercise, FORBIDDEN_MEAN_POOL)
+    if not isinstance(out, torch.Tensor):
+        raise AssertionError(f"{exercise}: expected a torch.Tensor on '{case.label}', got {type(out).__name__}")
+    if out.dtype != torch.float32:
+        raise AssertionError(f"{exercise}: on '{case.label}' the output is {out.dtype}, expected torch.float32 "
+                             "(hidden's dtype): convert the mask to hidden's dtype, not the other way round.")
+
+
+# ---------------------------------------------------------------- cosine_top_k
+def _unit(x, axis=-1):
+    return x / np.maximum(np.linalg.norm(x, axis=axis, keepdims=True), 1e-12)
+
+
+def _ctk(q, keys, k, *, kind):
+    q, keys = np.asarray(q, dtype=float), np.asarray(keys, dtype=float)
+    if kind == "dot":
+        s = q @ keys.T
+    elif kind == "keys raw":
+        s = _unit(q) @ keys.T
+    elif kind == "axis":
+        s = _unit(q, 0) @ _unit(keys, 0).T
+    else:
+        s = _unit(q) @ _unit(keys).T
+    if kind == "ascending":
+        idx = np.argsort(s, axis=-1, kind="stable")[:, :k]
+    elif kind == "reversed ties":
+        idx = np.argsort(s, axis=-1, kind="stable")[:, ::-1][:, :k]
+    else:
+        idx = np.argsort(-s, axis=-1, kind="stable")[:, :k]
+    return np.take_along_axis(s, idx, axis=-1), idx
+
+
+_CTK_MESSAGES = {
+    "dot": ("unnormalised dot product",
+            "you ranked by the plain dot product q . k, which favours long vectors; cosine similarity divides by "
+            "both norms: (q / |q|) . (k / |k|)."),
+    "keys raw": ("keys not normalised",
+                 "the queries are normalised but the keys are not; divide each key by its own norm too."),
+    "axis": ("normalised over the wrong axis",
+             "each vector (each ROW) is divided by its own norm: np.linalg.norm(x, axis=-1, keepdims=True); "
+             "you normalised the columns (axis=0)."),
+    "ascending": ("most dissimilar first",
+                  "the best match comes first: sort the similarities in DECREASING order "
+                  "(np.argsort(-sims, axis=-1, kind='stable'))."),
+    "reversed ties": ("ties broken by the larger index",
+                      "argsort(...)[:, ::-1] puts equal scores in reverse order (larger index first); the "
+                      "docstring asks for the smaller key index first: np.argsort(-sims, axis=-1, kind='stable')."),
+}
+WRONG_COSINE_TOP_K = [Wrong(name, (lambda kd: lambda q, keys, k: _ctk(q, keys, k, kind=kd))(kind), msg)
+                      for kind, (name, msg) in _CTK_MESSAGES.items()]
+
+
+def _ctk_cases(hidden: bool) -> list[Case]:
+    rng = seeded(909 if hidden else 9)
+
+    def scaled(n, d):
+        return rng.normal(size=(n, d)) * rng.uniform(0.2, 5.0, size=(n, 1))  # very different lengths
+
+    # integer-valued vectors: equal cosines are computed exactly equal, so ties are real ties
+    base = rng.integers(-3, 4, size=(3, 4)).astype(float)
+    base[np.all(base == 0, axis=1)] = 1.0
+    tie_keys = np.concatenate([base[[0]], base[[1]], base[[0]], base[[2]], base[[1]], base[[0]]])
+    tie_q = rng.integers(-3, 4, size=(3, 4)).astype(float)
+    tie_q[np.all(tie_q == 0, axis=1)] = 1.0
+    cases = [
+        Case("4 queries, 6 keys of very different lengths, k=3", (scaled(4, 5), scaled(6, 5), 3)),
+        Case("ties: 6 keys with repeated rows, k=4", (tie_q, tie_keys, 4)),
+        Case("k = N = 5 (full ranking)", (scaled(2, 3), scaled(5, 3), 5)),
+        Case("one query (1, 8), 7 keys, k=1", (scaled(1, 8), scaled(7, 8), 1)),
+    ]
+    if hidden:
+        tie_keys2 = np.repeat(rng.integers(-2, 3, size=(4, 6)).astype(float) + 0.5, 3, axis=0)
+        cases += [
+            Case("20 queries, 50 keys (d=16), k=5", (scaled(20, 16), scaled(50, 16), 5)),
+            Case("ties: every key three times, k=6", (rng.integers(-2, 3, size=(3, 6)).astype(float) + 0.5,
+                                                      tie_keys2, 6)),
+            Case("384-dim vectors like MiniLM's, k=2", (scaled(3, 384), scaled(9, 384), 2)),
+        ]
+    return cases
+
+
+def _expect_value_error(student, case: Case, exercise: str, forbidden) -> None:
+    try:
+        out = call_student(student, case, exercise, forbidden)
+    except AssertionError as failure:
+        if isinstance(failure.__cause__, ValueError):
+            return
+        if failure.__cause__ is None:
+            raise
+        raise AssertionError(f"{exercise}: on '{case.label}' expected a ValueError (k must be between 1 and the "
+                             f"number of keys), got {type(failure.__cause__).__name__}") from None
+    raise AssertionError(f"{exercise}: on '{case.label}' expected a ValueError (k must be between 1 and the number "
+                         f"of keys), but your function returned {type(out).__name__}")
+
+
+def check_cosine_top_k(student, hidden: bool = False) -> None:
+    """cosine_top_k: scores and indices equal the reference (ties: smaller index first); bad k raises."""
+    exercise = "cosine_top_k"
+    cases = _ctk_cases(hidden)
+    compare_with_reference(student, ref.cosine_top_k, cases, exercise=exercise, wrongs=WRONG_COSINE_TOP_K,
+                           forbidden=FORBIDDEN_COSINE, output_names=("scores", "indices"))
+    out = _check_unchanged(student, cases[0], exercise, FORBIDDEN_COSINE)
+    idx = to_numpy(out[1]) if isinstance(out, (tuple, list)) and len(out) == 2 else None
+    if idx is None or idx.dtype.kind not in "iu" and not np.all(idx == np.round(idx)):
+        raise AssertionError(f"{exercise}: return (scores, indices) with integer indices")
+    rng = seeded(919 if hidden else 19)
+    q, keys = rng.normal(size=(2, 3)), rng.normal(size=(4, 3))
+    _expect_value_error(student, Case("k = 5 with only 4 keys", (q, keys, 5)), exercise, FORBIDDEN_COSINE)
+    _expect_value_error(student, Case("k = 0", (q, keys, 0)), exercise, FORBIDDEN_COSINE)
+
+
+# ---------------------------------------------------------------- freeze_for_probe
+class _ProbeModel(nn.Module):
+    """A tiny encoder + head, with a decoy parameter whose name starts with the head's name."""
+
+    def __init__(self, seed: int, head: str, d_in: int, d: int, classes: int):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.encoder = nn.Sequential(nn.Linear(d_in, d), nn.LayerNorm(d), nn.Tanh(), nn.Linear(d, d))
+            setattr(self, head, nn.Linear(d, classes))
+            setattr(self, f"{head}_scale", nn.Parameter(torch.ones(d)))  # NOT part of the head
+        self.head_name = head
+        getattr(self, head).bias.requires_grad_(False)  # a head parameter that starts frozen
+        self.double()
+
+    def forward(self, x):
+        return getattr(self, self.head_name)(self.encoder(x) * getattr(self, f"{self.head_name}_scale"))
+
+
+def _probe_data(seed: int, n: int, d_in: int, classes: int):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d_in, generator=g, dtype=torch.float64)
+    y = torch.randint(0, classes, (n,), generator=g)
+    return x, y
+
+
+def _observe_probe(model: _ProbeModel, seed: int):
+    """observe=: (count, requires_grad flags by parameter, losses of 5 SGD steps, largest change of a frozen one)."""
+    def observe(count):
+        count_out = count if isinstance(count, (int, np.integer)) and not isinstance(count, bool) \
+            else f"<{type(count).__name__}>"
+        names = [n for n, _ in model.named_parameters()]
+        flags = np.array([p.requires_grad for _, p in model.named_parameters()])
+        trained = copy.deepcopy(model)  # keeps requires_grad; the caller's model is not changed
+        trainable = [p for p in trained.parameters() if p.requires_grad]
+        frozen_before = [p.detach().clone() for p in trained.parameters() if not p.requires_grad]
+        losses = []
+        if trainable:
+            x, y = _probe_data(seed, 32, model.encoder[0].in_features, getattr(model, model.head_name).out_features)
+            opt = torch.optim.SGD(trainable, lr=0.5)
+            for _ in range(5):
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(trained(x), y)
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.detach()))
+        frozen_after = [p.detach() for p in trained.parameters() if not p.requires_grad]
+        change = max([float((a - b).abs().max()) for a, b in zip(frozen_before, frozen_after)] or [0.0])
+        return count_out, flags, ",".join(names), np.array(losses, dtype=np.float64), change
+    return observe
+
+
+def _reference_probe(fn, seed: int, head: str, d_in: int, d: int, classes: int):
+    model = _ProbeModel(seed, head, d_in, d, classes)
+    return _observe_probe(model, seed)(fn(model, head))[:3]
+
+
+def _fr_eval(model, head="classifier"):
+    model.eval()
+    return sum(p.numel() for p in getattr(model, head).parameters())
+
+
+def _fr_all(model, head="classifier"):
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return 0
+
+
+def _fr_not_on(model, head="classifier"):
+    keep = {id(p) for p in getattr(model, head).parameters()}
+    for p in model.parameters():
+        if id(p) not in keep:
+            p.requires_grad_(False)
+    return sum(p.numel() for p in getattr(model, head).parameters() if p.requires_grad)
+
+
+def _fr_prefix(model, head="classifier"):
+    n = 0
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.startswith(head))
+        n += p.numel() if name.startswith(head) else 0
+    return n
+
+
+def _fr_tensors(model, head="classifier"):
+    keep = {id(p) for p in getattr(model, head).parameters()}
+    for p in model.parameters():
+        p.requires_grad_(id(p) in keep)
+    return len(keep)
+
+
+def _fr_total(model, head="classifier"):
+    keep = {id(p) for p in getattr(model, head).parameters()}
+    for p in model.parameters():
+        p.requires_grad_(id(p) in keep)
+    return sum(p.numel() for p in model.parameters())
+
+
+WRONG_FREEZE = [
+    Wrong("encoder not frozen (model.eval() does not freeze)", _fr_eval,
+          "every encoder parameter still has requires_grad=True, so an optimiser would change the encoder. "
+          "model.eval() only switches dropout and batch-norm behaviour; set p.requires_grad_(False) on each "
+          "parameter outside the head."),
+    Wrong("head frozen too", _fr_all,
+          "nothing is left to train: the head's parameters must keep (or get) requires_grad=True."),
+    Wrong("head not switched back on", _fr_not_on,
+          "a head parameter that was frozen before the call is still frozen; set requires_grad_(True) on every "
+          "parameter of model.<head>, not only leave it alone."),
+    Wrong("name prefix without the dot", _fr_prefix,
+          "you kept every parameter whose NAME starts with the head's name, which also catches a parameter "
+          "such as 'classifier_scale' that is not in the head; use the submodule itself, "
+          "getattr(model, head).parameters() (or names starting with head + '.')."),
+    Wrong("counted tensors, not elements", _fr_tensors,
+          "the flags are right but the count is the number of parameter TENSORS; return the number of trainable "
+          "scalar parameters, sum(p.numel() for p in ... if p.requires_grad)."),
+    Wrong("counted every parameter", _fr_total,
+          "the flags are right but you returned the size of the whole model; count only the trainable ones."),
+]
+
+
+def _fr_cases(hidden: bool) -> list[Case]:
+    if hidden:
+        return [Case("encoder 7 -> 12, head 'classifier' (12 -> 5)", (), {"seed": 81, "head": "classifier",
+                                                                          "d_in": 7, "d": 12, "classes": 5}),
+                Case("head called 'probe' (6 -> 2)", (), {"seed": 82, "head": "probe", "d_in": 3, "d": 6,
+                                                          "classes": 2})]
+    return [Case("encoder 4 -> 8, head 'classifier' (8 -> 3)", (), {"seed": 8, "head": "classifier", "d_in": 4,
+                                                                    "d": 8, "classes": 3}),
+            Case("head called 'head' (5 -> 2)", (), {"seed": 9, "head": "head", "d_in": 3, "d": 5, "classes": 2})]
+
+
+def check_freeze_for_probe(student, hidden: bool = False) -> None:
+    """Only the head's parameters require gradients; the count is right; 5 SGD steps lower the loss and leave
+    the frozen parameters unchanged; a missing head raises ValueError."""
+    exercise = "freeze_for_probe"
+    if student is ref.freeze_for_probe:
+        raise AssertionError(f"{exercise}: your function is the reference implementation from course_lib itself")
+    for spec in _fr_cases(hidden):
+        kw = spec.kwargs
+        model = _ProbeModel(kw["seed"], kw["head"], kw["d_in"], kw["d"], kw["classes"])
+        case = Case(spec.label, (model, kw["head"]))
+        got = call_student(student, case, exercise, FORBIDDEN_FREEZE, observe=_observe_probe(model, kw["seed"]))
+        count, flags, names, losses, change = got
+        expected = reference(_reference_probe, ref.freeze_for_probe, **kw)
+        if not _transcript.is_pending(expected):
+            e_count, e_flags, e_names = expected
+            if not (count == e_count and np.array_equal(to_numpy(flags), to_numpy(e_flags))):
+                for wrong in WRONG_FREEZE:
+                    w = reference(_reference_probe, wrong.fn, **kw)
+                    if w[0] == count and np.array_equal(to_numpy(w[1]), to_numpy(flags)) and \
+                            not (w[0] == e_count and np.array_equal(to_numpy(w[1]), to_numpy(e_flags))):
+                        raise AssertionError(f"{exercise}: likely misconception '{wrong.name}': {wrong.message} "
+                                             f"(input: {case.label})")
+                wrong_flags = [n for n, a, b in zip(e_names.split(","), to_numpy(flags), to_numpy(e_flags)) if a != b]
+                if wrong_flags:
+                    raise AssertionError(f"{exercise} on '{case.label}': requires_grad is wrong for "
+                                         f"{', '.join(wrong_flags)} (only the parameters of model.{kw['head']} "
+                                         "should require gradients)")
+                raise AssertionError(f"{exercise} on '{case.label}': returned {count!r}, expected the number of "
+                                     f"trainable scalar parameters, {e_count}")
+        losses = to_numpy(losses)
+        if losses.size == 0:
+            raise AssertionError(f"{exercise} on '{case.label}': no parameter requires gradients after your call, "
+                                 "so nothing can train; the head must stay trainable.")
+        if float(change) != 0.0:
+            raise AssertionError(f"{exercise} on '{case.label}': a parameter with requires_grad=False changed "
+                                 "during training (this should be impossible: report it to your instructor)")
+        if not losses[-1] < losses[0]:
+            raise AssertionError(f"{exercise} on '{case.label}': 5 SGD steps on the trainable parameters did not "
+                                 f"lower the loss ({losses[0]:.4f} -> {losses[-1]:.4f})")
+    model = _ProbeModel(7, "classifier", 3, 4, 2)
+    try:
+        out = call_student(student, Case("head 'decoder' does not exist", (model, "decoder")), exercise,
+                           FORBIDDEN_FREEZE, observe=lambda c: c if isinstance(c, (int, np.integer)) else repr(c))
+    except AssertionError as failure:
+        if isinstance(failure.__cause__, (ValueError, AttributeError, KeyError)):
+            if not isinstance(failure.__cause__, ValueError):
+                raise AssertionError(f"{exercise}: with a head name the model does not have, raise ValueError "
+                                     f"(yours raised {type(failure.__cause__).__name__})") from None
+            return
+        raise
+    raise AssertionError(f"{exercise}: with a head name the model does not have ('decoder'), expected a ValueError, "
+                         f"your function returned {out!r}")
+
+
+# ---------------------------------------------------------------- attention_rollout
+def _ro(att, residual=True, *, kind):
+    a = att.sum(dim=1) if kind == "sum heads" else att.mean(dim=1)
+    eye = torch.eye(a.shape[-1], dtype=a.dtype)
+    if kind == "no residual":
+        residual = False
+    if kind == "always residual":
+        residual = True
+    if residual:
+        a = a + eye if kind == "no half" else 0.5 * a + 0.5 * eye
+    if kind == "last only":
+        return a[-1]
+    r = a[0]
+    for layer in a[1:]:
+        r = r @ layer if kind == "order" else layer @ r
+    return r
+
+
+_RO_MESSAGES = {
+    "order": ("layers composed in the wrong order",
+              "the first layer acts first, so later layers multiply from the LEFT: R = A_L @ ... @ A_2 @ A_1 "
+              "(rollout = layer @ rollout in the loop), not rollout @ layer."),
+    "no residual": ("residual stream ignored",
+                    "with residual=True each layer's mixing is (A + I) / 2: half of every token's vector comes "
+                    "through the skip connection unchanged."),
+    "no half": ("identity added without halving",
+                "A + I has rows that sum to 2; use 0.5 * A + 0.5 * I so every row still sums to 1."),
+    "sum heads": ("heads summed instead of averaged",
+                  "average the heads (mean over axis 1); a sum has rows that sum to H, not 1."),
+    "always residual": ("residual flag ignored",
+                        "with residual=False use the head-averaged attention alone, without the identity."),
+    "last only": ("last layer only",
+                  "rollout composes EVERY layer (a product of L matrices), not only the last one."),
+}
+WRONG_ROLLOUT = [Wrong(name, (lambda k: lambda att, residual=True: _ro(att, residual, kind=k))(kind), msg)
+                 for kind, (name, msg) in _RO_MESSAGES.items()]
+
+
+def _attn(rng, L, H, T, scale=1.5):
+    logits = rng.normal(size=(L, H, T, T)) * scale
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    return torch.from_numpy(w / w.sum(-1, keepdims=True))
+
+
+def _ro_cases(hidden: bool) -> list[Case]:
+    rng = seeded(1010 if hidden else 10)
+    cases = [
+        Case("3 layers, 4 heads, 5 tokens", (_attn(rng, 3, 4, 5),)),
+        Case("2 layers, 2 heads, 4 tokens, residual=False", (_attn(rng, 2, 2, 4),), {"residual": False}),
+        Case("4 layers, 3 heads, 3 tokens, near one-hot rows", (_attn(rng, 4, 3, 3, scale=6.0),)),
+    ]
+    if hidden:
+        cases += [
+            Case("6 layers, 12 heads, 7 tokens (MiniLM's shape)", (_attn(rng, 6, 12, 7),)),
+            Case("1 layer, 1 head, 2 tokens", (_attn(rng, 1, 1, 2),)),
+            Case("5 layers, 2 heads, 6 tokens, residual=False", (_attn(rng, 5, 2, 6),), {"residual": False}),
+        ]
+    return cases
+
+
+def check_attention_rollout(student, hidden: bool = False) -> None:
+    """attention_rollout equals the reference (heads averaged, (A + I) / 2, layers composed first to last)."""
+    exercise = "attention_rollout"
+    cases = _ro_cases(hidden)
+    compare_with_reference(student, ref.attention_rollout, cases, exercise=exercise, wrongs=WRONG_ROLLOUT,
+                           forbidden=FORBIDDEN_ROLLOUT)
+    out = _check_unchanged(student, cases[0], exercise, FORBIDDEN_ROLLOUT)
+    assert_close(to_numpy(out).sum(-1), np.ones(to_numpy(out).shape[0]),
+                 f"{exercise}: every row of the rollout sums to 1 ('{cases[0].label}')")

@@ -1,0 +1,188 @@
+"""Lesson 08: using a pretrained encoder on clinical text.
+
+Covers (the exercises of notebooks/08_clinical_text)
+    * :func:`mean_pool`: one vector per text, the mean of its token vectors over real tokens;
+    * :func:`cosine_top_k`: retrieval, the k keys most similar to each query by cosine;
+    * :func:`freeze_for_probe`: freeze an encoder so that only its classification head trains
+      (a *linear probe*);
+    * :func:`attention_rollout`: where a token's representation came from, through all layers,
+      with the residual stream accounted for (Abnar & Zuidema, "Quantifying Attention Flow in
+      Transformers", ACL 2020).
+And what the notebook's case study uses besides: :class:`EncoderClassifier` (a pretrained
+encoder + mean pooling + linear head) and :func:`tfidf_top_k`, the word-based search baseline.
+
+Does NOT cover
+    * loading the model (``course_lib.pretrained``), training loops (``course_lib.training``);
+    * attention flow (the max-flow variant of the same paper) or gradient-based attributions.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["mean_pool", "cosine_top_k", "freeze_for_probe", "attention_rollout", "EncoderClassifier",
+           "tfidf_top_k"]
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean of the token vectors over REAL tokens only (padding left out).
+
+    Args:
+        hidden: (..., T, d) float token vectors (e.g. (B, T, d) from an encoder).
+        attention_mask: (..., T), 1 / True = real token, 0 / False = padding (int, bool or float).
+
+    Returns:
+        (..., d) in hidden's dtype: sum over t of mask[t] * hidden[t], divided by the number of
+        real tokens. A row without any real token gives zeros (not NaN). Inputs are not changed.
+
+    >>> h = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])   # the last token is padding
+    >>> mean_pool(h, torch.tensor([[1, 1, 0]]))
+    tensor([[2., 3.]])
+    """
+    m = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (..., T, 1)
+    total = (hidden * m).sum(dim=-2)  # (..., d)
+    count = m.sum(dim=-2).clamp(min=1.0)  # (..., 1); a row without tokens divides 0 by 1
+    return total / count
+
+
+def cosine_top_k(queries: np.ndarray, keys: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each query, the k keys with the highest cosine similarity, best first.
+
+    Args:
+        queries: (Q, d) float array; keys: (N, d) float array; 1 <= k <= N (else ValueError).
+
+    Returns:
+        (scores, indices): scores (Q, k) float, the cosine similarities in decreasing order;
+        indices (Q, k) integer, the rows of ``keys`` they belong to. Equal scores keep the
+        smaller key index first. A zero vector has cosine 0 with everything.
+
+    >>> q = np.array([[1.0, 0.0]]); keys = np.array([[0.0, 2.0], [3.0, 0.0], [1.0, 1.0]])
+    >>> cosine_top_k(q, keys, 2)
+    (array([[1.        , 0.70710678]]), array([[1, 2]]))
+    """
+    queries, keys = np.asarray(queries), np.asarray(keys)
+    if not 1 <= k <= keys.shape[0]:
+        raise ValueError(f"k must be between 1 and the number of keys ({keys.shape[0]}), got {k}")
+    qn = queries / np.maximum(np.linalg.norm(queries, axis=-1, keepdims=True), 1e-12)  # (Q, d)
+    kn = keys / np.maximum(np.linalg.norm(keys, axis=-1, keepdims=True), 1e-12)  # (N, d)
+    sims = qn @ kn.T  # (Q, N)
+    idx = np.argsort(-sims, axis=-1, kind="stable")[:, :k]  # stable: ties keep the smaller index first
+    return np.take_along_axis(sims, idx, axis=-1), idx
+
+
+def freeze_for_probe(model: nn.Module, head: str = "classifier") -> int:
+    """Freeze every parameter of ``model`` except those of its submodule ``head``.
+
+    Sets ``requires_grad = False`` on all parameters outside ``model.<head>`` and ``True`` on
+    the parameters of ``model.<head>`` (even if they were frozen before), so an optimiser only
+    changes the head: a linear probe on a frozen encoder. Works in place and returns the number
+    of trainable scalar parameters (elements, not tensors). Raises ValueError when the model
+    has no submodule called ``head``.
+
+    >>> m = nn.Sequential()
+    >>> m.encoder = nn.Linear(4, 3); m.classifier = nn.Linear(3, 2)
+    >>> freeze_for_probe(m, "classifier")      # 3 * 2 weights + 2 biases
+    8
+    """
+    modules = dict(model.named_modules())
+    if head not in modules or head == "":
+        raise ValueError(f"the model has no submodule called {head!r}")
+    head_params = {id(p) for p in modules[head].parameters()}
+    total = 0
+    for p in model.parameters():
+        p.requires_grad_(id(p) in head_params)
+        if id(p) in head_params:
+            total += p.numel()
+    return total
+
+
+def attention_rollout(attentions: torch.Tensor, residual: bool = True) -> torch.Tensor:
+    """Attention rollout: how much each output token draws on each input token, over all layers.
+
+    For each layer l: average the heads, A_l = mean_h attentions[l, h]; with ``residual``,
+    account for the skip connection as A_l <- (A_l + I) / 2 (rows still sum to 1). Then
+    compose the layers, first layer first: R = A_L @ ... @ A_2 @ A_1.
+
+    Args:
+        attentions: (L, H, T, T), rows summing to 1 (attentions[l, h, i, j]: token i attends to j).
+        residual: add the identity for the residual stream (True) or use attention alone.
+
+    Returns:
+        (T, T) in the input's dtype; R[i, j] = share of input token j in output token i (rows sum to 1).
+
+    >>> a = torch.tensor([[[[0.0, 1.0], [0.0, 1.0]]]])   # one layer, one head: both attend to token 1
+    >>> attention_rollout(a)
+    tensor([[0.5000, 0.5000],
+            [0.0000, 1.0000]])
+    """
+    mixed = attentions.mean(dim=1)  # (L, T, T)
+    if residual:
+        eye = torch.eye(mixed.shape[-1], dtype=mixed.dtype, device=mixed.device)
+        mixed = 0.5 * mixed + 0.5 * eye
+    rollout = mixed[0]
+    for layer in mixed[1:]:
+        rollout = layer @ rollout  # later layers act on what earlier layers produced
+    return rollout
+
+
+class EncoderClassifier(nn.Module):
+    """A pretrained encoder + mean pooling + L2 normalisation + a linear head (``classifier``).
+
+    ``forward(input_ids, attention_mask)`` -> (B, num_classes) logits. The encoder is any module
+    called as ``encoder(input_ids=..., attention_mask=...)`` that returns an object with
+    ``last_hidden_state`` (B, T, d) (a ``transformers`` model). With :func:`freeze_for_probe`
+    only the head trains (a linear probe); without it the whole model is fine-tuned.
+    """
+
+    def __init__(self, encoder: nn.Module, d_model: int, num_classes: int):
+        super().__init__()
+        self.encoder = encoder
+        self.classifier = nn.Linear(d_model, num_classes)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        pooled = nn.functional.normalize(mean_pool(hidden, attention_mask), dim=-1)  # (B, d)
+        return self.classifier(pooled)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def tfidf_top_k(queries: Sequence[str], keys: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Word-based search baseline: TF-IDF vectors of lower-cased words, cosine, top k.
+
+    The vocabulary and the inverse document frequencies idf(w) = log((1 + N) / (1 + df(w))) + 1
+    come from the N keys; a query word that no key contains is ignored. A query that shares no
+    word with any key scores 0 everywhere (its ranking is then by key index). Same outputs as
+    :func:`cosine_top_k`.
+    """
+    vocab: dict[str, int] = {}
+    docs = [Counter(_words(t)) for t in keys]
+    for d in docs:
+        for w in d:
+            vocab.setdefault(w, len(vocab))
+    df = np.zeros(len(vocab))
+    for d in docs:
+        for w in d:
+            df[vocab[w]] += 1
+    idf = np.log((1 + len(keys)) / (1 + df)) + 1
+
+    def vectors(texts):
+        out = np.zeros((len(texts), len(vocab)))
+        for i, t in enumerate(texts):
+            for w, c in Counter(_words(t)).items():
+                if w in vocab:
+                    out[i, vocab[w]] = c * idf[vocab[w]]
+        return out
+
+    return cosine_top_k(vectors(queries), vectors(keys), k)
+
