@@ -48,6 +48,8 @@ from typing import Callable, Sequence
 
 from course_lib import bpe as ref
 from course_lib.checks.core import Case, IntegrityError, NotImplementedYet, Wrong, call_student
+from course_lib.checks.core import reference as core_reference
+from course_lib.checks.transcript import is_pending
 
 __all__ = [
     "check_get_stats",
@@ -490,6 +492,12 @@ def _name_crash(cause, case, wrongs, exercise):
                     f"{type(cause).__name__}: {cause} on input '{case.label}')") from cause
 
 
+def _normalised(reference: Callable, normalise: Callable) -> Callable:
+    def run(*args, **kwargs):
+        return normalise(reference(*copy.deepcopy(args), **copy.deepcopy(kwargs)), "reference")
+    return run
+
+
 def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, exercise: str,
              wrongs: Sequence[Wrong], normalise: Callable) -> None:
     """Exact comparison on every case; on a mismatch, name the wrong answer the student's output equals."""
@@ -497,20 +505,20 @@ def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, e
         raise IntegrityError(f"{exercise}: your function is the reference implementation from course_lib "
                              "itself; write your own.")
     for case in cases:
-        expected = normalise(reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs)), "reference")
+        expected = core_reference(_normalised(reference, normalise), *case.args, **case.kwargs)
         args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
+        what = f"{exercise} on input '{case.label}'"
         try:
-            raw = call_student(student, Case(case.label, args, kwargs), exercise, FORBIDDEN)
+            got = call_student(student, Case(case.label, args, kwargs), exercise, FORBIDDEN,
+                               observe=lambda out, what=what: normalise(out, what))
         except (NotImplementedYet, IntegrityError):
             raise
         except _AssertionError as failure:
             if failure.__cause__ is not None:
                 _name_crash(failure.__cause__, case, wrongs, exercise)
             raise
-        if args != case.args or kwargs != case.kwargs:
-            raise _AssertionError(f"{exercise}: your function changed its input in place on '{case.label}'; "
-                                  "build and return a new object instead (callers still need the original).")
-        got = normalise(raw, f"{exercise} on input '{case.label}'")
+        if is_pending(expected):
+            continue  # record mode: the verifier compares, outside the kernel
         if got == expected:
             continue
         fits: list[Wrong] = []
@@ -544,7 +552,30 @@ def _medical_sample(n_bytes: int) -> str:
 
 
 def _byte_words(text: str) -> dict:
-    return ref.chunk_counts(text)
+    return ref.chunk_counts(text)  # the pre-split helper (not an exercise of this lesson)
+
+
+def _private_word_counts(text: str) -> dict:
+    out = {}
+    for w in text.split():
+        key = tuple(w[:-1]) + (w[-1] + _EOW,)
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _private_train(word_counts: dict, num_merges: int, first_id: int = 256) -> dict:
+    return _train_with(word_counts, num_merges, first_id)
+
+
+def _private_vocab(merges: dict) -> dict:
+    vocab = {i: bytes([i]) for i in range(256)}
+    for (a, b), idx in merges.items():
+        vocab[idx] = vocab[a] + vocab[b]
+    return vocab
+
+
+def _private_encode(ids, merges):
+    return _encode_with(ids, merges, choose=lambda i, present, m: min(present, key=lambda p: m[p]))
 
 
 def _ids(text: str) -> list[int]:
@@ -611,7 +642,7 @@ def _as_ints(words: dict[tuple[str, ...], int]) -> dict[tuple[int, ...], int]:
 
 
 def _train_cases(hidden: bool) -> list[Case]:
-    toy = _as_ints(ref.word_counts(_TOY))
+    toy = _as_ints(_private_word_counts(_TOY))
     cases = [
         Case("Sennrich's toy corpus (as ids), 6 merges, first_id=20", (toy, 6), {"first_id": 20}),
         Case("'aaaa' once (overlapping pairs), 3 merges, first_id=1", ({(0, 0, 0, 0): 1}, 3), {"first_id": 1}),
@@ -634,7 +665,7 @@ def _train_cases(hidden: bool) -> list[Case]:
 
 
 def _encode_cases(hidden: bool) -> list[Case]:
-    small = ref.train_fast(_byte_words("low lower newest widest lowest " * 3), 12)
+    small = _private_train(_byte_words("low lower newest widest lowest " * 3), 12)
     cases = [
         Case("[1, 2, 3, 1, 2] with merges {(1, 2): 4, (4, 3): 5}", ([1, 2, 3, 1, 2], {(1, 2): 4, (4, 3): 5})),
         Case("[1, 2, 3] with {(2, 3): 10, (1, 2): 11}: (2, 3) was learned first",
@@ -643,25 +674,25 @@ def _encode_cases(hidden: bool) -> list[Case]:
         Case("'lowest' with 12 merges learned on 'low lower newest widest lowest'", (_ids("lowest"), small)),
     ]
     if hidden:
-        text = _medical_sample(20_000)
-        merges = ref.train_fast(_byte_words(text), 150)
+        text = _medical_sample(6_000)
+        merges = _private_train(_byte_words(text), 80)
         cases += [
             Case("[2, 3, 4, 2, 3, 4] with {(3, 4): 10, (2, 3): 11, (10, 2): 12, (2, 10): 13}",
                  ([2, 3, 4, 2, 3, 4], {(3, 4): 10, (2, 3): 11, (10, 2): 12, (2, 10): 13})),
             Case("an empty list", ([], small)),
             Case("'aaaaa' with {(a, a): 256, (256, a): 257}", ([97] * 5, {(97, 97): 256, (256, 97): 257})),
-            Case("' hepatosplenomegaly' with 150 merges learned on medical text",
+            Case("' hepatosplenomegaly' with 80 merges learned on medical text",
                  (_ids(" hepatosplenomegaly"), merges)),
-            Case("' acetaminophen' with 150 merges learned on medical text", (_ids(" acetaminophen"), merges)),
-            Case("'the patient' with 150 merges learned on medical text", (_ids("the patient"), merges)),
+            Case("' acetaminophen' with 80 merges learned on medical text", (_ids(" acetaminophen"), merges)),
+            Case("'the patient' with 80 merges learned on medical text", (_ids("the patient"), merges)),
             Case("'eee', {(e, e): 256, (e, 256): 257}", ([101] * 3, {(101, 101): 256, (101, 256): 257})),
         ]
     return cases
 
 
 def _decode_cases(hidden: bool) -> list[Case]:
-    plain = ref.build_vocab({})
-    emoji = ref.build_vocab({(0xF0, 0x9F): 256})                 # first half of many emoji
+    plain = _private_vocab({})
+    emoji = _private_vocab({(0xF0, 0x9F): 256})                 # first half of many emoji
     cases = [
         Case("'hi' as bytes", ([104, 105], plain)),
         Case("'café' with é as its two bytes C3 A9", (_ids("café"), plain)),
@@ -670,10 +701,10 @@ def _decode_cases(hidden: bool) -> list[Case]:
     ]
     if hidden:
         text = _medical_sample(5000)
-        merges = ref.train_fast(_byte_words(text + " naïve café 🩺💊 β-blocker"), 120)
-        tok_vocab = ref.build_vocab(merges)
+        merges = _private_train(_byte_words(text + " naïve café 🩺💊 β-blocker"), 120)
+        tok_vocab = _private_vocab(merges)
         sample = "Naïve patient, β-blocker; café 🩺💊 Sjögren"
-        encoded = ref.apply_merges(_ids(sample), merges)
+        encoded = _private_encode(_ids(sample), merges)
         cases += [
             Case("an empty list", ([], plain)),
             Case(f"{sample!r} encoded with 120 merges", (encoded, tok_vocab)),
