@@ -42,12 +42,73 @@ def encoder_layer_ok(layer, x, mask=None):
     return layer.norm2(x + layer.dropout2(layer.ff(x))), w
 
 
-CORRECT = [(chk.check_layer_norm, layer_norm_ok), (chk.check_feed_forward, feed_forward_ok),
-           (chk.check_encoder_layer_forward, encoder_layer_ok)]
+def layer_norm_two_pass(x, weight=None, bias=None, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    y = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def layer_norm_float32(x, weight=None, bias=None, eps=1e-5):
+    f = (lambda t: None if t is None else t.float())
+    return layer_norm_two_pass(x.float(), f(weight), f(bias), eps)
+
+
+def feed_forward_matmul(x, w1, b1, w2, b2, activation="relu"):
+    h = x @ w1.T + (0 if b1 is None else b1)
+    h = torch.relu(h) if activation == "relu" else 0.5 * h * (1 + torch.erf(h / 2 ** 0.5))
+    return h @ w2.T + (0 if b2 is None else b2)
+
+
+def feed_forward_float32(x, w1, b1, w2, b2, activation="relu"):
+    f = (lambda t: None if t is None else t.float())
+    return feed_forward_matmul(x.float(), f(w1), f(b1), f(w2), f(b2), activation)
+
+
+def encoder_layer_sublayers(layer, x, mask=None):
+    def attn(h):
+        return layer.self_attn(h, h, h, mask=mask)
+
+    def ff(h):
+        return layer.dropout2(layer.ff(h))
+
+    if not layer.norm_first:
+        a, w = attn(x)
+        h = layer.norm1(x + layer.dropout1(a))
+        return layer.norm2(h + ff(h)), w
+    a, w = attn(layer.norm1(x))
+    h = layer.dropout1(a) + x
+    return ff(layer.norm2(h)) + h, w
+
+
+def encoder_layer_explicit_branches(layer, x, mask=None):
+    residual = x
+    h = layer.norm1(x) if layer.norm_first else x
+    a, w = layer.self_attn(h, h, h, mask=mask)
+    x = residual + layer.dropout1(a)
+    if not layer.norm_first:
+        x = layer.norm1(x)
+    residual = x
+    h = layer.norm2(x) if layer.norm_first else x
+    x = residual + layer.dropout2(layer.ff(h))
+    return (x if layer.norm_first else layer.norm2(x)), w
+
+
+CORRECT = [(chk.check_layer_norm, layer_norm_ok), (chk.check_layer_norm, layer_norm_two_pass),
+           (chk.check_layer_norm, layer_norm_float32),
+           (chk.check_feed_forward, feed_forward_ok), (chk.check_feed_forward, feed_forward_matmul),
+           (chk.check_feed_forward, feed_forward_float32),
+           (chk.check_encoder_layer_forward, encoder_layer_ok),
+           (chk.check_encoder_layer_forward, encoder_layer_sublayers),
+           (chk.check_encoder_layer_forward, encoder_layer_explicit_branches)]
 
 
 @pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check, fn", CORRECT, ids=["layer_norm", "feed_forward", "encoder_layer"])
+@pytest.mark.parametrize("check, fn", CORRECT, ids=[f.__name__ for _, f in CORRECT])
 def test_correct_independent_answers_pass(check, fn, hidden):
     check(fn, hidden=hidden)
 
