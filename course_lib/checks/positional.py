@@ -33,6 +33,7 @@ from course_lib.checks.core import (
     compare_with_reference,
     seeded,
     to_numpy,
+    tolerance,
 )
 
 __all__ = [
@@ -164,6 +165,13 @@ def _outcome(student):
     return run
 
 
+def _native(x):
+    """The student's array in its own dtype (tolerances follow it): numpy as is, torch via .numpy()."""
+    if hasattr(x, "detach") and hasattr(x, "numpy"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
 # ---------------------------------------------------------------- checks
 def check_sinusoidal_encoding(student, hidden: bool = False) -> None:
     """Student ``sinusoidal_encoding(num_positions, d_model, base=10000.0)`` equals the paper's formula."""
@@ -172,18 +180,18 @@ def check_sinusoidal_encoding(student, hidden: bool = False) -> None:
     cases = [Case(f"num_positions={n}, d_model={d}", (n, d)) for n, d in sizes]
     cases.append(Case("base=100 instead of 10000", (20, 8), {"base": 100.0}))
     compare_with_reference(student, ref.sinusoidal_encoding, cases, exercise=exercise, wrongs=WRONG_SINUSOIDAL,
-                           forbidden=FORBIDDEN_SINUSOIDAL, atol=1e-10, rtol=1e-8)
+                           forbidden=FORBIDDEN_SINUSOIDAL)
     n, d = (200, 32) if hidden else (60, 8)
-    pe = to_numpy(call_student(student, Case(f"({n}, {d})", (n, d)), exercise, FORBIDDEN_SINUSOIDAL))
+    pe = _native(call_student(student, Case(f"({n}, {d})", (n, d)), exercise, FORBIDDEN_SINUSOIDAL))
     assert_shape(pe, (n, d), f"{exercise}: one row per position, one column per feature")
-    if pe.min() < -1 - 1e-12 or pe.max() > 1 + 1e-12:
+    if pe.min() < -1 - tolerance(pe)[1] or pe.max() > 1 + tolerance(pe)[1]:
         raise AssertionError(f"{exercise}: values must lie in [-1, 1] (they are sines and cosines), "
                              f"got min {pe.min():.3g}, max {pe.max():.3g}")
     # the shift property, checked independently of any matrix the student wrote
     k = 5
     assert_close(pe[k:], pe[:-k] @ _shift(k, d).T,
                  f"{exercise}: PE(pos + {k}) must be the same rotation of PE(pos) for every pos; it is not, so "
-                 "the (sin, cos) pairs do not share a frequency", atol=1e-9)
+                 "the (sin, cos) pairs do not share a frequency")
 
 
 def check_shift_matrix(student, hidden: bool = False) -> None:
@@ -193,17 +201,16 @@ def check_shift_matrix(student, hidden: bool = False) -> None:
     cases = [Case(f"k={k}, d_model={d}", (k, d)) for k, d in specs]
     cases.append(Case("k=4, d_model=6, base=50", (4, 6), {"base": 50.0}))
     compare_with_reference(student, ref.shift_matrix, cases, exercise=exercise, wrongs=WRONG_SHIFT,
-                           forbidden=FORBIDDEN_SHIFT, atol=1e-10, rtol=1e-8)
+                           forbidden=FORBIDDEN_SHIFT)
     rng = seeded(404 if hidden else 4)
     d = 12 if hidden else 6
     k = int(rng.integers(1, 20))
-    m = to_numpy(call_student(student, Case(f"k={k}, d_model={d}", (k, d)), exercise, FORBIDDEN_SHIFT))
+    m = _native(call_student(student, Case(f"k={k}, d_model={d}", (k, d)), exercise, FORBIDDEN_SHIFT))
     assert_shape(m, (d, d), f"{exercise}: M_k maps a d_model vector to a d_model vector")
     pe = _pe(80, d)
     assert_close(pe[k:], pe[:-k] @ m.T, f"{exercise}: PE(pos + {k}) must equal M_k @ PE(pos) for EVERY pos "
-                                        "(rows: PE[k:] == PE[:-k] @ M_k.T)", atol=1e-9)
-    assert_close(m @ m.T, np.eye(d), f"{exercise}: M_k must be orthogonal (a rotation), M_k @ M_k.T = I",
-                 atol=1e-9)
+                                        "(rows: PE[k:] == PE[:-k] @ M_k.T)")
+    assert_close(m @ m.T, np.eye(d), f"{exercise}: M_k must be orthogonal (a rotation), M_k @ M_k.T = I")
 
 
 def check_exponential_basis(student, hidden: bool = False) -> None:
