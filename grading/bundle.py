@@ -56,7 +56,8 @@ def solutions_released() -> list[str]:
 
 def assignments() -> list[str]:
     return sorted(a for a in os.listdir(NOTEBOOKS_DIR)
-                  if a[:2].isdigit() and os.path.isdir(os.path.join(NOTEBOOKS_DIR, a)))
+                  if a[:2].isdigit() and os.path.isdir(os.path.join(NOTEBOOKS_DIR, a))
+                  and any(f.endswith(".ipynb") for f in os.listdir(os.path.join(NOTEBOOKS_DIR, a))))
 
 
 def _nbg(cell) -> dict:
@@ -208,8 +209,20 @@ def capture_visible(assignment: str) -> dict:
 
 
 # ---------------------------------------------------------------- the bundle
-def build(out: str, released: list[str] | None = None, release_dir: str | None = None) -> dict:
-    """Write the bundle into ``out``; return a summary (what was stripped, stored, copied)."""
+def capture_all() -> dict:
+    """The stored values of every assignment's visible tests."""
+    store: dict = {}
+    for a in assignments():
+        store.update(capture_visible(a))
+    return store
+
+
+def build(out: str, released: list[str] | None = None, release_dir: str | None = None,
+          store: dict | None = None) -> dict:
+    """Write the bundle into ``out``; return a summary (what was stripped, stored, copied).
+
+    ``store``: the visible tests' values from :func:`capture_all` (computed when not given).
+    """
     released = solutions_released() if released is None else released
     all_assignments = assignments()
     unknown = sorted(set(released) - set(all_assignments))
@@ -257,9 +270,8 @@ def build(out: str, released: list[str] | None = None, release_dir: str | None =
             with open(path, "w") as fh:
                 fh.write(new)
 
-    store: dict = {}
-    for a in all_assignments:
-        store.update(capture_visible(a))
+    if store is None:
+        store = capture_all()
     with open(os.path.join(lib, "checks", "_stored.json"), "w") as fh:
         json.dump(store, fh)
     summary["stored_values"] = len(store)
