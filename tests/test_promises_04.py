@@ -1,0 +1,32 @@
+"""Lesson 04 (sinusoidal_encoding, shift_matrix; the relative basis has its own owner and tests):
+docstring promises, the wrong answer that breaks each, and the words of its message."""
+import numpy as np
+import pytest
+
+from course_lib.checks import positional as C
+
+
+def _pe(n, d, base=10000.0):
+    pos = np.arange(n)[:, None]
+    ang = pos / base ** (np.arange(0, d, 2) / d)
+    pe = np.zeros((n, d))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(ang), np.cos(ang)
+    return pe
+
+
+PROMISES = [
+    (C.check_sinusoidal_encoding, "sines in even columns, cosines in odd ones (interleaved)", C.WRONG_SINUSOIDAL[3].fn,
+     "sines and cosines in two halves"),
+    (C.check_sinusoidal_encoding, "positions 0, 1, ...", C.WRONG_SINUSOIDAL[4].fn, "positions counted from 1"),
+    (C.check_sinusoidal_encoding, "float answer in at least float32",
+     lambda n, d, base=10000.0: _pe(n, d, base).astype(np.float16), "half precision"),
+    (C.check_shift_matrix, "PE(pos + k) = M_k @ PE(pos)", C.WRONG_SHIFT[0].fn, "rotation in the wrong direction"),
+    (C.check_shift_matrix, "angle k * omega_i", C.WRONG_SHIFT[1].fn, "angle k instead of k * omega"),
+]
+
+
+@pytest.mark.parametrize("check,promise,wrong,words", PROMISES, ids=[p[1] for p in PROMISES])
+def test_a_broken_promise_loses_points_with_its_name(check, promise, wrong, words):
+    with pytest.raises(AssertionError) as err:
+        check(wrong, hidden=True)
+    assert words in str(err.value), (promise, str(err.value))
