@@ -19,7 +19,7 @@ Covers
 Does NOT cover
     * prefix tuning (vectors in every layer), LoRA or any change of the model's weights;
     * sampling and generation (options are scored, never generated);
-    * the paper's scale: Med-PaLM tunes a prompt of 100 vectors for a 540B model.
+    * the paper's scale: Med-PaLM tunes a soft prompt for a 540-billion-parameter model.
 """
 from __future__ import annotations
 

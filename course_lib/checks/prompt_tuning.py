@@ -1,0 +1,434 @@
+"""Checks for lesson 09 (instruction prompt tuning of a frozen LM), with the misconceptions they name.
+
+    check_prepend_soft_prompt(prepend_soft_prompt)      # (input_embeds, attention_mask, prompt) -> (embeds, mask)
+    check_answer_only_labels(answer_only_labels)        # (input_ids, attention_mask, prompt_len, answer_start)
+    check_option_log_likelihood(option_log_likelihood)  # (logits, labels, normalise=False) -> (B,)
+    check_freeze_model(freeze_model)                    # (model) -> number of parameters
+
+Named misconceptions
+    prepend_soft_prompt: prompt appended after the tokens; attention mask not extended;
+    prompt positions masked out.
+    answer_only_labels: labels shifted here (the loss shifts them again); soft-prompt positions
+    left out; question tokens trained on; padding trained on; answer start off by one;
+    0 instead of -100 for ignored positions.
+    option_log_likelihood: no shift by one; raw logits instead of log-probabilities;
+    probabilities instead of log-probabilities; ignored (-100) positions scored; mean over all
+    positions instead of the scored ones; normalise ignored; softmax over the wrong axis.
+    freeze_model: tied weights counted twice; buffers counted as parameters; left in training
+    mode; output layer left trainable; ``model.requires_grad = False`` (sets an attribute, freezes nothing).
+
+Everything runs on small tensors and on tiny randomly initialised ``LlamaForCausalLM`` models
+(the class of the lesson's SmolLM2), never on the 135M-parameter model, so a check takes
+well under a second.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_lib import prompt_tuning as ref
+from course_lib.checks.core import (
+    Case,
+    Wrong,
+    _is_close,
+    call_student,
+    compare_with_reference,
+    reference,
+    seeded,
+)
+
+__all__ = ["check_prepend_soft_prompt", "check_answer_only_labels", "check_option_log_likelihood",
+           "check_freeze_model", "WRONG_PREPEND", "WRONG_LABELS", "WRONG_LOGLIK", "WRONG_FREEZE", "tiny_llama"]
+
+FORBIDDEN_PREPEND = ("course_lib.prompt_tuning.prepend_soft_prompt",)
+FORBIDDEN_LABELS = ("course_lib.prompt_tuning.answer_only_labels",)
+FORBIDDEN_LOGLIK = ("course_lib.prompt_tuning.option_log_likelihood", "course_lib.prompt_tuning.lm_loss")
+FORBIDDEN_FREEZE = ("course_lib.prompt_tuning.freeze_model",)
+IGNORE = -100
+
+
+def _t(rng, *shape, dtype=torch.float64, scale=1.0):
+    return torch.from_numpy(rng.normal(size=shape) * scale).to(dtype)
+
+
+# ---------------------------------------------------------------- prepend_soft_prompt
+def _ones_like_prompt(m, P, value=1):
+    return torch.full((m.shape[0], P), value, dtype=m.dtype)
+
+
+def _prepend_after(x, m, p):
+    pb = p.to(x.dtype).unsqueeze(0).expand(x.shape[0], -1, -1)
+    return torch.cat([x, pb], dim=1), torch.cat([m, _ones_like_prompt(m, p.shape[0])], dim=1)
+
+
+def _prepend_mask_unchanged(x, m, p):
+    pb = p.to(x.dtype).unsqueeze(0).expand(x.shape[0], -1, -1)
+    return torch.cat([pb, x], dim=1), m
+
+
+def _prepend_mask_zeros(x, m, p):
+    pb = p.to(x.dtype).unsqueeze(0).expand(x.shape[0], -1, -1)
+    return torch.cat([pb, x], dim=1), torch.cat([_ones_like_prompt(m, p.shape[0], 0), m], dim=1)
+
+
+WRONG_PREPEND = [
+    Wrong("prompt appended after the tokens", _prepend_after,
+          "the soft prompt goes IN FRONT of the tokens, torch.cat([prompt, input_embeds], dim=1): a causal "
+          "model's tokens can only attend to what comes before them, so a prompt at the end reaches no token."),
+    Wrong("attention mask not extended", _prepend_mask_unchanged,
+          "the sequence is now P + T long, so the mask must be too: P ones for the prompt, then attention_mask."),
+    Wrong("prompt positions masked out", _prepend_mask_zeros,
+          "the prompt's mask entries must be 1 (attend to it); with 0 no token can see the soft prompt and it "
+          "gets no gradient."),
+]
+
+
+def _prepend_cases(hidden: bool) -> list[Case]:
+    rng = seeded(909 if hidden else 9)
+    m1 = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    cases = [
+        Case("B=2, T=4, d=3, P=2, right padding", (_t(rng, 2, 4, 3), m1, _t(rng, 2, 3))),
+        Case("B=3, T=2, d=5, P=4, bool mask", (_t(rng, 3, 2, 5), torch.tensor([[True, True], [True, False],
+                                                                                [True, True]]), _t(rng, 4, 5))),
+        Case("B=1, T=3, d=2, P=1", (_t(rng, 1, 3, 2), torch.ones(1, 3, dtype=torch.long), _t(rng, 1, 2))),
+    ]
+    if hidden:
+        cases += [
+            Case("B=4, T=6, d=8, P=5, float32", (_t(rng, 4, 6, 8, dtype=torch.float32),
+                                                 torch.from_numpy(rng.integers(0, 2, size=(4, 6))),
+                                                 _t(rng, 5, 8, dtype=torch.float32))),
+            Case("B=2, T=1, d=3, P=3", (_t(rng, 2, 1, 3), torch.ones(2, 1, dtype=torch.long), _t(rng, 3, 3))),
+        ]
+    return cases
+
+
+def check_prepend_soft_prompt(student, hidden: bool = False) -> None:
+    """Student ``prepend_soft_prompt(input_embeds, attention_mask, prompt) -> (embeds, mask)``."""
+    exercise = "prepend_soft_prompt"
+    cases = _prepend_cases(hidden)
+    compare_with_reference(student, ref.prepend_soft_prompt, cases, exercise=exercise, wrongs=WRONG_PREPEND,
+                           forbidden=FORBIDDEN_PREPEND, output_names=("embeds", "mask"))
+    # promises: mask dtype kept, inputs untouched, gradient reaches the prompt
+    x, m, p = cases[1].args
+    saved = (x.clone(), m.clone(), p.clone())
+    prompt = p.clone().requires_grad_()
+    out = call_student(student, Case(cases[1].label + ", prompt requires grad", (x, m, prompt)), exercise,
+                       FORBIDDEN_PREPEND)
+    embeds, mask = out
+    if mask.dtype != m.dtype:
+        raise AssertionError(f"{exercise}: the mask must keep attention_mask's dtype ({m.dtype}), got {mask.dtype}; "
+                             "build the prompt's ones with dtype=attention_mask.dtype")
+    if not all(torch.equal(a, b) for a, b in zip((x, m, p), saved)):
+        raise AssertionError(f"{exercise}: your function changed its inputs in place; build new tensors "
+                             "with torch.cat instead")
+    if not embeds.requires_grad:
+        raise AssertionError(f"{exercise}: the output must depend on the prompt with gradients (no .detach(), "
+                             "no torch.no_grad(), no copying values into a new tensor); the soft prompt would never learn")
+    embeds.sum().backward()
+    if prompt.grad is None or not torch.allclose(prompt.grad, torch.full_like(prompt, float(x.shape[0]))):
+        raise AssertionError(f"{exercise}: each prompt vector appears once in every one of the B sequences, so the "
+                             f"gradient of embeds.sum() with respect to the prompt must be B = {x.shape[0]} everywhere")
+
+
+# ---------------------------------------------------------------- answer_only_labels
+def _labels(ids, m, P, start, *, shift=False, with_prompt=True, question=True, padding=True, off=0, fill=IGNORE):
+    B, T = ids.shape
+    pos = torch.arange(T).unsqueeze(0)
+    keep = torch.ones(B, T, dtype=torch.bool)
+    if question:
+        keep &= pos >= start.view(B, 1) + off
+    if padding:
+        keep &= m.bool()
+    lab = torch.where(keep, ids.long(), torch.full((B, T), fill, dtype=torch.long))
+    if with_prompt:
+        lab = torch.cat([torch.full((B, P), fill, dtype=torch.long), lab], dim=1)
+    if shift:
+        lab = torch.cat([lab[:, 1:], torch.full((B, 1), fill, dtype=torch.long)], dim=1)
+    return lab
+
+
+WRONG_LABELS = [
+    Wrong("labels shifted here", lambda i, m, P, s: _labels(i, m, P, s, shift=True),
+          "do not shift the labels: label t is the token AT position t; the loss (and option_log_likelihood) "
+          "compares the prediction at t - 1 with it. Shifting here too makes the model learn to predict the "
+          "token two steps ahead."),
+    Wrong("soft-prompt positions left out", lambda i, m, P, s: _labels(i, m, P, s, with_prompt=False),
+          "the labels must line up with the PROMPTED sequence, length P + T: start with prompt_len -100s."),
+    Wrong("question tokens trained on", lambda i, m, P, s: _labels(i, m, P, s, question=False),
+          "tokens before answer_start are the question: label them -100, so the loss counts only the answer."),
+    Wrong("padding trained on", lambda i, m, P, s: _labels(i, m, P, s, padding=False),
+          "padding (attention_mask == 0) must be -100 too, or the model learns to predict pad tokens."),
+    Wrong("answer start off by one", lambda i, m, P, s: _labels(i, m, P, s, off=1),
+          "answer_start is the index of the FIRST answer token; keep positions t >= answer_start."),
+    Wrong("0 instead of -100", lambda i, m, P, s: _labels(i, m, P, s, fill=0),
+          "ignored positions get -100 (cross_entropy's ignore_index), not 0: 0 is a real token id."),
+]
+
+
+def _label_cases(hidden: bool) -> list[Case]:
+    rng = seeded(919 if hidden else 19)
+
+    def batch(B, T, lengths, starts, P, label):
+        ids = torch.from_numpy(rng.integers(1, 50, size=(B, T)))
+        m = torch.zeros(B, T, dtype=torch.long)
+        for b, n in enumerate(lengths):
+            m[b, :n] = 1
+            ids[b, n:] = 0
+        return Case(label, (ids, m, P, torch.tensor(starts)))
+
+    cases = [
+        batch(2, 6, [6, 4], [3, 2], 2, "B=2, T=6, P=2, second row padded"),
+        batch(3, 5, [5, 5, 3], [1, 4, 2], 3, "B=3, T=5, P=3, one-token answer"),
+        batch(1, 4, [4], [2], 0, "B=1, T=4, no soft prompt (P=0)"),
+    ]
+    if hidden:
+        cases += [
+            batch(4, 9, [9, 7, 5, 8], [4, 3, 1, 6], 5, "B=4, T=9, P=5"),
+            batch(2, 3, [3, 2], [0, 1], 1, "answer from the first token"),
+        ]
+    return cases
+
+
+def check_answer_only_labels(student, hidden: bool = False) -> None:
+    """Student ``answer_only_labels(input_ids, attention_mask, prompt_len, answer_start) -> (B, P + T)``."""
+    exercise = "answer_only_labels"
+    cases = _label_cases(hidden)
+    compare_with_reference(student, ref.answer_only_labels, cases, exercise=exercise, wrongs=WRONG_LABELS,
+                           forbidden=FORBIDDEN_LABELS)
+    ids, m, P, s = cases[0].args
+    saved = (ids.clone(), m.clone(), s.clone())
+    out = call_student(student, cases[0], exercise, FORBIDDEN_LABELS)
+    if not isinstance(out, torch.Tensor) or out.dtype != torch.long:
+        raise AssertionError(f"{exercise}: return an int64 (torch.long) tensor, as cross_entropy needs; got "
+                             f"{getattr(out, 'dtype', type(out).__name__)}")
+    if not all(torch.equal(a, b) for a, b in zip((ids, m, s), saved)):
+        raise AssertionError(f"{exercise}: your function changed input_ids, attention_mask or answer_start in place; "
+                             "build a new tensor (torch.where, clone) instead")
+
+
+# ---------------------------------------------------------------- option_log_likelihood
+def _ll(logits, labels, normalise=False, *, shift=True, kind="log_softmax", mask_ignored=True, denom="scored",
+        dim=-1):
+    if shift:
+        lg, tg = logits[:, :-1], labels[:, 1:]
+    else:
+        lg, tg = logits, labels
+    if kind == "log_softmax":
+        v = torch.log_softmax(lg, dim=dim)
+    elif kind == "softmax":
+        v = torch.softmax(lg, dim=-1)
+    else:
+        v = lg
+    scored = tg != IGNORE
+    picked = v.gather(-1, tg.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    total = (picked * scored).sum(-1) if mask_ignored else picked.sum(-1)
+    if normalise and denom == "scored":
+        total = total / scored.sum(-1).clamp(min=1)
+    elif normalise and denom == "all":
+        total = total / tg.shape[1]
+    return total
+
+
+WRONG_LOGLIK = [
+    Wrong("no shift by one", lambda lg, lb, normalise=False: _ll(lg, lb, normalise, shift=False),
+          "logits[:, t] predict the token at t + 1: score label t with logits[:, t - 1] "
+          "(logits[:, :-1] against labels[:, 1:])."),
+    Wrong("raw logits instead of log-probabilities", lambda lg, lb, normalise=False: _ll(lg, lb, normalise, kind="raw"),
+          "take log_softmax over the vocabulary first: raw logits are not log-probabilities (each row has its "
+          "own additive constant)."),
+    Wrong("probabilities instead of log-probabilities",
+          lambda lg, lb, normalise=False: _ll(lg, lb, normalise, kind="softmax"),
+          "sum LOG-probabilities (log_softmax); a sequence's probability is the product of its tokens' "
+          "probabilities, so its log is the sum of their logs."),
+    Wrong("ignored positions scored", lambda lg, lb, normalise=False: _ll(lg, lb, normalise, mask_ignored=False),
+          "positions whose label is -100 are not part of the option: leave them out of the sum."),
+    Wrong("mean over all positions", lambda lg, lb, normalise=False: _ll(lg, lb, normalise, denom="all"),
+          "normalise=True divides by the number of SCORED tokens (labels != -100), not by the sequence length."),
+    Wrong("normalise ignored", lambda lg, lb, normalise=False: _ll(lg, lb, False),
+          "with normalise=True return the mean log-probability per scored token (sum / number of scored tokens)."),
+    Wrong("softmax over the wrong axis", lambda lg, lb, normalise=False: _ll(lg, lb, normalise, dim=1),
+          "log_softmax goes over the VOCABULARY axis (dim=-1), not over positions."),
+]
+
+
+def _ll_cases(hidden: bool) -> list[Case]:
+    rng = seeded(929 if hidden else 29)
+
+    def case(B, L, V, scored, label, dtype=torch.float64, **kw):
+        lg = _t(rng, B, L, V, dtype=dtype, scale=2.0)
+        lab = torch.full((B, L), IGNORE, dtype=torch.long)
+        for b, (lo, hi) in enumerate(scored):
+            lab[b, lo:hi] = torch.from_numpy(rng.integers(0, V, size=hi - lo))
+        return Case(label, (lg, lab), kw)
+
+    cases = [
+        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, summed"),
+        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, normalise=True", normalise=True),
+        case(3, 4, 6, [(1, 4), (2, 3), (1, 3)], "B=3, L=4, V=6, options of 3, 1 and 2 tokens, normalise=True",
+             normalise=True),
+        case(1, 3, 5, [(1, 3)], "B=1, L=3, V=5, normalise=False", normalise=False),
+    ]
+    if hidden:
+        cases += [
+            case(4, 8, 11, [(3, 8), (5, 6), (2, 4), (6, 8)], "B=4, L=8, V=11, float32", dtype=torch.float32),
+            case(4, 8, 11, [(3, 8), (5, 6), (2, 4), (6, 8)], "B=4, L=8, V=11, float32, normalise=True",
+                 dtype=torch.float32, normalise=True),
+            case(2, 6, 9, [(2, 3), (1, 6)], "a label at position 0 is not scored", normalise=True),
+        ]
+        lg, lab = cases[-1].args
+        lab[:, 0] = 3
+    return cases
+
+
+def check_option_log_likelihood(student, hidden: bool = False) -> None:
+    """Student ``option_log_likelihood(logits, labels, normalise=False) -> (B,)``."""
+    exercise = "option_log_likelihood"
+    cases = _ll_cases(hidden)
+    compare_with_reference(student, ref.option_log_likelihood, cases, exercise=exercise, wrongs=WRONG_LOGLIK,
+                           forbidden=FORBIDDEN_LOGLIK)
+    lg, lab = cases[0].args
+    out = call_student(student, Case("float32 logits", (lg.float(), lab)), exercise, FORBIDDEN_LOGLIK)
+    if not isinstance(out, torch.Tensor) or out.shape != (lg.shape[0],) or out.dtype != torch.float32:
+        raise AssertionError(f"{exercise}: return a (B,) tensor in the logits' dtype: for float32 logits of "
+                             f"batch {lg.shape[0]} expected float32 of shape ({lg.shape[0]},), got "
+                             f"{getattr(out, 'dtype', type(out).__name__)} of shape {tuple(getattr(out, 'shape', ()))}")
+    # adding a constant to every logit of a position changes no log-probability
+    shifted = lg + torch.from_numpy(seeded(39).normal(size=lg.shape[:2] + (1,)) * 5.0)
+    out2 = call_student(student, Case("logits plus a constant per position", (shifted, lab)), exercise,
+                        FORBIDDEN_LOGLIK)
+    if not _is_close(out2, reference(ref.option_log_likelihood, lg, lab), 1e-9, 1e-7):
+        raise AssertionError(f"{exercise}: adding the same constant to all logits of a position must not change the "
+                             "score (softmax is shift-invariant); take log_softmax over the vocabulary axis")
+
+
+# ---------------------------------------------------------------- freeze_model
+def tiny_llama(seed: int, *, tied: bool = True, layers: int = 2, width: int = 16, vocab: int = 40):
+    """A randomly initialised LlamaForCausalLM a few thousand parameters big, in training mode."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=vocab, hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+                         tie_word_embeddings=tied, attention_dropout=0.1)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model.train()
+
+
+class _WithBuffer(nn.Module):
+    """Embedding, a BatchNorm (buffers: running mean/var) and an output layer tied to the embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.norm = nn.BatchNorm1d(4)
+        self.drop = nn.Dropout(0.5)
+        self.out = nn.Linear(4, 10, bias=False)
+        self.out.weight = self.embed.weight
+
+
+def _wrong_count_state_dict(model):
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.eval()
+    return sum(v.numel() for v in model.state_dict().values())
+
+
+def _wrong_count_duplicates(model):
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.eval()
+    return sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))
+
+
+def _wrong_no_eval(model):
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _wrong_body_only(model):
+    body = getattr(model, "model", None) or getattr(model, "embed", model)
+    for p in body.parameters():
+        p.requires_grad_(False)
+    model.eval()
+    return sum(p.numel() for p in model.parameters())
+
+
+def _wrong_attribute(model):
+    model.requires_grad = False
+    model.eval()
+    return sum(p.numel() for p in model.parameters())
+
+
+WRONG_FREEZE = [
+    Wrong("tied weights counted twice", _wrong_count_duplicates,
+          "the input embedding and the output layer share ONE tensor (tied weights); count each parameter "
+          "tensor once: sum(p.numel() for p in model.parameters()) skips the duplicate."),
+    Wrong("buffers counted as parameters", _wrong_count_state_dict,
+          "state_dict() also holds buffers (running statistics, rotary tables) and lists tied weights twice; "
+          "count model.parameters() only."),
+    Wrong("left in training mode", _wrong_no_eval,
+          "also call model.eval(): a frozen model in training mode still applies dropout, so the same prompt "
+          "gives different scores on every call."),
+    Wrong("output layer left trainable", _wrong_body_only,
+          "freeze EVERY parameter of the model (model.parameters()), including the output layer, not only the "
+          "transformer body."),
+    Wrong("requires_grad set on the module", _wrong_attribute,
+          "model.requires_grad = False only sets an attribute on the module object; set it on each parameter: "
+          "p.requires_grad_(False) for p in model.parameters() (or model.requires_grad_(False))."),
+]
+
+
+def _freeze_models(hidden: bool):
+    out = [("a module with buffers, dropout and a tied output layer", lambda: _WithBuffer().train()),
+           ("tiny LlamaForCausalLM, tied embeddings", lambda: tiny_llama(1, tied=True)),
+           ("tiny LlamaForCausalLM, untied output layer", lambda: tiny_llama(2, tied=False))]
+    if hidden:
+        out += [("tiny LlamaForCausalLM, 3 layers, width 24, tied", lambda: tiny_llama(3, tied=True, layers=3,
+                                                                                       width=24)),
+                ("tiny LlamaForCausalLM, 1 layer, untied", lambda: tiny_llama(4, tied=False, layers=1))]
+    return out
+
+
+def _observe(model):
+    """What a freeze leaves behind, as plain data: (count returned, trainable names, training flags)."""
+    def look(count):
+        trainable = sorted(n for n, p in model.named_parameters() if p.requires_grad)
+        training = sorted(n or "<model>" for n, m in model.named_modules() if m.training)
+        return {"count": count if isinstance(count, (int, float, bool)) else str(type(count).__name__),
+                "trainable": trainable, "training": training}
+    return look
+
+
+def _same(a, b) -> bool:
+    return a["count"] == b["count"] and a["trainable"] == b["trainable"] and a["training"] == b["training"]
+
+
+def check_freeze_model(student, hidden: bool = False) -> None:
+    """Student ``freeze_model(model) -> int``: all parameters frozen, eval mode, each tensor counted once."""
+    exercise = "freeze_model"
+    for label, make in _freeze_models(hidden):
+        m_ref = make()
+        expected = _observe(m_ref)(reference(ref.freeze_model, m_ref))
+        m_st = make()
+        got = call_student(student, Case(label, (m_st,)), exercise, FORBIDDEN_FREEZE, observe=_observe(m_st))
+        if _same(got, expected):
+            continue
+        for wrong in WRONG_FREEZE:
+            m_w = make()
+            try:
+                w_out = _observe(m_w)(wrong.fn(m_w))
+            except Exception:
+                continue
+            if not _same(w_out, expected) and _same(got, w_out):
+                raise AssertionError(f"{exercise}: likely misconception '{wrong.name}': {wrong.message} "
+                                     f"(input: {label})")
+        if got["trainable"]:
+            raise AssertionError(f"{exercise} on '{label}': these parameters still have requires_grad=True: "
+                                 f"{got['trainable'][:4]}{' ...' if len(got['trainable']) > 4 else ''}")
+        if got["training"]:
+            raise AssertionError(f"{exercise} on '{label}': these modules are still in training mode: "
+                                 f"{got['training'][:4]}; call model.eval()")
+        raise AssertionError(f"{exercise} on '{label}': you returned {got['count']!r}, expected "
+                             f"{expected['count']} parameters (each tensor counted once, buffers excluded)")
