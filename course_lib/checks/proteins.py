@@ -12,7 +12,8 @@ Named misconceptions
     padding with <eos> instead of <pad>.
     kmer_vectors: counts not normalised; last residue most significant (digits
     reversed); non-overlapping windows (step k); presence instead of counts; windows
-    with a non-standard residue counted; last window missed (n - k windows).
+    with a non-standard residue counted; NaN (0/0) for a sequence without k-mers;
+    last window missed (n - k windows).
     favor_padded_attention: key padding ignored; padded query rows not zeroed;
     normaliser forgotten; and, by watching the shape of every tensor a torch function
     returns during the call (``torch.overrides.TorchFunctionMode``), an (L, L) matrix built.
@@ -118,7 +119,7 @@ WRONG_ENCODE = [
 
 # ---------------------------------------------------------------- kmer_vectors: known wrong answers
 def _kmer(sequences, k=3, *, normalise=True, reverse=False, step=1, presence=False, unknown_as_a=False,
-          miss_last=False):
+          miss_last=False, nan_rows=False):
     out = np.zeros((len(sequences), 20**k))
     for b, s in enumerate(sequences):
         s = s.upper()
@@ -136,7 +137,8 @@ def _kmer(sequences, k=3, *, normalise=True, reverse=False, step=1, presence=Fal
             out[b, idx] = 1.0 if presence else out[b, idx] + 1.0
         if normalise:
             n = np.linalg.norm(out[b])
-            out[b] = out[b] / n if n > 0 else out[b]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[b] = out[b] / n if (n > 0 or nan_rows) else out[b]
     return torch.from_numpy(out).float()
 
 
@@ -153,6 +155,9 @@ WRONG_KMER = [
           "count how often each k-mer occurs (a k-mer seen twice counts 2), not only whether it occurs."),
     Wrong("windows with a non-standard residue counted", lambda s, k=3: _kmer(s, k, unknown_as_a=True),
           "skip every window that holds a letter outside the 20 standard amino acids (X, B, Z, U, ...)."),
+    Wrong("NaN for a sequence without k-mers", lambda s, k=3: _kmer(s, k, nan_rows=True),
+          "a sequence without any k-mer must give a row of zeros, not 0/0 = NaN: divide by "
+          "norm.clamp(min=1e-12) (or skip rows whose norm is 0)."),
     Wrong("last window missed", lambda s, k=3: _kmer(s, k, miss_last=True),
           "a sequence of n residues has n - k + 1 windows: range(len(s) - k + 1), not range(len(s) - k)."),
 ]
@@ -402,9 +407,10 @@ def check_encode_proteins(student, hidden: bool = False) -> None:
     cases = _encode_cases(hidden)
     compare_with_reference(student, ref.encode_proteins, cases, exercise=exercise, wrongs=WRONG_ENCODE,
                            forbidden=FORBIDDEN_ENCODE, output_names=("ids", "keep"))
-    seqs = list(cases[1].args[0])
+    seqs = ["MKTAYIAK", "mkt", "ACDX", "wbz"]  # a fresh list: the student's function must leave it as it is
     before = list(seqs)
-    ids, keep = call_student(student, Case(cases[1].label, (seqs,)), exercise, FORBIDDEN_ENCODE)
+    ids, keep = call_student(student, Case("['MKTAYIAK', 'mkt', 'ACDX', 'wbz']", (seqs,)), exercise,
+                             FORBIDDEN_ENCODE)
     if seqs != before:
         raise AssertionError(f"{exercise}: your function changed the list of sequences it was given")
     if not isinstance(ids, torch.Tensor) or ids.dtype != torch.int64:
