@@ -16,8 +16,10 @@ only http, https and mailto). nbconvert's HTML template passes every markdown ce
 output and the highlighted code through its ``clean_html`` filter when
 ``HTMLExporter.sanitize_html`` is on; ``nbgrader_config.py`` replaces that filter with
 :func:`sanitise`. Streams, errors and plain text are escaped by the template itself.
-``SafeOutputs`` drops what the template would render outside that filter (JavaScript,
-widget views, image data that is not base64, file-name links) and makes the feedback
+``SafeOutputs`` renders and sanitises every markdown cell itself (nbgrader's feedback
+template renders markdown cells without ``clean_html``), drops what the template would
+render outside the filter (JavaScript, widget views, SVG, image data that is not base64,
+file-name links, grade ids that are not plain names) and makes the feedback
 folder hold only the generated pages: nbgrader copies every other file of the graded
 folder there.
 """
@@ -55,8 +57,20 @@ def sanitise(html) -> str:
                      link_rel="noopener noreferrer nofollow", strip_comments=True)
 
 
+def sanitised_markdown(source: str) -> str:
+    """A markdown cell rendered and sanitised here, as one raw HTML block that the template's own
+    ``markdown2html`` passes through unchanged (nbgrader's feedback template renders markdown cells
+    without nbconvert's ``clean_html``): no blank line, so the block cannot end early and let
+    markdown build new markup from sanitised text; ``&#10;`` renders as the newline it replaces."""
+    from nbconvert.filters import markdown2html
+
+    html = sanitise(markdown2html(source)).replace("\r", "").replace("\n", "&#10;")
+    return f'<div class="course-sanitised">{html}</div>'
+
+
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
-SAFE_DATA = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg", "image/svg+xml"}
+# SVG is dropped (it would need an SVG-aware sanitiser; matplotlib's default output is PNG)
+SAFE_DATA = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}
 
 
 class HideHiddenTests(Preprocessor):
@@ -116,13 +130,18 @@ class SafeOutputs(Preprocessor):
         if tags is not None:
             cell.metadata["tags"] = [t for t in tags if isinstance(t, str) and re.fullmatch(r"[A-Za-z0-9_-]+", t)]
         cell.pop("attachments", None)
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", str(gid)):
+            del cell.metadata["nbgrader"]  # the template quotes grade ids unescaped: only the gradebook's kind
+        if cell.cell_type == "markdown":
+            cell.source = sanitised_markdown(cell.source)
         for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
             if out.get("output_type") not in ("display_data", "execute_result"):
                 continue
             data = out.get("data", {})
             for mime in list(data):
                 value = data[mime]
-                if mime not in SAFE_DATA or (mime.startswith("image/") and mime != "image/svg+xml" and
+                if mime not in SAFE_DATA or (mime.startswith("image/") and
                                              not (isinstance(value, str) and _BASE64.fullmatch(value))):
                     del data[mime]
             if not data:

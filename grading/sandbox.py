@@ -28,7 +28,8 @@ isolated (with bwrap)
       inside the sandbox and as the kernel's own uid, into ``/tmp/work``, the kernel's
       working folder. ``/tmp`` is a private tmpfs of ``COURSE_SANDBOX_DISK_MB`` (default
       512 MiB): the files a kernel writes, in its folder and in /tmp together, are bounded
-      in total and vanish with the kernel. The grader's copy of the folder is never
+      in total and vanish with the kernel (``/dev/shm``: ``COURSE_SANDBOX_SHM_MB``, 64 MiB, of
+      its own). The grader's copy of the folder is never
       writable by the kernel, so no grader step can meet a link, FIFO or device it made;
     * when the grader runs as root, each kernel runs as an unused uid of its own
       (``setpriv`` inside the sandbox), so the process limit below applies to that
@@ -65,6 +66,7 @@ GRADING_DIR = os.path.abspath(os.environ.get("COURSE_ROOT") or PACKAGE_DIR)
 KERNEL_NAME = "course-sandbox"
 SUBMISSION_MOUNT = "/tmp/.submission"  # the submission, read-only, inside the sandbox
 KERNEL_WORKDIR = "/tmp/work"  # the kernel's own copy of it, in the bounded private /tmp
+MPL_CACHE_MOUNT = "/tmp/.matplotlib-cache"  # the grader's matplotlib font list, read-only
 
 
 def _env_int(name: str, default: int) -> int:
@@ -197,7 +199,9 @@ def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_
     """bwrap argv: read-only root, hidden repo/course/home, the submission read-only, one bounded private /tmp."""
     home = os.path.expanduser("~")
     disk = _env_int("COURSE_SANDBOX_DISK_MB", 512) * 1024 * 1024
-    args = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm",
+    shm = _env_int("COURSE_SANDBOX_SHM_MB", 64) * 1024 * 1024
+    args = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm",
             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
             "--hostname", "sandbox"]
     hidden = [home, REPO_DIR, GRADING_DIR, "/work/shared" if os.path.isdir("/work/shared") else None,
@@ -214,6 +218,9 @@ def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_
     # /tmp last: nothing above may hide it; the kernel's files, its folder included, live in it
     args += ["--perms", "1777", "--size", str(disk), "--tmpfs", "/tmp"]
     args += ["--ro-bind", workdir, SUBMISSION_MOUNT]
+    mpl_cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "matplotlib")
+    if os.path.isdir(mpl_cache):  # the grader's font list: a fresh kernel need not rebuild it (seconds per kernel)
+        args += ["--ro-bind", mpl_cache, MPL_CACHE_MOUNT]
     for d in private_dirs:
         _traversable(args, d, hidden + ["/tmp"])
         args += ["--bind", d, d]
@@ -224,7 +231,8 @@ def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_
 
 
 # copies the submission into the kernel's own folder, inside the sandbox, as the kernel's uid
-_ENTER = ('umask 022; mkdir -p "$HOME" "$0" && cp -R -- "$1"/. "$0"/ 2>/dev/null; '
+_ENTER = ('umask 022; mkdir -p "$HOME" "$MPLCONFIGDIR" "$0" && cp -R -- "$1"/. "$0"/ 2>/dev/null; '
+          f'cp {MPL_CACHE_MOUNT}/fontlist-*.json "$MPLCONFIGDIR"/ 2>/dev/null; '
           'cd "$0" && shift 1 && exec "$@"')
 
 
