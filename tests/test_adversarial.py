@@ -92,7 +92,7 @@ UNREADABLE = {"x27_corrupt_json", "x28_empty_file", "x29_not_a_notebook", "x31_e
 @pytest.mark.parametrize("case", C.HOSTILE, ids=HOSTILE_IDS)
 def test_case_builds_a_submission_that_does_what_it_says(release_ctx, case):
     files = _built(release_ctx, case)
-    notebooks = {n: t for n, t in files.items() if n.endswith(".ipynb")}
+    notebooks = {n: t for n, t in files.items() if n.endswith(".ipynb") and isinstance(t, str)}
     if case.student == "x31_empty_folder":
         assert files == {}
         return
@@ -144,7 +144,7 @@ SCANNABLE = [c for c in C.HOSTILE if c.student not in UNREADABLE | {"x30_wrong_f
 
 @pytest.mark.parametrize("case", [_xfail(c, c.scan_gap) for c in SCANNABLE])
 def test_static_scan_flags_exactly_the_cheating(release_ctx, case):
-    (text,) = [t for n, t in _built(release_ctx, case).items() if n.endswith(".ipynb")]
+    (text,) = [t for n, t in _built(release_ctx, case).items() if n.endswith(".ipynb") and isinstance(t, str)]
     findings = _scan(release_ctx, nbformat.reads(text, as_version=4))
     if not case.integrity:
         assert findings == [], f"{case.student} is not cheating, but the scan says {findings}"
@@ -160,13 +160,19 @@ def test_static_scan_flags_exactly_the_cheating(release_ctx, case):
 class Kernel:
     """One course-sandbox kernel started the way grading starts it (IPC, own folder, COURSE_ROOT)."""
 
-    def __init__(self, root: str, workdir: str):
+    def __init__(self, root: str, workdir: str, env: dict | None = None):
+        import shutil
+
         from jupyter_client.manager import KernelManager
 
-        ipc = tempfile.mkdtemp(prefix="nbg-ipc-")
+        self.ipc = ipc = tempfile.mkdtemp(prefix="nbg-ipc-")
         self.km = KernelManager(kernel_name="course-sandbox", transport="ipc", ip=os.path.join(ipc, "kernel"))
-        self.km.start_kernel(cwd=workdir, env=dict(os.environ, COURSE_ROOT=root, PYTHONPATH=REPO),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            self.km.start_kernel(cwd=workdir, env=dict(os.environ, COURSE_ROOT=root, PYTHONPATH=REPO, **(env or {})),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except Exception:
+            shutil.rmtree(ipc, ignore_errors=True)
+            raise
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=120)
@@ -185,8 +191,11 @@ class Kernel:
         return "".join(out)
 
     def close(self):
+        import shutil
+
         self.kc.stop_channels()
         self.km.shutdown_kernel(now=True)
+        shutil.rmtree(self.ipc, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -228,13 +237,15 @@ for p in {[os.path.join(REPO, "course_lib", "PWNED-probe"), os.path.join(REPO, "
     except OSError as e:
         print("read-only", type(e).__name__)
 open("own.txt", "w").write("mine")
+print("own folder writable:", open("own.txt").read())
 import course_lib.checks.attention
 print("course_lib importable")
 """)
     assert "READABLE" not in out and out.count("hidden") == len(secret_files), out
     assert "WRITABLE" not in out and out.count("read-only") == 4, out
-    assert "course_lib importable" in out
-    assert os.path.exists(os.path.join(work, "own.txt"))
+    assert "course_lib importable" in out and "own folder writable: mine" in out
+    # the kernel works in its own copy of the folder: the grader's copy never holds what it wrote
+    assert not os.path.exists(os.path.join(work, "own.txt"))
     assert not os.path.exists(os.path.join(REPO, "course_lib", "PWNED-probe"))
 
 
@@ -289,6 +300,239 @@ print("forks", len(children), "refused", refused)
     assert 0 < fsize <= 1024 ** 3 and 0 < cpu < 10 ** 5, out
     forks = int(re.search(r"forks (\d+) refused (\w+)", out).group(1))
     assert "refused True" in out and forks < 500, out
+
+
+# ---------------------------------------------------------------- issue 20: the launcher, the interpreter, the env
+def test_kernelspec_launcher_is_isolated():
+    from grading import sandbox
+
+    argv = sandbox.kernelspec()["argv"]
+    assert argv[1:3] == ["-I", "-S"] and argv[3].endswith(os.path.join("grading", "sandbox.py")), argv
+    assert "-m" not in argv, "`-m` puts the working directory (the submission) first on the import path"
+    assert "env" not in sandbox.kernelspec()
+
+
+def test_launcher_imports_nothing_from_the_submission_folder(sandbox_root, tmp_path):
+    """Modules named like the launcher's imports in the kernel's folder: none runs outside the sandbox."""
+    work, markers = tmp_path / "work", tmp_path / "markers"
+    work.mkdir()
+    markers.mkdir()
+    names = ["json", "shutil", "subprocess", "resource", "secrets", "re", "sitecustomize", "usercustomize"]
+    for name in names:
+        (work / f"{name}.py").write_text(
+            f"import os\nopen({str(markers / name)!r}, 'w').write(str(os.getuid()))\n"
+            "raise ImportError('shadow module')\n")
+    (work / "grading").mkdir()
+    (work / "grading" / "__init__.py").write_text(f"open({str(markers / 'grading')!r}, 'w').write('x')\n")
+    (work / "grading" / "sandbox.py").write_text(f"open({str(markers / 'sandbox')!r}, 'w').write('x')\n")
+    k = Kernel(sandbox_root, str(work))
+    try:
+        out = k.run("import os\nprint('kernel alive in', os.getcwd())")
+    finally:
+        k.close()
+    assert "kernel alive in /tmp/work" in out, out
+    assert sorted(os.listdir(markers)) == [], "a module of the submission ran outside the sandbox"
+
+
+def test_grading_kernel_runs_the_environments_interpreter(kernel):
+    """The sandboxed kernel runs the course environment's Python and packages (not the system's)."""
+    import sys
+
+    import numpy
+
+    from grading import preflight
+
+    k, _ = kernel
+    out = k.run("""
+import json, os, sys, numpy
+print("PY " + json.dumps([sys.version, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+                          os.path.realpath(os.__file__), numpy.__version__, os.path.realpath(numpy.__file__)]))
+""")
+    line = [x for x in out.splitlines() if x.startswith("PY ")]
+    assert line, out
+    version, prefix, base, os_file, np_version, np_file = json.loads(line[0][3:])
+    assert (version, prefix) == preflight.environment()
+    assert base == os.path.realpath(sys.base_prefix) and os_file == os.path.realpath(os.__file__)
+    assert (np_version, np_file) == (numpy.__version__, os.path.realpath(numpy.__file__))
+    assert preflight.check_interpreter(version, prefix)
+    with pytest.raises(preflight.PreflightError, match="refusing to grade"):
+        preflight.check_interpreter("3.11.2 (main)", "/usr")
+
+
+def test_kernel_environment_is_an_allowlist(sandbox_root, tmp_path):
+    secrets = {"COURSE_DB_URL": "postgresql://grader:hunter2@db/gradebook", "PGPASSWORD": "hunter2",
+               "COURSE_GRADEBOOK_PASSWORD": "hunter2", "AWS_SECRET_ACCESS_KEY": "hunter2",
+               "GITHUB_TOKEN": "hunter2", "COURSE_NOTE": "https://user:hunter2@example.org/"}
+    course = {"COURSE_CHECK_MODE": "record", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "PYTHONHASHSEED": "0", "MPLBACKEND": "agg", "COURSE_SANDBOX_NPROC": "128"}
+    (tmp_path / "w").mkdir()
+    k = Kernel(sandbox_root, str(tmp_path / "w"), env={**secrets, **course})
+    try:
+        out = k.run("import json, os\nprint('ENV ' + json.dumps(dict(os.environ)))")
+    finally:
+        k.close()
+    env = json.loads([x for x in out.splitlines() if x.startswith("ENV ")][0][4:])
+    assert not [k for k, v in env.items() if "hunter2" in v], env
+    assert not set(secrets) & set(env)
+    for key, value in course.items():
+        assert env.get(key) == value, (key, env.get(key))
+    assert env["HOME"].startswith("/tmp/") and env["COURSE_SANDBOXED"] == "1"
+    assert env["PATH"].split(os.pathsep)[0] == os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__import__("sys").executable))), "bin")
+
+
+def test_folder_and_private_tmp_share_one_disk_bound(sandbox_root, tmp_path):
+    (tmp_path / "w").mkdir()
+    k = Kernel(sandbox_root, str(tmp_path / "w"), env={"COURSE_SANDBOX_DISK_MB": "48"})
+    try:
+        out = k.run("""
+chunk, written = b"x" * 2 ** 20, 0
+try:
+    for where in ("a.bin", "/tmp/b.bin", "c.bin"):  # 3 x 20 MiB, each far under the per-file limit
+        with open(where, "wb") as fh:
+            for _ in range(20):
+                fh.write(chunk); fh.flush(); written += 1
+    print("NOT BOUNDED", written)
+except OSError as err:
+    print("bounded at", written, "MiB:", err.strerror)
+""")
+    finally:
+        k.close()
+    assert "No space left on device" in out and "NOT BOUNDED" not in out, out
+    assert 40 <= int(re.search(r"bounded at (\d+)", out).group(1)) <= 48, out
+    shm = k2 = None
+    try:
+        k2 = Kernel(sandbox_root, str(tmp_path / "w"), env={"COURSE_SANDBOX_SHM_MB": "16"})
+        shm = k2.run("""
+try:
+    with open("/dev/shm/fill", "wb") as fh:
+        for _ in range(32):
+            fh.write(b"x" * 2 ** 20); fh.flush()
+    print("SHM NOT BOUNDED")
+except OSError as err:
+    print("shm bounded:", err.strerror)
+""")
+    finally:
+        if k2:
+            k2.close()
+    assert "shm bounded: No space left on device" in shm, shm
+    assert os.listdir(tmp_path / "w") == [], "the kernel's files never reach the grader's folder"
+
+
+# ---------------------------------------------------------------- issue 20: intake, outputs, feedback (no kernel)
+def test_intake_keeps_regular_files_only_and_opens_nothing(tmp_path):
+    import threading
+
+    from grading import pipeline
+
+    outside = tmp_path / "gradebook.db"
+    outside.write_text("secret")
+    sub = tmp_path / "sub"
+    (sub / "data").mkdir(parents=True)
+    (sub / "attention.ipynb").write_text("{}")
+    (sub / "data" / "ok.csv").write_text("1,2")
+    os.symlink(outside, sub / "link.db")
+    os.symlink(tmp_path, sub / "data" / "dirlink")
+    os.link(outside, sub / "hard.db")
+    os.mkfifo(sub / "pipe")
+    (sub / "big.bin").write_bytes(b"x" * 5000)
+    for i in range(5):
+        (sub / f"f{i}.txt").write_text("y")
+    result = {}
+    t = threading.Thread(target=lambda: result.update(dropped=pipeline.intake(
+        str(sub), str(tmp_path / "quarantine"), max_files=5, max_bytes=4000)), daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), "intake blocked (it opened the FIFO)"
+    dropped = result["dropped"]
+    kept = sorted(str(p.relative_to(sub)) for p in sub.rglob("*") if not p.is_dir())
+    assert kept == ["attention.ipynb", "data/ok.csv", "f0.txt", "f1.txt", "f2.txt"], kept
+    assert [d for d in dropped if "(symbolic link)" in d] == ["data/dirlink (symbolic link)", "link.db (symbolic link)"]
+    assert "hard.db (hard link (2 names))" in dropped and "pipe (named pipe)" in dropped
+    assert any(d.startswith("big.bin (5,000 bytes") for d in dropped), dropped
+    assert sum("more than 5 files" in d for d in dropped) == 2, dropped
+    assert outside.read_text() == "secret" and os.stat(outside).st_nlink == 2  # nothing followed or changed
+    assert os.path.islink(tmp_path / "quarantine" / "link.db")  # moved, for the instructor to see
+
+
+def _nb_with_outputs(outputs):
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    cell = new_code_cell("x")
+    cell.outputs = outputs
+    return new_notebook(cells=[cell])
+
+
+def test_bound_outputs_trims_every_kind_keeps_errors_and_records():
+    import base64
+
+    from nbformat.v4 import new_output
+
+    from grading import execute
+
+    record = new_output("display_data", data={execute.RECORD_MIME: {"x": "r" * 900_000}, "text/plain": "rec"})
+    outs = [new_output("stream", name="stdout", text="a" * 5_000_000),
+            *[new_output("display_data", data={"image/png": base64.b64encode(b"p" * 300_000).decode()})
+              for _ in range(10)],
+            record,
+            new_output("error", ename="ValueError", evalue="e" * 3_000_000, traceback=["t" * 100_000] * 50)]
+    nb = _nb_with_outputs(outs)
+    nb, _ = execute.BoundOutputs(cell_bytes=500_000, notebook_bytes=2_000_000).preprocess(nb, {})
+    kept = nb.cells[0].outputs
+    sizes = sum(execute.output_bytes(o) for o in kept if execute.RECORD_MIME not in o.get("data", {}))
+    assert sizes <= 500_000 + 20_000 + 1000, sizes
+    assert [o.ename for o in kept if o.output_type == "error"] == ["ValueError"], "an error is never dropped"
+    assert any(execute.RECORD_MIME in o.get("data", {}) for o in kept), "records are the verifier's: untouched"
+    assert "[output trimmed" in kept[-1].data["text/plain"]
+
+
+def test_sanitiser_leaves_no_way_to_run_script():
+    from nbconvert.filters import markdown2html
+
+    from grading.feedback import sanitise
+    from adversarial.classrun import script_report
+
+    hostile = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "[a](javascript:alert(1))",
+               "<a href=' javascript:alert(1)'>a</a>", "<svg onload=alert(1)></svg>", "<iframe src=x></iframe>",
+               "<form action=javascript:alert(1)><button>b</button></form>", "<a href=\"data:text/html,x\">d</a>",
+               "<math><mtext><script>alert(1)</script></mtext></math>", "<base href='javascript:/'>",
+               "<meta http-equiv=refresh content='0;url=javascript:alert(1)'>", "<style>@import 'x'</style>",
+               "<object data=x></object>", "<div style=\"background:url(javascript:alert(1))\">s</div>"]
+    for text in hostile:
+        page = sanitise(markdown2html(text))
+        scripts, problems = script_report(page)
+        assert scripts == [] and problems == [] and "javascript" not in page.lower() and "style" not in page, \
+            (text, page)
+    ok = sanitise(markdown2html("**bold** [site](https://example.org) <mailto:a@b.org> `code`"))
+    assert "<strong>bold</strong>" in ok and 'href="https://example.org"' in ok and "mailto:a@b.org" in ok
+    # markdown cells: nbgrader's feedback template renders them with markdown2html only (no clean_html),
+    # so SafeOutputs puts the sanitised HTML there as one block that markdown2html passes unchanged
+    from grading.feedback import sanitised_markdown
+
+    for text in hostile + ["a\n\n<script>alert(1)</script>\n\n```\n<b>\n\n</b>\n```\n\n[x](javascript:alert(1))"]:
+        block = sanitised_markdown(text)
+        page = markdown2html(block)
+        assert page.strip() == block and script_report(page) == ([], []), (text, page)
+
+
+def test_feedback_folder_holds_only_the_page(tmp_path, monkeypatch):
+    import grading
+    from grading.feedback import SafeOutputs
+
+    monkeypatch.setattr(grading, "GRADING_DIR", str(tmp_path))
+    SafeOutputs._pages.clear()
+    folder = tmp_path / "feedback" / "s" / "a"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("attention.html", "other.html", "answers.py", "sub/x"):
+        (folder / name).write_text("copied from the graded folder")
+    os.symlink("/etc/passwd", folder / "link")
+    os.mkfifo(folder / "pipe")
+    SafeOutputs()._only_pages({"nbgrader": {"student": "s", "assignment": "a", "notebook": "attention"}})
+    assert os.listdir(folder) == [], "nothing copied survives (the page itself is written after this step)"
+    (folder / "attention.html").write_text("the generated page")
+    (folder / "forged.html").write_text("forged")
+    SafeOutputs()._only_pages({"nbgrader": {"student": "s", "assignment": "a", "notebook": "second"}})
+    assert os.listdir(folder) == ["attention.html"]
 
 
 @pytest.mark.slow
@@ -391,11 +635,10 @@ def test_outcome(class_run, case):
 def test_nothing_written_outside_the_students_folders(class_run):
     outcome, before, after, ctx = class_run
     assert before == after, "a guarded file of the repository changed during the class run"
+    # the kernel writes into its own copy of the folder (x24 saw it work): nothing reaches the grader's
     own = os.path.join(outcome.root, "autograded", "x24_write_outside", C.ASSIGNMENT) + os.sep
-    assert os.path.exists(own + f"{C.MARKER}-x24_write_outside.txt"), "the own-folder write should have worked"
-    # nbgrader's generate_feedback copies the files of the student's folder into its feedback folder
-    own_feedback = os.path.join(outcome.root, "feedback", "x24_write_outside", C.ASSIGNMENT) + os.sep
-    assert classrun.stray_markers(outcome.root, (own, own_feedback)) == []
+    assert not os.path.exists(own + f"{C.MARKER}-x24_write_outside.txt")
+    assert classrun.stray_markers(outcome.root, ()) == []
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO,
                             capture_output=True, text=True).stdout
     assert C.MARKER not in status, status
@@ -431,3 +674,47 @@ def test_points_cannot_be_raised(class_run):
     outcome, *_ = class_run
     maxima = {s: m for s, (_, m) in outcome.grades.items()}
     assert set(maxima.values()) == {C.MAX_SCORE + 2}, maxima  # 9 autograded + the 2-point written answer
+
+
+@pytest.mark.slow
+def test_no_feedback_page_can_run_script(class_run):
+    """Static check of every feedback page with an HTML parser: the template's own scripts (those of an
+    honest student's page) and nothing else; no event handler, javascript: URL, frame, form or SVG."""
+    outcome, *_ = class_run
+    template_scripts = set(classrun.script_report(outcome.feedback_raw("s01_correct"))[0])
+    assert template_scripts, "the honest page should carry the template's scripts"
+    bad = {}
+    for case in C.CASES:
+        page = outcome.feedback_raw(case.student)
+        problems = classrun.unsafe_markup(page, template_scripts) if page else []
+        if problems:
+            bad[case.student] = problems[:5]
+    assert not bad, bad
+    assert outcome.feedback_raw("x57_feedback_script") and outcome.feedback_raw("x49_html_injection")
+
+
+@pytest.mark.slow
+def test_feedback_folders_hold_only_the_page(class_run):
+    outcome, *_ = class_run
+    odd = {}
+    for case in C.CASES:
+        folder = os.path.join(outcome.root, "feedback", case.student, C.ASSIGNMENT)
+        if os.path.isdir(folder) and sorted(os.listdir(folder)) != ["attention.html"]:
+            odd[case.student] = sorted(os.listdir(folder))
+    assert not odd, odd
+
+
+@pytest.mark.slow
+def test_grading_run_leaves_nothing_in_tmp(class_run):
+    outcome, *_ = class_run
+    assert outcome.tmp_left == [], outcome.tmp_left
+
+
+@pytest.mark.slow
+def test_submissions_are_data_after_intake(class_run):
+    outcome, *_ = class_run
+    folder = os.path.join(outcome.root, "submitted", "x52_links_and_fifo", C.ASSIGNMENT)
+    assert sorted(os.listdir(folder)) == ["attention.ipynb", "timestamp.txt"]
+    assert os.path.getsize(os.path.join(outcome.root, "gradebook.db")) > 10_000, "the gradebook is intact"
+    quarantine = os.path.join(outcome.root, "logs", "intake", C.ASSIGNMENT, "x52_links_and_fifo")
+    assert sorted(os.listdir(quarantine)) == ["gradebook.db", "hard.db", "pipe", "s01.ipynb"]

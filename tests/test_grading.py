@@ -101,3 +101,21 @@ def test_feedback_hides_hidden_tests_but_names_the_failure(demo_run):
 def test_demo_runs_in_the_sandbox(demo_run):
     _, proc = demo_run
     assert "sandboxed; notebooks/ hidden" in proc.stdout or "no isolation" in proc.stdout
+
+
+def test_preflight_refuses_a_kernel_on_another_interpreter(tmp_path):
+    """A kernel that imports course_lib but runs another interpreter (here the venv's base Python, so
+    another sys.prefix) would grade with other packages: preflight refuses to grade."""
+    import sysconfig
+
+    base = os.path.realpath(sys.executable)
+    kernels = tmp_path / "jupyter" / "kernels" / "other-python"
+    kernels.mkdir(parents=True)
+    launcher = (f"import sys; sys.path[:0] = [{sysconfig.get_paths()['purelib']!r}, {REPO!r}]; "
+                "from ipykernel import kernelapp; kernelapp.launch_new_instance()")
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [base, "-c", launcher, "-f", "{connection_file}"], "display_name": "other", "language": "python"}))
+    proc = run_grading(["preflight", "--kernel", "other-python"], tmp_path / "root",
+                       env_extra={"JUPYTER_PATH": str(tmp_path / "jupyter")})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "refusing to grade" in proc.stderr and "not the course environment's" in proc.stderr, proc.stderr

@@ -93,6 +93,15 @@ class Case:
 
 
 # ------------------------------------------------------------------ building blocks
+@dataclasses.dataclass(frozen=True)
+class Special:
+    """A submission entry that is not a file with text: ``symlink`` / ``hardlink`` to ``target``, or a ``fifo``.
+    (An archive from an LMS, or a student's own upload folder, can hold any of them.)"""
+
+    kind: str
+    target: str = ""
+
+
 def _gid(cell) -> Optional[str]:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
@@ -656,6 +665,157 @@ def html_injection(ctx):
     return files(nb)
 
 
+# ------------------------------------------------------------------ issue 20: root, data, secrets, totals, feedback
+_SHADOW = """
+# a module named like something the grader's launcher imports: it must never run outside the sandbox
+import os, sys
+try:
+    with open({marker!r}, "w") as fh:
+        fh.write("ran as uid %d" % os.getuid())
+except OSError:
+    pass
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+del sys.modules[__name__]
+import {name} as _real
+sys.modules[__name__] = _real
+"""
+
+
+def launcher_shadow(ctx):
+    """Modules in the submission named like the launcher's imports (json, shutil, subprocess, resource,
+    secrets) and a package ``grading`` with a ``sandbox`` module (the launcher used to be
+    ``python -m grading.sandbox`` in this folder): none may run as root."""
+    out = files(notebook(ctx, after={LAST_IMPL: ["print('shadow modules present')"]}))
+    for name in ("json", "shutil", "subprocess", "resource", "secrets"):
+        marker = os.path.join("/var/tmp", f"{MARKER}-{ctx.student}-{name}")
+        out[f"{name}.py"] = _SHADOW.format(marker=marker, name=name)
+    marker = os.path.join("/var/tmp", f"{MARKER}-{ctx.student}-grading")
+    out["grading/__init__.py"] = f"open({marker!r}, 'w').write('grading package ran')\n"
+    out["grading/sandbox.py"] = f"open({marker!r} + '-sandbox', 'w').write('launcher replaced')\n"
+    return out
+
+
+def links_and_fifo(ctx):
+    """The submission folder holds links to the gradebook and to another student's notebook, a hard
+    link to the release, and a named pipe; the notebook tries to read them."""
+    out = files(notebook(ctx, after={LAST_IMPL: ["""
+        for name in ("gradebook.db", "s01.ipynb", "hard.db", "pipe"):
+            try:
+                with open(name, "rb") as fh:
+                    fh.read(16)
+                print("LE" + "AK through", name)
+            except OSError as err:
+                print("intake removed", name, type(err).__name__)
+    """]}))
+    out["gradebook.db"] = Special("symlink", ctx.path("gradebook.db"))
+    out["s01.ipynb"] = Special("symlink", ctx.path("submitted", "s01_correct", ASSIGNMENT, NOTEBOOK))
+    out["hard.db"] = Special("hardlink", ctx.path("gradebook.db"))  # sqlite writes it in place: 2 names
+    out["pipe"] = Special("fifo")
+    return out
+
+
+def kernel_plants_links(ctx):
+    """At run time the kernel replaces its own notebook with a link to the gradebook, links another
+    student's notebook, makes a named pipe where the feedback page will go, and a link for chmod."""
+    gradebook, other = ctx.path("gradebook.db"), ctx.path("autograded", "s01_correct", ASSIGNMENT, NOTEBOOK)
+    return added(ctx, LAST_IMPL, f"""
+        import os
+        made = []
+        for link, target in [("{NOTEBOOK}", {gradebook!r}), ("other.ipynb", {other!r}),
+                             ("timestamp.txt", "/etc/shadow"), ("sub", "/")]:
+            try:
+                if os.path.lexists(link):
+                    os.remove(link)
+                os.symlink(target, link)
+                made.append(link)
+            except OSError as err:
+                print("could not link", link, type(err).__name__)
+        for fifo in ("attention.html", "extra.ipynb"):
+            try:
+                os.mkfifo(fifo)
+                made.append(fifo)
+            except OSError as err:
+                print("could not mkfifo", fifo, type(err).__name__)
+        print("planted", len(made), "links and pipes")
+    """)
+
+
+def env_secrets(ctx):
+    return added(ctx, LAST_IMPL, """
+        import os
+        leaked = [k for k, v in os.environ.items() if "x54-secret" in v or "PASSWORD" in k or "DB_URL" in k]
+        print("LE" + "AK", leaked) if leaked else print("environment clean:", len(os.environ), "variables")
+        print("check mode", os.environ.get("COURSE_CHECK_MODE"))
+        print("home is private", os.environ.get("HOME", "").startswith("/tmp"))
+        print("interpreter", os.sys.prefix.endswith(".venv"))
+    """)
+
+
+def disk_total(ctx):
+    return added(ctx, LAST_IMPL, """
+        import os
+        chunk, written = b"\\1" * (16 * 1024 * 1024), 0
+        try:
+            for i in range(8):  # 16 files of 64 MiB, each under the per-file limit: 1 GiB in all
+                for where in (f"part{i}.bin", f"/tmp/part{i}.bin"):
+                    with open(where, "wb") as fh:
+                        for _ in range(4):
+                            fh.write(chunk)
+                            fh.flush()
+                            written += len(chunk)
+            print("DISK TOTAL " + "NOT HIT", written)
+        except OSError as err:
+            print("disk total bound hit after", written // 2 ** 20, "MiB:", err.strerror)
+        for folder in (".", "/tmp"):
+            for name in os.listdir(folder):
+                if name.endswith(".bin"):
+                    os.remove(os.path.join(folder, name))
+    """)
+
+
+def output_kinds_flood(ctx):
+    return files(notebook(ctx, after={LAST_IMPL: [
+        'print("one long line " + "z" * 5_000_000)',
+        """
+        import base64, os
+        from IPython.display import display
+        for _ in range(30):  # 30 images of 400 kB each
+            display({"image/png": base64.b64encode(os.urandom(300_000)).decode()}, raw=True)
+        """,
+        'raise ValueError("a huge error " + "e" * 3_000_000)',
+    ]}))
+
+
+def feedback_script(ctx):
+    def edit(nb):
+        nb.cells[_index(nb, "why_sqrt_dk")].source = (
+            "Because [click me](javascript:alert('x57 link')) and <img src=x onerror=\"alert('x57 img')\">.")
+        nb.cells.insert(_index(nb, LAST_IMPL) + 1, nbformat.v4.new_markdown_cell(
+            "<script>alert('x57 markdown')</script><a href=\"javascript:alert('x57 a')\">a</a>"
+            "<iframe src=\"javascript:alert('x57 iframe')\"></iframe><svg onload=\"alert('x57 svg')\"></svg>"
+            "<form action=\"javascript:alert('x57 form')\"><button>go</button></form>"))
+    nb = notebook(ctx, after={LAST_IMPL: ["""
+        from IPython.display import HTML, Markdown, display
+        display(HTML("<a href='javascript:alert(1)'>x57 html link</a><img src=x onerror=alert('x57 out')>"))
+        display(Markdown("[x57 md](javascript:alert('x57 md'))"))
+        display({"image/png": '"><script>alert("x57 png")</script>', "text/plain": "x57 fake png"}, raw=True)
+        display({"image/svg+xml": "<svg onload=\\"alert('x57 svg out')\\"></svg>"}, raw=True)
+        display({"application/javascript": "alert('x57 js')"}, raw=True)
+        print("x57 outputs shown")
+    """]}, edit=edit)
+    return files(nb)
+
+
+def hostile_grade_id(ctx):
+    def edit(nb):
+        cell = nbformat.v4.new_code_cell("print('x58 cell')")
+        cell.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": False,
+                                     "grade_id": "<img src=x onerror=alert('x58')>", "schema_version": 3}
+        nb.cells.insert(_index(nb, LAST_IMPL) + 1, cell)
+    return files(notebook(ctx, edit=edit))
+
+
 # ------------------------------------------------------------------ the table
 HONEST = [
     Case("s01_correct", "the instructor's solutions", 9.0, feedback=("visible tests passed",)),
@@ -793,6 +953,38 @@ HOSTILE = [
     Case("x50_fake_feedback", "blank; writes a forged attention.html (11/11) into its folder", 0.0,
          build=fake_feedback, feedback=("forged attention.html written", "not implemented yet"),
          absent=("FORGED FEEDBACK",)),
+    # ---- issue 20: root never runs submission code; submissions are data; no secrets; totals; safe feedback
+    Case("x51_launcher_shadow", "json.py, shutil.py, subprocess.py, resource.py, secrets.py and a `grading` "
+         "package in the folder, each writing a marker outside when imported", 9.0, build=launcher_shadow,
+         feedback=("shadow modules present", "scaled_dot_product_attention_torch: visible tests passed")),
+    Case("x52_links_and_fifo", "links to the gradebook and to s01's notebook, a hard link to the gradebook and a "
+         "FIFO in the submission folder", 9.0, build=links_and_fifo,
+         feedback=("intake removed gradebook.db", "intake removed s01.ipynb", "intake removed hard.db",
+                   "intake removed pipe"),
+         report=("intake dropped gradebook.db (symbolic link)", "s01.ipynb (symbolic link)",
+                 "hard.db (hard link (2 names))", "pipe (named pipe)"), absent=("LEAK",)),
+    Case("x53_kernel_plants_links", "the kernel replaces its notebook with a link to the gradebook, links "
+         "s01's notebook, /etc/shadow and /, and makes FIFOs named like the feedback page", 9.0,
+         build=kernel_plants_links, feedback=("planted 6 links and pipes",
+                                              "scaled_dot_product_attention_torch: visible tests passed")),
+    Case("x54_env_secrets", "looks for the gradebook URL, passwords and the grader's secrets in os.environ", 9.0,
+         build=env_secrets, feedback=("environment clean", "check mode record", "home is private True",
+                                      "interpreter True"), absent=("LEAK", "x54-secret")),
+    Case("x55_disk_total", "8 files of 64 MiB in its folder and 8 in /tmp (each under the per-file limit)", 9.0,
+         build=disk_total, feedback=("disk total bound hit", "No space left on device"),
+         absent=("DISK TOTAL NOT HIT",)),
+    Case("x56_output_kinds_flood", "a 5 MB line, 30 images of 400 kB, a 3 MB error message", 9.0,
+         build=output_kinds_flood, feedback=("[output trimmed", "a huge error",
+                                             "scaled_dot_product_attention_torch: visible tests passed")),
+    Case("x57_feedback_script", "script, event handlers, javascript: links, iframe, form, SVG and a fake PNG in "
+         "markdown, the written answer and outputs", 9.0, build=feedback_script,
+         feedback=("x57 outputs shown", "x57 html link", "click me", "x57 fake png"),
+         # what would be live markup (the student's source is shown escaped, so these never appear there)
+         absent_html=("<script>alert", "<img src=x", "<svg", "<iframe", "<form", 'href="javascript:')),
+    Case("x58_hostile_grade_id", "an added cell whose grade_id is an <img onerror> tag, quoted by the integrity "
+         "note", 0.0, build=hostile_grade_id, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "not a cell of this assignment"),
+         report=(INTEGRITY_REPORT, "not a cell of this assignment"), absent_html=("<img src=x onerror",)),
 ]
 
 CASES = HONEST + HOSTILE

@@ -28,10 +28,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 if __package__:
-    from .cases import ASSIGNMENT, CASES, MARKER, NOTEBOOK, Case, Context
+    from .cases import ASSIGNMENT, CASES, MARKER, NOTEBOOK, Case, Context, Special
 else:  # run as a script: python tests/adversarial/classrun.py ROOT
     sys.path.insert(0, os.path.join(REPO, "tests"))
-    from adversarial.cases import ASSIGNMENT, CASES, MARKER, NOTEBOOK, Case, Context
+    from adversarial.cases import ASSIGNMENT, CASES, MARKER, NOTEBOOK, Case, Context, Special
 
 CELL_TIMEOUT = "10"
 NOTEBOOK_TIMEOUT = "150"
@@ -43,9 +43,14 @@ GUARDED = [
 ]
 
 
+# credentials a grader's environment may hold: none may reach a kernel (x54_env_secrets)
+SECRETS = {"COURSE_GRADEBOOK_PASSWORD": "x54-secret-gradebook", "PGPASSWORD": "x54-secret-pg",
+           "AWS_SECRET_ACCESS_KEY": "x54-secret-aws", "COURSE_API_TOKEN": "x54-secret-token"}
+
+
 def env_for(root: str) -> dict:
     env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT=CELL_TIMEOUT,
-               COURSE_NOTEBOOK_TIMEOUT=NOTEBOOK_TIMEOUT, PYTHONPATH=REPO)
+               COURSE_NOTEBOOK_TIMEOUT=NOTEBOOK_TIMEOUT, PYTHONPATH=REPO, **SECRETS)
     env.pop("COURSE_KERNEL", None)
     return env
 
@@ -82,7 +87,13 @@ def write_class(ctx: Context, cases=CASES) -> None:
         folder = os.path.join(submitted, case.student, ASSIGNMENT)
         os.makedirs(folder, exist_ok=True)
         for name, text in case.build(dataclasses.replace(ctx, student=case.student)).items():
-            with open(os.path.join(folder, name), "w") as fh:
+            path = os.path.join(folder, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if isinstance(text, Special):
+                {"symlink": lambda: os.symlink(text.target, path), "hardlink": lambda: os.link(text.target, path),
+                 "fifo": lambda: os.mkfifo(path)}[text.kind]()
+                continue
+            with open(path, "w") as fh:
                 fh.write(text)
 
 
@@ -103,6 +114,7 @@ class Outcome:
     seconds: float
     grades: dict  # student -> (score, max_score)
     results: dict  # student -> the worker's result JSON
+    tmp_left: list = dataclasses.field(default_factory=list)  # what the run left in its TMPDIR
 
     def feedback_path(self, student: str) -> str:
         return os.path.join(self.root, "feedback", student, ASSIGNMENT, NOTEBOOK.replace(".ipynb", ".html"))
@@ -127,10 +139,17 @@ class Outcome:
 
 
 def grade(root: str, workers: int = 2, timeout: float = 1500) -> Outcome:
+    import tempfile
+
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "grading", "grade", "--demo", "no", "--assignment", ASSIGNMENT,
-                           "--workers", str(workers)], cwd=REPO, env=env_for(root), capture_output=True,
-                          text=True, timeout=timeout)
+    tmp = tempfile.mkdtemp(prefix="adv-tmp-")  # the run's TMPDIR: it must be left empty
+    try:
+        proc = subprocess.run([sys.executable, "-m", "grading", "grade", "--demo", "no", "--assignment", ASSIGNMENT,
+                               "--workers", str(workers)], cwd=REPO, env=dict(env_for(root), TMPDIR=tmp),
+                              capture_output=True, text=True, timeout=timeout)
+    finally:
+        tmp_left = sorted(os.listdir(tmp))
+        shutil.rmtree(tmp, ignore_errors=True)
     seconds = time.perf_counter() - t0
     grades, results = {}, {}
     csv_path = os.path.join(root, "grades.csv")
@@ -144,7 +163,7 @@ def grade(root: str, workers: int = 2, timeout: float = 1500) -> Outcome:
         if name.endswith(".json") and not name.startswith("."):
             with open(os.path.join(res_dir, name)) as fh:
                 results[name[:-5]] = json.load(fh)
-    return Outcome(str(root), proc.returncode, proc.stdout, proc.stderr, seconds, grades, results)
+    return Outcome(str(root), proc.returncode, proc.stdout, proc.stderr, seconds, grades, results, tmp_left)
 
 
 def stray_markers(root: str, allowed_prefixes: tuple) -> list[str]:
@@ -202,6 +221,62 @@ def outputs_text(page: str) -> str:
     parser.feed(page)
     parser.close()
     return "".join(parser.parts)
+
+
+class _ScriptScan(html.parser.HTMLParser):
+    """Everything in a page that could run script: <script> elements, event-handler attributes,
+    javascript:/vbscript:/data: URLs in links and sources, frames, objects, forms, SVG, MathML, <base>
+    and <meta http-equiv=refresh>. A static check of what a browser would execute."""
+
+    URL_ATTRS = {"href", "src", "action", "formaction", "xlink:href", "srcdoc", "data", "poster", "background",
+                 "srcset", "ping", "lowsrc", "dynsrc"}
+    DANGEROUS = {"iframe", "frame", "frameset", "object", "embed", "applet", "form", "base", "svg", "math",
+                 "portal", "template"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.scripts, self.problems, self._in_script = [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = [(k.lower(), v or "") for k, v in attrs]
+        if tag == "script":
+            self._in_script = [dict(attrs).get("src", ""), dict(attrs).get("type", ""), ""]
+        if tag in self.DANGEROUS:
+            self.problems.append(f"<{tag}>")
+        if tag == "meta" and dict(attrs).get("http-equiv", "").lower() == "refresh":
+            self.problems.append("<meta refresh>")
+        for k, v in attrs:
+            if k.startswith("on"):
+                self.problems.append(f"<{tag} {k}=...>")
+            value = "".join(v.split()).lower()
+            if k in self.URL_ATTRS and (value.startswith(("javascript:", "vbscript:")) or (
+                    value.startswith("data:") and not (tag == "img" and value.startswith("data:image/png")
+                                                       or tag == "img" and value.startswith("data:image/jpeg")))):
+                self.problems.append(f"<{tag} {k}={v[:40]!r}>")
+
+    def handle_endtag(self, tag):
+        if tag == "script" and self._in_script is not None:
+            self.scripts.append(tuple(self._in_script))
+            self._in_script = None
+
+    def handle_data(self, data):
+        if self._in_script is not None:
+            self._in_script[2] += data
+
+
+def script_report(page: str) -> tuple[list, list]:
+    """(the page's scripts as (src, type, text), every other way it could run script)."""
+    scan = _ScriptScan()
+    scan.feed(page)
+    scan.close()
+    return scan.scripts, scan.problems
+
+
+def unsafe_markup(page: str, template_scripts: set) -> list[str]:
+    """What in a feedback page could run script, beyond the template's own scripts (from an honest page)."""
+    scripts, problems = script_report(page)
+    return problems + [f"<script src={s[0]!r} type={s[1]!r}>{s[2][:60]!r}" for s in scripts
+                       if s not in template_scripts]
 
 
 MAX_FEEDBACK_BYTES = 3_000_000  # a feedback page (and an autograded notebook) stays readable
