@@ -23,6 +23,7 @@ Does NOT cover
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Callable, Sequence
 
@@ -211,13 +212,17 @@ def text_embeds(lm: nn.Module, tokenizer, text: str) -> torch.Tensor:
 @torch.no_grad()
 def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts: Sequence[str],
                   options: Sequence[Sequence[str]], *, scorer: Callable = option_log_likelihood,
-                  normalise: bool = False, batch_size: int = 16, progress: bool = False) -> torch.Tensor:
+                  normalise: bool | tuple = False, batch_size: int = 16, progress: bool = False):
     """(N, K) score of each of the K options of N questions: ``scorer`` on [prefix; prompt; option].
 
+    ``normalise`` is passed to ``scorer``; a tuple such as ``(False, True)`` returns a tuple of
+    (N, K) tensors, one per value, from the same forward passes.
+
     ``prefix``: (P, d) embeddings shared by every question (a soft prompt, or a hard prompt's
-    token embeddings from :func:`text_embeds`), or None. The prefix and each prompt are run
-    once; the K options of a question continue from its key/value cache, so the cost is
-    about P + N * (prompt + K * option) tokens instead of N * K * (P + prompt + option).
+    token embeddings from :func:`text_embeds`), or None. The prefix is run once and each
+    prompt once, each continuing from the key/value cache before it; the K options of a
+    question continue from its cache, so the cost is about P + N * (prompt + K * option)
+    tokens instead of N * K * (P + prompt + option).
     ``scorer(logits, labels, normalise)`` gets logits (N*K, L+1, V) whose position 0 is the
     prediction after the prompt's last token and labels (N*K, L+1) = [-100, option ids,
     -100 padding], so it is exactly ``option_log_likelihood``'s convention.
@@ -231,22 +236,28 @@ def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts
     if prefix is None:
         prefix = torch.zeros(0, emb.weight.shape[1], device=device, dtype=emb.weight.dtype)
     P = prefix.shape[0]
-    out = torch.empty(len(prompts), K, dtype=torch.float32)
+    flags = normalise if isinstance(normalise, tuple) else (normalise,)
+    outs = [torch.empty(len(prompts), K, dtype=torch.float32) for _ in flags]
+    prefix_cache = lm(inputs_embeds=prefix.unsqueeze(0), use_cache=True).past_key_values if P else None
     for lo in tqdm(range(0, len(prompts), batch_size), disable=not progress, desc="scoring", unit="batch"):
         qs = [tokenizer(p)["input_ids"] for p in prompts[lo:lo + batch_size]]
         opts = [[tokenizer(o)["input_ids"] for o in options[i]] for i in range(lo, lo + len(qs))]
         b, Lq = len(qs), max(len(q) for q in qs)
-        # 1) prefix + question, LEFT-padded so every question ends in the last column
+        # 1) each question after the (cached) prefix, LEFT-padded so every question ends in the last column
         ids = torch.full((b, Lq), pad, dtype=torch.long, device=device)
         mask = torch.zeros(b, P + Lq, dtype=torch.long, device=device)
         for i, q in enumerate(qs):
             ids[i, Lq - len(q):] = torch.tensor(q, device=device)
             mask[i, :P] = 1
             mask[i, P + Lq - len(q):] = 1
-        x = torch.cat([prefix.unsqueeze(0).expand(b, P, -1), emb(ids)], dim=1)  # (b, P+Lq, d)
-        # the prefix sits before the padding: give real tokens consecutive positions 0, 1, ...
+        # the padding sits between prefix and question: real tokens get consecutive positions 0, 1, ...
         pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
-        first = lm(inputs_embeds=x, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+        cache = None
+        if prefix_cache is not None:
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(b)
+        first = lm(input_ids=ids, attention_mask=mask, position_ids=pos[:, P:], past_key_values=cache,
+                   use_cache=True, logits_to_keep=1)
         cache = first.past_key_values
         cache.batch_repeat_interleave(K)
         last = first.logits[:, -1].repeat_interleave(K, dim=0)  # (b*K, V): predicts each option's 1st token
@@ -265,8 +276,9 @@ def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts
         logits = torch.cat([last.unsqueeze(1), second.logits], dim=1)  # (b*K, Lo+1, V)
         labels = torch.cat([torch.full((b * K, 1), IGNORE, dtype=torch.long, device=device),
                             torch.where(omask.bool(), oid, torch.full_like(oid, IGNORE))], dim=1)
-        out[lo:lo + b] = scorer(logits, labels, normalise).float().view(b, K).cpu()
-    return out
+        for out, flag in zip(outs, flags):
+            out[lo:lo + b] = scorer(logits, labels, flag).float().view(b, K).cpu()
+    return tuple(outs) if isinstance(normalise, tuple) else outs[0]
 
 
 def wilson_interval(correct: int, total: int, z: float = 1.96) -> tuple[float, float]:

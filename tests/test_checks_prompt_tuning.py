@@ -76,7 +76,7 @@ def loglik_loop(logits, labels, normalise=False):
 
 
 def loglik_float32(logits, labels, normalise=False):
-    return loglik_ce(logits.float(), labels, normalise).to(logits.dtype)
+    return loglik_ce(logits.float(), labels, normalise)  # float32 whatever the input
 
 
 def freeze_ok(model):
