@@ -9,7 +9,7 @@ Covers (the exercises of notebooks/08_clinical_text)
       with the residual stream accounted for (Abnar & Zuidema, "Quantifying Attention Flow in
       Transformers", ACL 2020).
 And what the notebook's case study uses besides: :class:`EncoderClassifier` (a pretrained
-encoder + mean pooling + linear head) and :func:`tfidf_top_k`, the word-based search baseline.
+encoder + mean pooling + linear head) and :func:`tfidf_vectors`, the word-based search baseline.
 
 Does NOT cover
     * loading the model (``course_lib.pretrained``), training loops (``course_lib.training``);
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 __all__ = ["mean_pool", "cosine_top_k", "freeze_for_probe", "attention_rollout", "EncoderClassifier",
-           "tfidf_top_k"]
+           "tfidf_vectors"]
 
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -131,22 +131,26 @@ def attention_rollout(attentions: torch.Tensor, residual: bool = True) -> torch.
 
 
 class EncoderClassifier(nn.Module):
-    """A pretrained encoder + mean pooling + L2 normalisation + a linear head (``classifier``).
+    """A pretrained encoder + pooling + L2 normalisation + a linear head (``classifier``).
 
     ``forward(input_ids, attention_mask)`` -> (B, num_classes) logits. The encoder is any module
     called as ``encoder(input_ids=..., attention_mask=...)`` that returns an object with
-    ``last_hidden_state`` (B, T, d) (a ``transformers`` model). With :func:`freeze_for_probe`
-    only the head trains (a linear probe); without it the whole model is fine-tuned.
+    ``last_hidden_state`` (B, T, d) (a ``transformers`` model). ``pool(hidden, attention_mask)``
+    turns token vectors into one vector per text (default: :func:`mean_pool`; the notebook passes
+    the student's own). With :func:`freeze_for_probe` only the head trains (a linear probe);
+    without it the whole model is fine-tuned.
     """
 
-    def __init__(self, encoder: nn.Module, d_model: int, num_classes: int):
+    def __init__(self, encoder: nn.Module, d_model: int, num_classes: int, pool=None):
         super().__init__()
         self.encoder = encoder
         self.classifier = nn.Linear(d_model, num_classes)
+        self.pool = pool
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        pooled = nn.functional.normalize(mean_pool(hidden, attention_mask), dim=-1)  # (B, d)
+        pool = self.pool if self.pool is not None else mean_pool
+        pooled = nn.functional.normalize(pool(hidden, attention_mask), dim=-1)  # (B, d)
         return self.classifier(pooled)
 
 
@@ -157,13 +161,17 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def tfidf_top_k(queries: Sequence[str], keys: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Word-based search baseline: TF-IDF vectors of lower-cased words, cosine, top k.
+def tfidf_vectors(queries: Sequence[str], keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Word-based search baseline: TF-IDF vectors of lower-cased words, (Q, V) and (N, V).
 
-    The vocabulary and the inverse document frequencies idf(w) = log((1 + N) / (1 + df(w))) + 1
-    come from the N keys; a query word that no key contains is ignored. A query that shares no
-    word with any key scores 0 everywhere (its ranking is then by key index). Same outputs as
-    :func:`cosine_top_k`.
+    The vocabulary (V words) and the inverse document frequencies
+    idf(w) = log((1 + N) / (1 + df(w))) + 1 come from the N keys; a query word that no key
+    contains is ignored. Rank them with :func:`cosine_top_k`: a query that shares no word with any
+    key is then a zero vector and scores 0 everywhere.
+
+    >>> q, k = tfidf_vectors(["heart problem"], ["enlarged heart", "kidney"])
+    >>> q.shape, k.shape, bool(q[0] @ k[0] > 0), float(q[0] @ k[1])
+    ((1, 3), (2, 3), True, 0.0)
     """
     vocab: dict[str, int] = {}
     docs = [Counter(_words(t)) for t in keys]
@@ -184,5 +192,4 @@ def tfidf_top_k(queries: Sequence[str], keys: Sequence[str], k: int) -> tuple[np
                     out[i, vocab[w]] = c * idf[vocab[w]]
         return out
 
-    return cosine_top_k(vectors(queries), vectors(keys), k)
-
+    return vectors(queries), vectors(keys)

@@ -66,8 +66,10 @@ def test_attention_rollout_is_the_product_of_residual_mixing():
 
 def test_tfidf_baseline_finds_shared_words_only():
     keys = ["enlarged heart", "abnormal kidney", "heart murmur"]
-    _, idx = C.tfidf_top_k(["kidney problem", "cardiomegaly"], keys, 1)
+    q, k = C.tfidf_vectors(["kidney problem", "cardiomegaly"], keys)
+    _, idx = C.cosine_top_k(q, k, 1)
     assert idx[0, 0] == 1 and idx[1, 0] == 0  # no shared word: all scores 0, first key
+    assert not q[1].any()
 
 
 def test_encoder_classifier_pools_and_classifies():
@@ -84,6 +86,9 @@ def test_encoder_classifier_pools_and_classifies():
     ids, mask = torch.tensor([[1, 2, 0], [3, 0, 0]]), torch.tensor([[1, 1, 0], [1, 0, 0]])
     pooled = nn.functional.normalize(C.mean_pool(model.encoder.emb(ids), mask), dim=-1)
     assert torch.allclose(model(ids, mask), model.classifier(pooled))
+    first = C.EncoderClassifier(model.encoder, 6, 3, pool=lambda h, m: h[:, 0])  # another pooling, passed in
+    first.classifier = model.classifier
+    assert torch.allclose(first(ids, mask), model.classifier(nn.functional.normalize(model.encoder.emb(ids)[:, 0], dim=-1)))
 
 
 def test_hpo_terms_and_layperson_pairs():
