@@ -89,8 +89,8 @@ def answer_only_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor, pr
     B, T = input_ids.shape
     pos = torch.arange(T, device=input_ids.device).unsqueeze(0)  # (1, T)
     keep = (pos >= answer_start.to(input_ids.device).view(B, 1)) & attention_mask.bool()  # (B, T)
-    labels = torch.where(keep, input_ids.long(), torch.full_like(input_ids, IGNORE, dtype=torch.long))
-    prefix = torch.full((B, prompt_len), IGNORE, dtype=torch.long, device=input_ids.device)
+    labels = torch.where(keep, input_ids.long(), torch.full_like(input_ids, -100, dtype=torch.long))
+    prefix = torch.full((B, prompt_len), -100, dtype=torch.long, device=input_ids.device)
     return torch.cat([prefix, labels], dim=1)
 
 
@@ -114,7 +114,7 @@ def option_log_likelihood(logits: torch.Tensor, labels: torch.Tensor, normalise:
     """
     logp = torch.log_softmax(logits[:, :-1], dim=-1)  # (B, L-1, V): predictions for positions 1..L-1
     target = labels[:, 1:]  # (B, L-1)
-    scored = target != IGNORE
+    scored = target != -100  # -100: not part of the option
     picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, L-1)
     total = (picked * scored).sum(dim=-1)
     if normalise:
