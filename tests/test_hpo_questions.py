@@ -1,6 +1,7 @@
 """The HPO organ-system questions: fixed, balanced, no answer in the question, every distractor really wrong."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -34,7 +35,8 @@ def test_options_are_four_distinct_systems(questions):
 def test_no_answer_leaks_into_the_question(questions):
     for q in questions:
         assert not hq.leaks_answer(q.phenotype, q.answer_text), q
-        assert q.answer_text.lower() not in q.phenotype.lower(), q
+        words = set(re.findall(r"[a-z]+", q.phenotype.lower()))
+        assert not (set(re.findall(r"[a-z]+", q.answer_text.lower())) - {"system", "and"}) & words, q
 
 
 @pytest.mark.parametrize("question,answer,leaks", [
