@@ -166,12 +166,38 @@ class ResilientExecute(Execute):
             self._intake.pop(j, None)
             self.execute_cell(copy.deepcopy(cell), j, store_history=False)  # outputs already recorded
 
+    retry_timeout_factor = Integer(3, help="an instructor's cell that timed out runs once more with this many "
+                                           "times the per-cell timeout").tag(config=True)
+
+    @staticmethod
+    def _instructor_cell(cell) -> bool:
+        """A locked cell that is neither a test nor an answer (setup): nbgrader restored it from the gradebook."""
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        return cell.cell_type == "code" and bool(meta.get("locked")) and not meta.get("grade") \
+            and not meta.get("solution")
+
+    def _retry_slow_cell(self, cell, resources, index, killers) -> bool:
+        """Restart, replay the cells before, run this one again with a longer timeout; True when it completed."""
+        saved = self.timeout
+        try:
+            self._restart_and_replay(index, killers)
+            self.timeout = (saved or 30) * self.retry_timeout_factor
+            self._intake.pop(index, None)
+            self._noted.discard(index)
+            self.preprocess_cell(cell, resources, index)
+            return not self._asked_exit
+        except (DeadKernelError, CellTimeoutError):
+            return False
+        finally:
+            self.timeout = saved
+
     def preprocess(self, nb, resources=None, km=None):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         start = time.monotonic()
         killers: set[int] = set()
+        retried: set[int] = set()
         self._intake, self._noted = {}, set()
         with self.setup_kernel():
             info_msg = self.wait_for_reply(self.kc.kernel_info())
@@ -193,7 +219,19 @@ class ResilientExecute(Execute):
                     self.preprocess_cell(cell, resources, index)
                     if self._asked_exit:
                         raise DeadKernelError("exit() called")
+                    if index not in retried and self._instructor_cell(cell) and any(
+                            o.get("output_type") == "error" and o.get("ename") == "KeyboardInterrupt"
+                            for o in cell.get("outputs", [])):
+                        raise CellTimeoutError("an instructor's cell was interrupted at the per-cell timeout")
                 except (DeadKernelError, CellTimeoutError) as err:
+                    if isinstance(err, CellTimeoutError) and not self._asked_exit and index not in retried \
+                            and self._instructor_cell(cell):
+                        # an instructor's cell (setup) that timed out: the grader's slowness (a busy machine,
+                        # a slow import), not the student's; restart, replay, run it once more with more time
+                        retried.add(index)
+                        if self._retry_slow_cell(cell, resources, index, killers):
+                            index += 1
+                            continue
                     killers.add(index)
                     if self._asked_exit:
                         self._asked_exit = False

@@ -486,6 +486,23 @@ def test_bound_outputs_trims_every_kind_keeps_errors_and_records():
     assert "[output trimmed" in kept[-1].data["text/plain"]
 
 
+def test_an_instructor_cell_slowed_by_the_machine_is_retried_not_charged(tmp_path):
+    """A busy grader can make the setup cell (imports) exceed the per-cell timeout: that is the
+    grader's slowness, so the cell runs once more with more time; a student's slow cell is still charged."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from grading.execute import ResilientExecute
+
+    setup = new_code_cell("import time\ntime.sleep(3)\nx = 41")
+    setup.metadata["nbgrader"] = {"locked": True, "grade": False, "solution": False, "grade_id": "setup",
+                                  "schema_version": 3}
+    nb = new_notebook(cells=[setup, new_code_cell("while True:\n    pass"), new_code_cell("print('x is', x + 1)")])
+    nb, _ = ResilientExecute(timeout=2, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert nb.cells[0].outputs == [], "the setup cell completed on its retry"
+    assert "CellTimeoutError" in [o.get("ename") for o in nb.cells[1].outputs], "the student's loop is charged"
+    assert nb.cells[2].outputs[0]["text"] == "x is 42\n"
+
+
 def test_sanitiser_leaves_no_way_to_run_script():
     from nbconvert.filters import markdown2html
 
