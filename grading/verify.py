@@ -117,8 +117,21 @@ class VerifyOutsideKernel(Preprocessor):
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if not (meta.get("grade") and not meta.get("solution")):
             return cell, resources
-        if any(o.get("output_type") == "error" for o in cell.outputs):
-            return cell, resources  # the kernel's failure already scores 0
+        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+        if errors:
+            # the kernel's failure already scores 0; when its checks failed on recorded outputs, the
+            # verifier's message (which names misconceptions from the reference) replaces the kernel's
+            if records and all("AssertionError" in str(o.get("ename")) or o.get("ename") == "NotImplementedYet"
+                               for o in errors):
+                try:
+                    verdict = verify_cell(cell.source, records)
+                except Exception:
+                    verdict = None
+                if verdict is not None:
+                    cell.outputs = [o for o in cell.outputs if o.get("output_type") != "error"]
+                    cell.outputs.append(new_output("error", ename="AssertionError", evalue=verdict,
+                                                   traceback=[f"AssertionError: {verdict}"]))
+            return cell, resources
         try:
             verdict = verify_cell(cell.source, records)
         except Exception as err:  # fail closed: a cell the verifier cannot judge earns nothing
