@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from course_lib import dna as ref
-from course_lib.checks.core import Case, Wrong, call_student, compare_with_reference, seeded, to_numpy
+from course_lib.checks.core import (Case, Wrong, assert_raises, call_student, compare_with_reference, seeded,
+                                    to_numpy)
 
 __all__ = ["check_one_hot_dna", "check_reverse_complement", "check_receptive_field",
            "check_in_silico_mutagenesis", "WRONG_ONE_HOT", "WRONG_RC", "WRONG_RF", "WRONG_ISM"]
@@ -144,10 +145,8 @@ def check_one_hot_dna(student, hidden: bool = False) -> None:
         raise AssertionError(f"{exercise}: the docstring promises a float32 numpy array, got "
                              f"{type(out).__name__} {getattr(out, 'dtype', '')}")
     if hidden:
-        bad = call_student(_raises(student), Case("'ACGU' (U is RNA)", ("ACGU",)), exercise, FORBIDDEN_ONE_HOT)
-        if tuple(bad) != ("raised", "ValueError"):
-            raise AssertionError(f"{exercise}: the docstring promises a ValueError for a letter that is not "
-                                 f"A, C, G, T or N (input 'ACGU'); your function {_said(bad)}")
+        assert_raises(student, Case("'ACGU' (U is RNA)", ("ACGU",)), exercise, ValueError,
+                      "for a letter that is not A, C, G, T or N", FORBIDDEN_ONE_HOT)
 
 
 def check_reverse_complement(student, hidden: bool = False) -> None:
@@ -164,10 +163,8 @@ def check_reverse_complement(student, hidden: bool = False) -> None:
     if not isinstance(out, str):
         raise AssertionError(f"{exercise}: the docstring promises a string, got {type(out).__name__}")
     if hidden:
-        bad = call_student(_raises(student), Case("'ACGX'", ("ACGX",)), exercise, FORBIDDEN_RC)
-        if tuple(bad) != ("raised", "ValueError"):
-            raise AssertionError(f"{exercise}: the docstring promises a ValueError for a letter that is not "
-                                 f"A, C, G, T or N (input 'ACGX'); your function {_said(bad)}")
+        assert_raises(student, Case("'ACGX'", ("ACGX",)), exercise, ValueError,
+                      "for a letter that is not A, C, G, T or N", FORBIDDEN_RC)
 
 
 def check_receptive_field(student, hidden: bool = False) -> None:
@@ -189,11 +186,8 @@ def check_receptive_field(student, hidden: bool = False) -> None:
     if not isinstance(out, (int, np.integer)):
         raise AssertionError(f"{exercise}: the docstring promises an int, got {type(out).__name__}")
     if hidden:
-        bad = call_student(_raises(student), Case("kernels [3, 3] with pools [2]", ([3, 3], None, [2])), exercise,
-                           FORBIDDEN_RF)
-        if tuple(bad) != ("raised", "ValueError"):
-            raise AssertionError(f"{exercise}: the docstring promises a ValueError when the lists differ in length; "
-                                 f"your function {_said(bad)}")
+        assert_raises(student, Case("kernels [3, 3] with pools [2]", ([3, 3], None, [2])), exercise, ValueError,
+                      "when the lists differ in length", FORBIDDEN_RF)
 
 
 def check_in_silico_mutagenesis(student, hidden: bool = False) -> None:
@@ -221,20 +215,3 @@ def check_in_silico_mutagenesis(student, hidden: bool = False) -> None:
                              "promises it is not modified (mutate a copy)")
     if out.shape != (length, 4):
         raise AssertionError(f"{exercise}: expected shape ({length}, 4), got {out.shape}")
-
-
-def _raises(student):
-    """Wrap ``student`` so that an exception becomes plain data: ("raised", name) or ("returned", "")."""
-    def run(*args, **kwargs):
-        try:
-            student(*args, **kwargs)
-        except NotImplementedError:
-            raise
-        except Exception as err:  # noqa: BLE001 - the exception's kind is the observation
-            return ("raised", type(err).__name__)
-        return ("returned", "")
-    return run
-
-
-def _said(outcome) -> str:
-    return f"raised {outcome[1]}" if outcome[0] == "raised" else "returned normally"
