@@ -26,8 +26,10 @@ CORRECT = '''
 import numpy as np
 def softmax(x, axis=-1):
     x = np.asarray(x, dtype=np.float64)
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    m = x.max(axis=axis, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))  # a fully -inf slice gives zeros, as promised
+    s = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
 '''
 WRONG = '''
 import numpy as np
