@@ -122,7 +122,9 @@ class LayerNorm(nn.Module):
         return new
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        # torch's fused kernel, which :func:`layer_norm` equals (tests/test_blocks.py): the module
+        # keeps working in the students' bundle, where layer_norm's body is withheld
+        return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
 
 
 # ---------------------------------------------------------------- feed-forward

@@ -62,7 +62,8 @@ def _live_and_replayed(cell, ns) -> tuple[str | None, str | None]:
 
     live, _ = run("live")
     kernel_verdict, calls = run("record")
-    records = json.loads(json.dumps(calls))
+    # as the kernel's messages carry it: UTF-8 JSON (a lone surrogate must survive)
+    records = json.loads(json.dumps(calls, ensure_ascii=False).encode("utf-8"))
     if kernel_verdict is not None:  # the kernel cell failed: scored 0 whatever the verifier says
         return live, kernel_verdict
     return live, verify.verify_cell(cell.source, records)

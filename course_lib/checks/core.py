@@ -385,6 +385,7 @@ def _call_student_live(fn: Callable, case: Case, exercise: str, forbidden: Itera
     except _AssertionError:
         raise
     except Exception as err:
+        _trim_traceback(err)
         raise _AssertionError(
             f"{exercise}: your function raised {type(err).__name__}: {err} on input '{case.label}' "
             f"({', '.join(_describe(a) for a in case.args)})"
@@ -615,6 +616,20 @@ def compare_with_reference(
                 raise _AssertionError(f"{exercise}: likely misconception '{wrong.name}': {wrong.message} "
                                       f"(input: {case.label})")
         _explain_mismatch(got, expected, exercise, case, atol, rtol, output_names)
+
+
+def _trim_traceback(err: BaseException, keep: int = 12) -> None:
+    """Cut the student's traceback after ``keep`` frames (where it starts is what helps).
+
+    A function that calls itself forever leaves ~1000 identical frames: IPython takes
+    tens of seconds to render them (past a grading cell's time limit) for no insight.
+    """
+    tb, depth = err.__traceback__, 1
+    while tb is not None and tb.tb_next is not None:
+        if depth >= keep:
+            tb.tb_next = None
+            break
+        tb, depth = tb.tb_next, depth + 1
 
 
 def _name_crash(cause: BaseException, case: Case, wrongs: Sequence[Wrong], exercise: str) -> None:

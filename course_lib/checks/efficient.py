@@ -156,7 +156,7 @@ def _linear(q, k, v, feature_map=_elu1, *, normalise=True, use_map=True):
     return num / (phi_q @ phi_k.sum(axis=-2)[..., None])
 
 
-def _linear_quadratic(q, k, v, feature_map=_elu1):
+def _linear_quadratic(q, k, v, feature_map=_softplus):
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     sims = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)  # (..., T, S): what we must avoid
     return (sims @ v) / sims.sum(axis=-1, keepdims=True)
@@ -198,7 +198,7 @@ def _causal(q, k, v, feature_map=_elu1, *, mode="right"):
         return num / np.einsum("...tr,...tr->...t", phi_q, z)[..., None]
 
 
-def _causal_quadratic(q, k, v, feature_map=_elu1):
+def _causal_quadratic(q, k, v, feature_map=_softplus):
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     T = q.shape[-2]
     sims = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)  # (..., T, T)
@@ -317,8 +317,8 @@ def _linear_cases(hidden: bool, causal: bool) -> list[Case]:
     cases = []
     for T, S, d, dv, lead in shapes:
         q, k, v = _qkv(rng, T, S, d, dv, lead, scale=1.5)
-        cases.append(Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, elu+1 features", (q, k, v),
-                          {"feature_map": _elu1}))
+        cases.append(Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features", (q, k, v),
+                          {"feature_map": _softplus}))
     T = 5 if not hidden else 8
     q, k, v = _qkv(rng, T, T, 3, 2)
     cases.append(Case(f"q{q.shape} with feature_map=softplus", (q, k, v), {"feature_map": _softplus}))
@@ -365,7 +365,7 @@ def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000,
     """
     rng = seeded(seed)
     q, k, v = _qkv(rng, L, L, d, dv)
-    case = Case(f"a long sequence, L={L}", (q, k, v), {"feature_map": _elu1})
+    case = Case(f"a long sequence, L={L}", (q, k, v), {"feature_map": _softplus})
     result = call_student(_with_peak_memory(student), case, exercise, FORBIDDEN)
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         raise AssertionError(f"{exercise}: could not observe the output on '{case.label}'")
@@ -380,7 +380,7 @@ def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000,
                "use cumulative sums over positions of phi(k_j) v_j^T (an (L, r, d_v) array) and of phi(k_j), "
                "with no (L, L) mask.")
         )
-    expected = reference(ref.causal_linear_attention if causal else ref.linear_attention, q, k, v, feature_map=_elu1)
+    expected = reference(ref.causal_linear_attention if causal else ref.linear_attention, q, k, v, feature_map=_softplus)
     assert_close(out, expected, f"{exercise} on '{case.label}'")
 
 
@@ -416,9 +416,9 @@ def check_linear_attention(student, hidden: bool = False) -> None:
     rng = seeded(727 if hidden else 27)
     q, k, v = _qkv(rng, 4, 6, 3, 2)
     perm = rng.permutation(6)
-    a = _native(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _elu1}), exercise, FORBIDDEN))
+    a = _native(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _softplus}), exercise, FORBIDDEN))
     b = _native(call_student(student, Case("keys and values permuted", (q, k[perm], v[perm]),
-                                            {"feature_map": _elu1}), exercise, FORBIDDEN))
+                                            {"feature_map": _softplus}), exercise, FORBIDDEN))
     assert_close(b, a, f"{exercise}: permuting keys together with their values must not change the output "
                        "(non-causal attention averages over a set of keys)")
     assert_not_quadratic(student, exercise, causal=False, L=3000 if not hidden else 3500, seed=37 if hidden else 27)
@@ -438,8 +438,8 @@ def check_causal_linear_attention(student, hidden: bool = False) -> None:
     k2, v2 = k.copy(), v.copy()
     k2[5:] = rng.normal(size=(T - 5, 3)) * 3
     v2[5:] += 5.0
-    a = _native(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _elu1}), exercise, FORBIDDEN))
-    b = _native(call_student(student, Case("later keys changed", (q, k2, v2), {"feature_map": _elu1}),
+    a = _native(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _softplus}), exercise, FORBIDDEN))
+    b = _native(call_student(student, Case("later keys changed", (q, k2, v2), {"feature_map": _softplus}),
                               exercise, FORBIDDEN))
     assert_close(b[:5], a[:5], f"{exercise}: outputs 0..4 changed when only keys/values 5..7 changed; likely "
                                "misconception 'causal form sees future keys'")
@@ -467,19 +467,19 @@ def check_linear_attention_step(student, hidden: bool = False) -> None:
     rng = seeded(747 if hidden else 67)
     d, dv = (5, 3) if hidden else (3, 2)
     cases = [Case("the first token (state=None)", (None, rng.normal(size=d), rng.normal(size=d),
-                                                   rng.normal(size=dv)), {"feature_map": _elu1})]
+                                                   rng.normal(size=dv)), {"feature_map": _softplus})]
     r = d
     s0 = np.abs(rng.normal(size=(r, dv))) + 0.5
     z0 = np.abs(rng.normal(size=r)) + 1.0
     cases.append(Case("a state (s, z) after some tokens", ((s0, z0), rng.normal(size=d), rng.normal(size=d),
-                                                           rng.normal(size=dv)), {"feature_map": _elu1}))
+                                                           rng.normal(size=dv)), {"feature_map": _softplus}))
     if hidden:
         lead = (2,)
         s1 = np.abs(rng.normal(size=lead + (r, dv))) + 0.5
         z1 = np.abs(rng.normal(size=lead + (r,))) + 1.0
         cases.append(Case("a batch of 2 states", ((s1, z1), rng.normal(size=lead + (d,)),
                                                   rng.normal(size=lead + (d,)), rng.normal(size=lead + (dv,))),
-                          {"feature_map": _elu1}))
+                          {"feature_map": _softplus}))
     s_pristine, z_pristine = s0.copy(), z0.copy()
     if student is ref.linear_attention_step:
         raise IntegrityError(f"{exercise}: your function is the course's reference implementation; write your own")
@@ -490,19 +490,19 @@ def check_linear_attention_step(student, hidden: bool = False) -> None:
     s0, z0 = s_pristine, z_pristine
     # the input state must not change (core's guard compares the arrays after the call)
     call_student(student, Case("a state to keep", ((s0.copy(), z0.copy()), cases[1].args[1], cases[1].args[2],
-                                                   cases[1].args[3]), {"feature_map": _elu1}), exercise, FORBIDDEN)
+                                                   cases[1].args[3]), {"feature_map": _softplus}), exercise, FORBIDDEN)
     # run over a whole sequence: equals causal linear attention
     T = 7 if hidden else 5
     q, k, v = _qkv(rng, T, T, d, dv)
     state, outs = None, []
     for t in range(T):
         result = call_student(student, Case(f"token {t} of a sequence", (state, q[t], k[t], v[t]),
-                                            {"feature_map": _elu1}), exercise, FORBIDDEN)
+                                            {"feature_map": _softplus}), exercise, FORBIDDEN)
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise AssertionError(f"{exercise}: must return (out_t, (s, z)), got {type(result).__name__}")
         out_t, state = result
         outs.append(_native(out_t))
-    expected = reference(ref.causal_linear_attention, q, k, v, feature_map=_elu1)
+    expected = reference(ref.causal_linear_attention, q, k, v, feature_map=_softplus)
     assert_close(np.stack(outs), expected, f"{exercise}: running the step over a sequence of {T} tokens must "
                                            "give causal linear attention")
 

@@ -168,7 +168,13 @@ def encode(x: Any, _depth: int = 0) -> Any:
     """Plain data -> JSON-able structure; anything else -> an 'unplain' marker."""
     if _depth > 20:
         return {"__unplain__": "nesting", "why": "nested more than 20 levels"}
-    if x is None or isinstance(x, (bool, str)) and type(x) in (bool, str):
+    if type(x) is str:
+        try:
+            x.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: not valid in the kernel's UTF-8 messages
+            return {"__str__": base64.b64encode(x.encode("utf-8", "surrogatepass")).decode("ascii")}
+        return x
+    if x is None or type(x) is bool:
         return x
     if type(x) is int:
         return x if abs(x) < 2 ** 53 else {"__int__": str(x)}
@@ -240,6 +246,11 @@ def decode(x: Any) -> Any:
         return [decode(v) for v in x]
     if not isinstance(x, dict) or len(x) == 0:
         return Unplain(type(x).__name__, "malformed record")
+    if "__str__" in x:
+        try:
+            return base64.b64decode(str(x["__str__"]), validate=True).decode("utf-8", "surrogatepass")
+        except ValueError:
+            return Unplain("str", "malformed string in the record")
     if "__int__" in x:
         return int(str(x["__int__"])[:400])
     if "__float__" in x:
