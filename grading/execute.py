@@ -14,6 +14,14 @@ limit): the student gets no grade at all, even for the exercises that were right
 
 So a broken submission is graded on what ran, and nothing is lost.
 
+Grade what grades: a code cell the instructor tagged ``demo-only`` in the source notebook
+(training runs, plots, timing tables that no test reads) is not run when grading, when the
+submission holds it unchanged (same source, not an answer or test cell). A cell the student
+wrote or edited always runs. ``tests/test_notebooks.py`` proves the marking safe: no other
+cell reads a name that only a demo-only cell defines, and the demo class (solutions full
+marks, blanks zero) is graded with them skipped. ``--ResilientExecute.skip_demo_cells=False``
+runs everything.
+
 Output is bounded twice. While a cell runs, ``ResilientExecute`` keeps at most
 ``COURSE_OUTPUT_CELL_BYTES`` of its outputs in memory (a 100 MB print flood is not
 held) and each check record (``RECORD_MIME``, the verifier's input) at most
@@ -40,10 +48,32 @@ from nbgrader.preprocessors import Execute
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Integer
 
+from grading import NOTEBOOKS_DIR
+
 
 # the verifier's input (course_lib.checks.transcript.RECORD_MIME); never counted against, nor trimmed by, output limits
 RECORD_MIME = "application/vnd.course-check-record+json"
 TRIM_NOTE = "[output trimmed"
+DEMO_TAG = "demo-only"
+DEMO_NOTE = "[demonstration cell: not run when grading (tag demo-only); run it in your notebook to see its output]\n"
+
+
+def is_demo_cell(cell) -> bool:
+    """A code cell the instructor tagged demo-only, that is neither an answer nor a test."""
+    meta = cell.get("metadata", {})
+    nbg = meta.get("nbgrader", {})
+    return cell.get("cell_type") == "code" and DEMO_TAG in (meta.get("tags") or []) \
+        and not nbg.get("grade") and not nbg.get("solution")
+
+
+def demo_sources(assignment: str, notebook: str) -> set[str]:
+    """The sources of the demo-only cells of the instructor's notebook (empty when there is none)."""
+    import nbformat
+
+    path = os.path.join(NOTEBOOKS_DIR, os.path.basename(assignment), os.path.basename(notebook) + ".ipynb")
+    if not os.path.isfile(path):
+        return set()
+    return {c.source for c in nbformat.read(path, as_version=4).cells if is_demo_cell(c)}
 
 
 def _env_int(name: str, default: int) -> int:
@@ -109,12 +139,15 @@ class FreshIPCKernelManager(AsyncKernelManager):
 class ResilientExecute(Execute):
     notebook_timeout = Integer(600, help="wall-clock seconds for a whole notebook").tag(config=True)
     max_restarts = Integer(3, help="kernel restarts allowed per notebook").tag(config=True)
+    skip_demo_cells = Bool(True, help="do not run the instructor's demo-only cells (unchanged) when "
+                                      "grading").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         kwargs["kernel_manager_class"] = FreshIPCKernelManager
         super().__init__(*args, **kwargs)
 
     _asked_exit = False
+    _skipped: set = frozenset()
 
     # ---- intake of kernel messages: a cell's outputs are bounded while they arrive
     def output(self, outs, msg, display_id, cell_index):
@@ -161,7 +194,7 @@ class ResilientExecute(Execute):
         run_sync(self.kc.wait_for_ready)(timeout=self.startup_timeout)
         for j in range(upto):
             cell = self.nb.cells[j]
-            if cell.cell_type != "code" or j in skip:
+            if cell.cell_type != "code" or j in skip or j in self._skipped:
                 continue
             self._intake.pop(j, None)
             self.execute_cell(copy.deepcopy(cell), j, store_history=False)  # outputs already recorded
@@ -199,6 +232,15 @@ class ResilientExecute(Execute):
         killers: set[int] = set()
         retried: set[int] = set()
         self._intake, self._noted = {}, set()
+        info = (resources or {}).get("nbgrader", {})
+        demos = demo_sources(info.get("assignment", ""), info.get("notebook", "")) if self.skip_demo_cells else set()
+        skipped = {i for i, c in enumerate(self.nb.cells)
+                   if c.cell_type == "code" and c.source in demos and not c.get("metadata", {}).get("nbgrader", {})
+                   .get("grade") and not c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+        self._skipped = skipped
+        for i in skipped:
+            self.nb.cells[i].outputs = [new_output("stream", name="stdout", text=DEMO_NOTE)]
+            self.nb.cells[i].execution_count = None
         with self.setup_kernel():
             info_msg = self.wait_for_reply(self.kc.kernel_info())
             if info_msg and "language_info" in info_msg["content"]:
@@ -212,6 +254,9 @@ class ResilientExecute(Execute):
                         self._mark(rest, "NotebookTimeout", f"the notebook ran longer than {self.notebook_timeout} s "
                                                             "in total; this cell was not run")
                     break
+                if index in skipped:
+                    index += 1
+                    continue
                 try:
                     self._asked_exit = False
                     self._intake.pop(index, None)

@@ -97,10 +97,67 @@ def _run_validator(path, invert):
     return validator.validate(path)
 
 
+def _without_demo_cells(nb, path, tmp_path) -> str:
+    """``nb`` as the grader runs it (demo-only cells skipped), written next to the notebook's data files."""
+    from grading.execute import is_demo_cell
+
+    nb.cells = [c for c in nb.cells if not is_demo_cell(c)]
+    folder = os.path.dirname(path)
+    for f in os.listdir(folder):  # data files the notebook may read next to itself
+        if not f.endswith(".ipynb") and os.path.isfile(os.path.join(folder, f)):
+            os.symlink(os.path.join(folder, f), tmp_path / f)
+    out = tmp_path / os.path.basename(path)
+    nbformat.write(nb, out)
+    return str(out)
+
+
+def _defined_and_read(source: str) -> tuple[set, set]:
+    """Top-level names a cell binds, and names it reads anywhere (magics and shell lines ignored)."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    tree = ast.parse(code)
+    defined, read, local = set(), set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else local).add(node.id)
+        elif isinstance(node, ast.arg):
+            local.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    for node in tree.body:  # names bound at the top level outlive the cell
+        for sub in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else []:
+            if isinstance(sub, ast.Name) and not isinstance(sub.ctx, ast.Load):
+                defined.add(sub.id)
+    return defined, read - local - defined
+
+
+@pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
+def test_no_cell_reads_a_name_only_a_demo_cell_defines(assignment, path):
+    """The grader skips demo-only cells (grading/execute.py): nothing that still runs may need them."""
+    from grading.execute import is_demo_cell
+
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    demo_defs, other_defs = set(), set()
+    for c in code:
+        (demo_defs if is_demo_cell(c) else other_defs).update(_defined_and_read(c.source)[0])
+    only_demo = demo_defs - other_defs
+    for c in code:
+        if is_demo_cell(c):
+            continue
+        assert not nbg(c).get("grade") or "demo-only" not in (c.metadata.get("tags") or []), \
+            f"a graded cell tagged demo-only: {c.source[:120]!r}"
+        needs = _defined_and_read(c.source)[1] & only_demo
+        assert not needs, (f"{assignment}: this cell reads {sorted(needs)}, defined only in demo-only cells, "
+                           f"which grading skips:\n{c.source[:300]}")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
-def test_source_passes_every_graded_test(assignment, path):
-    results = _run_validator(path, invert=False)
+def test_source_passes_every_graded_test(assignment, path, tmp_path):
+    """As the grader runs it: demo-only cells skipped."""
+    results = _run_validator(_without_demo_cells(nbformat.read(path, as_version=4), path, tmp_path), invert=False)
     assert not results.get("failed"), "\n\n".join(f["source"][:300] + "\n" + f["raw_error"][-800:]
                                                  for f in results["failed"])
     assert not results.get("changed") and not results.get("type_changed"), results
@@ -109,7 +166,8 @@ def test_source_passes_every_graded_test(assignment, path):
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
 def test_release_fails_every_graded_test(assignment, path, tmp_path):
-    """Solutions replaced by the stubs (as in the release) but hidden tests kept: nothing may pass."""
+    """Solutions replaced by the stubs (as in the release) but hidden tests kept, demo-only cells skipped as
+    when grading: nothing may pass."""
     from nbgrader.preprocessors import ClearSolutions
     from traitlets.config import Config
 
@@ -117,12 +175,6 @@ def test_release_fails_every_graded_test(assignment, path, tmp_path):
     cfg = Config()
     cfg.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     nb, _ = ClearSolutions(config=cfg).preprocess(nb, {"language": "python"})
-    folder = os.path.dirname(path)
-    for f in os.listdir(folder):  # data files the notebook may read next to itself
-        if not f.endswith(".ipynb") and os.path.isfile(os.path.join(folder, f)):
-            os.symlink(os.path.join(folder, f), tmp_path / f)
-    blank = tmp_path / os.path.basename(path)
-    nbformat.write(nb, blank)
-    results = _run_validator(str(blank), invert=True)
+    results = _run_validator(_without_demo_cells(nb, path, tmp_path), invert=True)  # as graded
     assert not results.get("passed"), "these graded tests pass on a blank submission:\n" + "\n".join(
         p["source"][:200] for p in results["passed"])
