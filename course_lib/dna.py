@@ -23,7 +23,7 @@ Covers
 
 Does NOT cover
     * Enformer's size (196,608 bp input, 1,536 channels, 11 layers) or its 5,313 human
-      tracks; batch norm, residual conv blocks, dilations in the models, target cropping;
+      tracks; Enformer's residual conv tower and its target cropping;
     * Transformer-XL's learned biases u, v and the relative-shift trick (lesson 04);
     * reverse-complement augmentation or averaging (the prose explains it).
 
@@ -268,25 +268,29 @@ class _Stem(nn.Module):
 
 
 class DNAConvNet(nn.Module):
-    """CNN only: the stem, ``extra_convs`` more convolutions (kernel 5) on the bins, a readout at the centre bin.
+    """CNN only: the stem, residual dilated convolutions on the bins, a readout at the centre bin.
 
-    Input (B, L, 4) one-hot, L divisible by 16; output (B, num_classes) logits.
-    ``receptive_field_bases`` is the span of input bases the centre bin sees.
+    Each residual block is h + conv(GELU(BatchNorm(h))) (pre-activation, as Enformer's and
+    Basenji2's conv blocks), kernel 5, dilation ``dilations[i]``; dilations widen the field
+    without more layers. Input (B, L, 4) one-hot, L divisible by 16; output (B, num_classes)
+    logits. ``receptive_field_bases`` is the span of input bases the centre bin sees.
     """
 
-    def __init__(self, channels: int = 32, extra_convs: int = 2, num_classes: int = 2):
+    def __init__(self, channels: int = 32, dilations: Sequence[int] = (1, 2), num_classes: int = 2):
         super().__init__()
         self.stem = _Stem(channels)
-        self.convs = nn.ModuleList(nn.Conv1d(channels, channels, 5, padding=2) for _ in range(extra_convs))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(channels) for _ in dilations)
+        self.convs = nn.ModuleList(nn.Conv1d(channels, channels, 5, dilation=d, padding=2 * d) for d in dilations)
         self.head = nn.Linear(channels, num_classes)
-        self.receptive_field_bases = receptive_field(list(_Stem.kernel_sizes) + [5] * extra_convs,
-                                                     pools=list(_Stem.pools) + [1] * extra_convs)
+        self.receptive_field_bases = receptive_field(list(_Stem.kernel_sizes) + [5] * len(dilations),
+                                                     [1, 1] + list(dilations),
+                                                     list(_Stem.pools) + [1] * len(dilations))
 
     def features(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, 4) -> (B, L / 16, C)
-        h = self.stem(x)
-        for conv in self.convs:
-            h = h + F.gelu(conv(h.transpose(1, 2))).transpose(1, 2)
-        return h
+        h = self.stem(x).transpose(1, 2)  # (B, C, L / 16)
+        for norm, conv in zip(self.norms, self.convs):
+            h = h + conv(F.gelu(norm(h)))
+        return h.transpose(1, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.features(x)

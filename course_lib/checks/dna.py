@@ -174,7 +174,8 @@ def check_receptive_field(student, hidden: bool = False) -> None:
              Case("kernels [15, 5], pools [2, 2]", ([15, 5],), {"pools": [2, 2]}),
              Case("kernels [3, 3, 3], dilations [1, 2, 4]", ([3, 3, 3], [1, 2, 4]))]
     if hidden:
-        cases += [Case("lesson 12's CNN: kernels [15, 5, 5, 5], pools [4, 4, 1, 1]", ([15, 5, 5, 5], None, [4, 4, 1, 1])),
+        cases += [Case("lesson 12's CNN: kernels [15, 5, 5, 5], dilations [1, 1, 1, 2], pools [4, 4, 1, 1]",
+                       ([15, 5, 5, 5], [1, 1, 1, 2], [4, 4, 1, 1])),
                   Case("Enformer-like: kernel 15, then six (5, pool 2) blocks",
                        ([15, 5, 5, 5, 5, 5, 5], [1] * 7, [2] * 7)),
                   Case("dilated and pooled: kernels [5, 3, 3], dilations [1, 2, 4], pools [2, 1, 2]",
