@@ -182,3 +182,55 @@ class SafeOutputs(Preprocessor):
         finally:
             os.close(fd)
         ours.add(f"{info.get('notebook')}.html")
+
+
+class FeedbackSummary(Preprocessor):
+    """A note at the top of the page: each failed autograded test, its points and the checks' message.
+
+    Runs after ``GetGrades`` (which puts each cell's score in its metadata) and before
+    ``SafeOutputs`` (which sanitises the note like every markdown cell). Hidden tests appear
+    with their message only, as in the cell below.
+    """
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        import html
+
+        from nbformat.v4 import new_markdown_cell
+
+        failed = []
+        for cell in nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+                continue
+            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+            if errors:
+                message = _ANSI.sub("", str(errors[-1].get("evalue", "")))[:800] or errors[-1].get("ename", "error")
+                failed.append((str(meta.get("grade_id", "")), meta.get("score", 0), meta.get("points", 0), message))
+        if not failed:
+            text = "<p><b>Every autograded test passed.</b></p>"
+        else:
+            items = "".join(f"<li><b>{html.escape(gid)}</b> ({float(score):g} / {float(points):g}): "
+                            f"{html.escape(message)}</li>" for gid, score, points, message in failed)
+            text = f"<p><b>What to look at</b> ({len(failed)} failed test(s)):</p><ul>{items}</ul>"
+        nb.cells.insert(0, new_markdown_cell(text))
+        return nb, resources
+
+
+WRAP_CSS = """
+/* grading/feedback.py: long messages wrap to the page instead of running off its edge */
+div.output_area pre, div.output_subarea pre, div.output_text pre, .course-sanitised li {
+  white-space: pre-wrap; overflow-wrap: anywhere; word-break: break-word;
+}
+"""
+
+
+class WrapLongLines(Preprocessor):
+    """Adds :data:`WRAP_CSS` to the page's inline CSS (after nbconvert's ``CSSHTMLHeaderPreprocessor``)."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        resources.setdefault("inlining", {}).setdefault("css", []).append(WRAP_CSS)
+        return nb, resources

@@ -60,6 +60,28 @@ def test_crash_student_is_graded_not_fatal(demo_run):
     assert "CellTimeoutError" in html or "KeyboardInterrupt" in html
 
 
+def test_feedback_reads_like_a_teachers_note(demo_run):
+    """Issue 18: each misconception student's page opens with the failed tests and their whole messages,
+    in an element that wraps; no frame from inside course_lib.checks, no path of the grading machine."""
+    import html as html_lib
+    import re
+
+    root, _ = demo_run
+    from grading import demo
+
+    for assignment in demo.assignments_with_demo():
+        folder = root / "feedback" / "s03_misconception" / assignment
+        for page in folder.glob("*.html"):
+            text = page.read_text()
+            assert "overflow-wrap: anywhere" in text, f"{page}: no wrapping CSS"
+            top = text[text.index("What to look at"):]
+            summary = html_lib.unescape(re.sub(r"<[^>]+>", "", top[:top.index("</ul>")]))
+            assert "likely misconception" in summary, f"{assignment}: the summary names no misconception:\n{summary[:600]}"
+            visible = html_lib.unescape(re.sub(r"<[^>]+>", "", text))
+            assert "course_lib/checks" not in visible, f"{assignment}: a frame of the checks in the feedback"
+            assert REPO not in visible and str(root) not in visible, f"{assignment}: a path of the grading machine"
+
+
 def test_preflight_stops_on_a_missing_kernel(tmp_path):
     proc = run_grading(["grade", "--assignment", "01_attention", "--kernel", "no-such-kernel"], tmp_path)
     assert proc.returncode == 2

@@ -363,6 +363,7 @@ def call_student(fn: Callable, case: Case, exercise: str, forbidden: Iterable[st
     a trained model), a function of the output that returns plain data (numbers, strings,
     arrays, tensors and tuples/lists/dicts of them); the check then works on that.
     """
+    __tracebackhide__ = True  # noqa: F841 - IPython: the student's frames stay, this one is hidden
     if not callable(fn):
         raise _AssertionError(f"{exercise}: expected a function, got {type(fn).__name__}")
     return _transcript.student_call(lambda: _call_student_live(fn, case, exercise, forbidden, observe),
@@ -370,6 +371,7 @@ def call_student(fn: Callable, case: Case, exercise: str, forbidden: Iterable[st
 
 
 def _call_student_live(fn: Callable, case: Case, exercise: str, forbidden: Iterable[str], observe):
+    __tracebackhide__ = True  # noqa: F841
     try:
         before = _snapshot_inputs(case)
         with forbidden_calls(forbidden, exercise):
