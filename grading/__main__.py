@@ -27,6 +27,8 @@ def main(argv=None) -> int:
                    help="auto: grade the demo class when submitted/ holds no real class")
     g.add_argument("--resume", action="store_true", help="skip submissions already graded (after a killed run)")
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
+    g.add_argument("--no-second-pass", action="store_true",
+                   help="do not re-grade timeouts and ungraded submissions alone with more time")
     g.add_argument("--kernel", default=os.environ.get("COURSE_KERNEL", "course-sandbox"),
                    help="grading kernel (default: course-sandbox, the isolated kernel; python3: no sandbox)")
 
@@ -56,7 +58,8 @@ def main(argv=None) -> int:
             os.environ["COURSE_KERNEL"] = args.kernel
             opts = pipeline.Options(
                 assignments=args.assignment or preflight.list_assignments(), workers=args.workers,
-                demo=args.demo, resume=args.resume, feedback=not args.no_feedback, kernel=args.kernel)
+                demo=args.demo, resume=args.resume, feedback=not args.no_feedback, kernel=args.kernel,
+                second_pass=not args.no_second_pass)
             return pipeline.grade(opts)
         if args.command == "preflight":
             if args.kernel == sandbox.KERNEL_NAME:
