@@ -93,6 +93,8 @@ def test_receptive_field_of_the_lesson_cnn_is_measured_too():
     got = dna.measured_receptive_field(net.features, length=1024)
     assert net.receptive_field_bases == dna.receptive_field([15, 5, 5, 5], [1, 1, 1, 2], [4, 4, 1, 1]) == 238
     assert net.receptive_field_bases - 16 < got <= net.receptive_field_bases  # GELU / softmax weights never exactly 0
+    wider = dna.DNAConvNet(channels=8, dilations=(1, 2, 4))
+    assert wider.receptive_field_bases == dna.receptive_field([15, 5, 5, 5, 5], [1, 1, 1, 2, 4], [4, 4, 1, 1, 1])
 
 
 def test_receptive_field_bad_input():
