@@ -24,13 +24,13 @@ pytestmark = pytest.mark.slow
 
 RUNNER = r'''
 import json, os, re, sys
-bundle_dir, mode, lesson = sys.argv[1], sys.argv[2], sys.argv[3]
-sys.path.insert(0, bundle_dir)
+bundle_dir, mode, lesson, lib_dir = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+sys.path.insert(0, lib_dir)
 import matplotlib
 matplotlib.use("Agg")
 import nbformat
 import course_lib
-assert os.path.dirname(os.path.dirname(os.path.abspath(course_lib.__file__))) == os.path.abspath(bundle_dir), \
+assert os.path.dirname(os.path.dirname(os.path.abspath(course_lib.__file__))) == os.path.abspath(lib_dir), \
     course_lib.__file__
 solutions = json.loads(sys.stdin.read())
 results = {}
@@ -134,8 +134,10 @@ def _between_markers(grade_id: str, rel: str) -> str:
     return "\n".join(parts[1::2])
 
 
-def _run(bundle_dir: str, mode: str, lesson: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", RUNNER, bundle_dir, mode, lesson], input=json.dumps(_solutions()),
+def _run(bundle_dir: str, mode: str, lesson: str, lib_dir: str | None = None) -> dict:
+    """Run the lesson's visible tests with the course_lib in ``lib_dir`` (default: the bundle folder)."""
+    proc = subprocess.run([sys.executable, "-c", RUNNER, bundle_dir, mode, lesson, lib_dir or bundle_dir],
+                          input=json.dumps(_solutions()),
                           capture_output=True, text=True, cwd=bundle_dir, timeout=1200,
                           env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")})
     assert "RESULTS " in proc.stdout, proc.stderr[-3000:]
@@ -198,6 +200,21 @@ def test_bundle_holds_no_solution(lesson, release, store, tmp_path):
             body = [ln for ln in solution.splitlines() if ln.strip() and not ln.strip().startswith(("def ", '"""', "#"))]
             long_lines = [ln.strip() for ln in body if len(ln.strip()) > 30]
             assert not any(json.dumps(ln)[1:-1] in joined for ln in long_lines[:3]), f"solution text of {gid}"
+
+
+def test_the_installed_bundle_runs_the_visible_tests(release, store, tmp_path):
+    """As a student installs it (pip, offline, no dependencies fetched): stored values included."""
+    lesson = LESSONS[0]
+    out, _, _ = _bundle_for(lesson, release, store, tmp_path)
+    site = tmp_path / "site"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                           "--no-build-isolation", "--target", str(site), out], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (site / "course_lib" / "checks" / "_stored.json").is_file(), "the stored visible-test values were not installed"
+    solved = _run(out, "solved", lesson, str(site))
+    assert solved and not any(solved.values()), json.dumps(solved, indent=1)
+    released = _run(out, "released", lesson, str(site))
+    assert released and all(released.values()), json.dumps(released, indent=1)
 
 
 def test_stored_values_are_visible_inputs_only(release, store, tmp_path):
