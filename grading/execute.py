@@ -103,6 +103,40 @@ def error_output(ename: str, evalue: str):
     return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
+STARVED_SHARE = 0.5  # a timed-out cell whose kernel had the CPU less than this share of the wall time
+
+
+def tree_cpu_seconds(root: int) -> float | None:
+    """CPU seconds (user + system) used so far by process ``root`` and its live descendants (Linux /proc)."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        parent, cpu = {}, {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            fields = data[data.rindex(")") + 2:].split()
+            parent[int(name)] = int(fields[1])
+            cpu[int(name)] = (int(fields[11]) + int(fields[12])) / ticks
+        children: dict[int, list[int]] = {}
+        for pid, ppid in parent.items():
+            children.setdefault(ppid, []).append(pid)
+        total, todo, seen = 0.0, [root], set()
+        while todo:
+            pid = todo.pop()
+            if pid not in seen:
+                seen.add(pid)
+                total += cpu.get(pid, 0.0)
+                todo += children.get(pid, [])
+        return total if root in cpu else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class FreshIPCKernelManager(AsyncKernelManager):
     """A kernel manager whose IPC sockets live in a folder of their own, made for each kernel.
 
@@ -148,6 +182,7 @@ class ResilientExecute(Execute):
 
     _asked_exit = False
     _skipped: set = frozenset()
+    _last_share: float | None = None
 
     # ---- intake of kernel messages: a cell's outputs are bounded while they arrive
     def output(self, outs, msg, display_id, cell_index):
@@ -224,6 +259,20 @@ class ResilientExecute(Execute):
         finally:
             self.timeout = saved
 
+    def _kernel_pid(self) -> int | None:
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        return getattr(process, "pid", None)
+
+    def _starved(self, cpu_before, wall_before) -> bool:
+        """Did the kernel get less than STARVED_SHARE of a CPU while the cell ran (a busy machine)?"""
+        pid = self._kernel_pid()
+        cpu_after = tree_cpu_seconds(pid) if pid else None
+        wall = time.monotonic() - wall_before
+        if cpu_before is None or cpu_after is None or wall <= 0:
+            return False
+        self._last_share = (cpu_after - cpu_before) / wall
+        return self._last_share < STARVED_SHARE
+
     def preprocess(self, nb, resources=None, km=None):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
@@ -257,6 +306,9 @@ class ResilientExecute(Execute):
                 if index in skipped:
                     index += 1
                     continue
+                pid = self._kernel_pid()
+                cpu_before, wall_before = (tree_cpu_seconds(pid) if pid else None), time.monotonic()
+                starved = False
                 try:
                     self._asked_exit = False
                     self._intake.pop(index, None)
@@ -264,15 +316,19 @@ class ResilientExecute(Execute):
                     self.preprocess_cell(cell, resources, index)
                     if self._asked_exit:
                         raise DeadKernelError("exit() called")
-                    if index not in retried and self._instructor_cell(cell) and any(
+                    if index not in retried and any(
                             o.get("output_type") == "error" and o.get("ename") == "KeyboardInterrupt"
-                            for o in cell.get("outputs", [])):
-                        raise CellTimeoutError("an instructor's cell was interrupted at the per-cell timeout")
+                            for o in cell.get("outputs", [])) and (
+                            self._instructor_cell(cell) or self._starved(cpu_before, wall_before)):
+                        raise CellTimeoutError("a cell was interrupted at the per-cell timeout on a busy machine")
                 except (DeadKernelError, CellTimeoutError) as err:
+                    if isinstance(err, CellTimeoutError) and not self._asked_exit:
+                        starved = self._starved(cpu_before, wall_before)
                     if isinstance(err, CellTimeoutError) and not self._asked_exit and index not in retried \
-                            and self._instructor_cell(cell):
-                        # an instructor's cell (setup) that timed out: the grader's slowness (a busy machine,
-                        # a slow import), not the student's; restart, replay, run it once more with more time
+                            and (self._instructor_cell(cell) or starved):
+                        # an instructor's cell (setup) that timed out, or any cell whose kernel got less than
+                        # STARVED_SHARE of a CPU meanwhile: the grader's slowness (a busy machine, a slow
+                        # import), not the student's; restart, replay, run it once more with more time
                         retried.add(index)
                         if self._retry_slow_cell(cell, resources, index, killers):
                             index += 1

@@ -253,12 +253,16 @@ def _task_done(assignment: str, student: str) -> bool:
 
 
 SECOND_PASS_FACTOR = 3  # the cell and notebook time limits of the second pass, times the first pass's
-_SECOND_PASS_SIGNS = ("CellTimeoutError", "NotebookTimeout")
+_SECOND_PASS_SIGNS = ("NotebookTimeout",)
 
 
 def needs_second_pass(result: dict) -> bool:
-    """A submission whose outcome a busy machine may have decided: a cell or notebook timeout, or no
-    grade at all because the grading machinery failed (kernel start, a worker killed)."""
+    """A submission whose outcome a busy machine may have decided: no grade at all because the grading
+    machinery failed (a kernel that did not start, a killed worker), or the whole-notebook time limit.
+    (A single cell that timed out while its kernel was starved of CPU is re-run in place, with more time,
+    by ``ResilientExecute``; one that had the CPU and still ran out of time is the student's.)"""
+    if result.get("second_pass"):
+        return False
     if not result.get("autograded") or not result.get("autograde_ok"):
         return True
     return any(str(p).startswith(_SECOND_PASS_SIGNS) for p in result.get("problems") or [])
@@ -435,9 +439,13 @@ def _grade(opts: Options) -> int:
         t2 = time.perf_counter()
         env = second_pass_env()
         results.update(autograde_parallel(again, 1, feedback=opts.feedback, env_extra=env))
-        for key in again:
-            results[key]["second_pass"] = True
-        log(f"[second pass] {len(again)} submission(s) with a timeout or no grade, graded again alone with "
+        for a, s in again:  # recorded, so a resumed run does not grade it a third time
+            results[(a, s)]["second_pass"] = True
+            path = os.path.join(RESULTS, a, f"{s}.json")
+            if os.path.exists(path):
+                with open(path, "w") as fh:
+                    json.dump(results[(a, s)], fh, indent=1)
+        log(f"[second pass] {len(again)} submission(s) with no grade or a notebook timeout, graded again alone with "
             f"cells limited to {env['COURSE_CELL_TIMEOUT']} s, in {time.perf_counter() - t2:.1f} s: "
             + ", ".join(f"{a}/{s}" for a, s in again))
 

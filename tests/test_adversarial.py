@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import re
 import subprocess
 import tempfile
@@ -501,6 +502,29 @@ def test_an_instructor_cell_slowed_by_the_machine_is_retried_not_charged(tmp_pat
     assert nb.cells[0].outputs == [], "the setup cell completed on its retry"
     assert "CellTimeoutError" in [o.get("ename") for o in nb.cells[1].outputs], "the student's loop is charged"
     assert nb.cells[2].outputs[0]["text"] == "x is 42\n"
+
+
+def test_a_cell_whose_kernel_was_starved_of_cpu_is_retried_with_more_time(tmp_path):
+    """Issue 9: a student's cell that timed out while its kernel got less than half a CPU (here: it
+    waits, as a kernel waits for a busy machine) runs once more with 3x the limit; the measured share
+    comes from /proc (tree_cpu_seconds)."""
+    import subprocess
+    import time
+
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from grading.execute import ResilientExecute, tree_cpu_seconds
+
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(1.0)
+        assert tree_cpu_seconds(hog.pid) > 0.3, "a busy process's CPU time is read from /proc"
+    finally:
+        hog.kill()
+        hog.wait()
+    nb = new_notebook(cells=[new_code_cell("import time\ntime.sleep(3)\nprint('done')")])
+    nb, _ = ResilientExecute(timeout=2, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert [o.get("text") for o in nb.cells[0].outputs] == ["done\n"], nb.cells[0].outputs
 
 
 def test_sanitiser_leaves_no_way_to_run_script():

@@ -104,10 +104,15 @@ def store():
 def _bundle_for(lesson, release, store, tmp_path):
     """The bundle as handed out for ``lesson``: the solutions of the lessons before it are out
     (later lessons reuse their pieces), those of ``lesson`` and after are withheld."""
-    released = [a for a in LESSONS if a < lesson]
-    out = tmp_path / "student-bundle"
-    summary = bundle.build(str(out), released=released, release_dir=release, store=store)
-    return str(out), summary, released
+    if lesson not in _BUILT:  # one build per lesson for this module's tests (none of them writes to it)
+        released = [a for a in LESSONS if a < lesson]
+        out = tmp_path / "student-bundle"
+        summary = bundle.build(str(out), released=released, release_dir=release, store=store)
+        _BUILT[lesson] = (str(out), summary, released)
+    return _BUILT[lesson]
+
+
+_BUILT: dict = {}
 
 
 def _gap(lesson):
