@@ -182,7 +182,6 @@ class ResilientExecute(Execute):
 
     _asked_exit = False
     _skipped: set = frozenset()
-    _last_share: float | None = None
 
     # ---- intake of kernel messages: a cell's outputs are bounded while they arrive
     def output(self, outs, msg, display_id, cell_index):
@@ -270,8 +269,7 @@ class ResilientExecute(Execute):
         wall = time.monotonic() - wall_before
         if cpu_before is None or cpu_after is None or wall <= 0:
             return False
-        self._last_share = (cpu_after - cpu_before) / wall
-        return self._last_share < STARVED_SHARE
+        return (cpu_after - cpu_before) / wall < STARVED_SHARE
 
     def preprocess(self, nb, resources=None, km=None):
         NotebookClient.__init__(self, nb, km)
@@ -283,9 +281,10 @@ class ResilientExecute(Execute):
         self._intake, self._noted = {}, set()
         info = (resources or {}).get("nbgrader", {})
         demos = demo_sources(info.get("assignment", ""), info.get("notebook", "")) if self.skip_demo_cells else set()
-        skipped = {i for i, c in enumerate(self.nb.cells)
-                   if c.cell_type == "code" and c.source in demos and not c.get("metadata", {}).get("nbgrader", {})
-                   .get("grade") and not c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+        nbg = [c.get("metadata", {}).get("nbgrader", {}) for c in self.nb.cells]
+        skipped = {i for i, c in enumerate(self.nb.cells)  # the instructor's demo cell, unchanged: never a test
+                   if c.cell_type == "code" and c.source in demos and not nbg[i].get("grade")
+                   and not nbg[i].get("solution")}
         self._skipped = skipped
         for i in skipped:
             self.nb.cells[i].outputs = [new_output("stream", name="stdout", text=DEMO_NOTE)]

@@ -62,7 +62,6 @@ def _as_teacher_note(fn):
             err._render_traceback_ = functools.partial(teacher_note, err)  # IPython's hook
             raise err.with_traceback(None)  # noqa: B904 - the same error, its traceback cut here
 
-    check.__wrapped_check__ = fn
     return check
 
 
