@@ -194,6 +194,19 @@ def _traversable(args: list[str], target: str, hidden: list[str]) -> None:
                 args += ["--perms", "0755", "--dir", path]
 
 
+def _under(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
+def _check_not_kernel_path(path: str) -> None:
+    """A course under /tmp must not sit where the kernel's own files go inside the sandbox."""
+    for own in (SUBMISSION_MOUNT, KERNEL_WORKDIR, "/tmp/home", MPL_CACHE_MOUNT):
+        if path == own or _under(path, own) or _under(own, path):
+            raise SystemExit(f"course-sandbox: the course environment at {path} overlaps {own}, where the "
+                             "sandboxed kernel keeps its own files. Clone the course (or create its "
+                             "environment) in another folder.")
+
+
 def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_dirs: list[str],
                         env: dict | None = None) -> list[str]:
     """bwrap argv: read-only root, hidden repo/course/home, the submission read-only, one bounded private /tmp."""
@@ -209,14 +222,18 @@ def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_
     hidden = list(dict.fromkeys(x for x in hidden if x and os.path.isdir(x)))
     for h in hidden:
         args += ["--tmpfs", h]
-    for d in python_dirs():
+    course_lib = os.path.join(REPO_DIR, "course_lib")
+    needed = python_dirs() + [course_lib]  # what the kernel must see, read-only
+    for d in needed:
         _traversable(args, d, hidden)
         args += ["--ro-bind", d, d]
-    course_lib = os.path.join(REPO_DIR, "course_lib")
-    _traversable(args, course_lib, hidden)
-    args += ["--ro-bind", course_lib, course_lib]
     # /tmp last: nothing above may hide it; the kernel's files, its folder included, live in it
     args += ["--perms", "1777", "--size", str(disk), "--tmpfs", "/tmp"]
+    for d in needed:  # a course cloned under /tmp (mktemp -d): the fresh /tmp hid it, bind it again
+        if _under(d, "/tmp"):
+            _check_not_kernel_path(d)
+            _traversable(args, d, ["/tmp"])
+            args += ["--ro-bind", d, d]
     args += ["--ro-bind", workdir, SUBMISSION_MOUNT]
     mpl_cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "matplotlib")
     if os.path.isdir(mpl_cache):  # the grader's font list: a fresh kernel need not rebuild it (seconds per kernel)

@@ -420,6 +420,46 @@ except OSError as err:
     assert os.listdir(tmp_path / "w") == [], "the kernel's files never reach the grader's folder"
 
 
+def test_a_course_cloned_under_tmp_is_seen_by_its_kernel(sandbox_root, monkeypatch):
+    """An instructor who clones into `mktemp -d`: the sandbox's fresh /tmp must not hide the course's
+    environment and course_lib (it did: every kernel 'died on start'), and the rest stays hidden."""
+    from grading import sandbox
+
+    base = tempfile.mkdtemp(prefix="course-clone-", dir="/tmp")
+    try:
+        repo, env = os.path.join(base, "grading"), os.path.join(base, "grading", ".venv")
+        for d in (os.path.join(repo, "course_lib"), env):
+            os.makedirs(d)
+        for f, text in ((os.path.join(repo, "course_lib", "mark"), "lib"), (os.path.join(env, "mark"), "env"),
+                        (os.path.join(repo, "solutions.txt"), "SECRET")):
+            with open(f, "w") as fh:
+                fh.write(text)
+        os.chmod(base, 0o755)
+        real = sandbox.python_dirs()
+        monkeypatch.setattr(sandbox, "python_dirs", lambda: real + [env])
+        monkeypatch.setattr(sandbox, "REPO_DIR", repo)
+        work = tempfile.mkdtemp(dir=sandbox_root)
+        probe = (f"cat {env}/mark {repo}/course_lib/mark; echo; cat {repo}/solutions.txt 2>/dev/null || echo hidden; "
+                 f"touch {repo}/course_lib/x 2>/dev/null && echo WRITABLE || echo read-only; "
+                 "touch /tmp/mine && echo tmp-writable")
+        argv = sandbox.build_bwrap_command(sandbox.bwrap_path(), ["/bin/sh", "-c", probe], work, [],
+                                           env={"PATH": "/usr/bin:/bin"})
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["envlib", "hidden", "read-only", "tmp-writable"], out.stdout + out.stderr
+    finally:
+        import shutil
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_course_where_the_kernel_keeps_its_files_is_refused(monkeypatch):
+    from grading import sandbox
+
+    monkeypatch.setattr(sandbox, "python_dirs", lambda: ["/tmp/work/venv"])
+    with pytest.raises(SystemExit, match="overlaps /tmp/work"):
+        sandbox.build_bwrap_command("bwrap", ["true"], "/srv/sub", [])
+
+
 # ---------------------------------------------------------------- issue 20: intake, outputs, feedback (no kernel)
 def test_intake_keeps_regular_files_only_and_opens_nothing(tmp_path):
     import threading
