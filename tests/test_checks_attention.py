@@ -8,6 +8,7 @@ import torch
 from course_lib import attention as A
 from course_lib.checks import attention as C
 from course_lib.checks.core import IntegrityError, NotImplementedYet
+from named import assert_named_alone, named_in
 
 
 def my_softmax(x, axis=-1):
@@ -121,9 +122,115 @@ def test_correct_alternatives_pass(check, answer, hidden):
     check(answer, hidden=hidden)
 
 
-def _named(message: str) -> set[str]:
-    import re
-
-    return set(re.findall(r"likely misconception '([^']+)'", message))
+WRONGS = ([(C.check_softmax, w) for w in C.WRONG_SOFTMAX] + [(C.check_attention_numpy, w) for w in C.WRONG_ATTENTION]
+          + [(C.check_attention_torch, w) for w in C.WRONG_ATTENTION_TORCH])
 
 
+@pytest.mark.parametrize("hidden", [False, True])
+@pytest.mark.parametrize("check,wrong", WRONGS, ids=[f"{c.__name__}-{w.name}" for c, w in WRONGS])
+def test_each_misconception_is_named_and_no_other(check, wrong, hidden):
+    assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden, may_pass=not hidden)
+
+
+def test_required_misconceptions_are_recognised():
+    names = {w.name for w in C.WRONG_ATTENTION} | {w.name for w in C.WRONG_SOFTMAX} | {
+        w.name for w in C.WRONG_ATTENTION_TORCH}
+    assert {"missing scaling", "softmax wrong axis", "unstable softmax", "transposed K", "mask inverted",
+            "softmax without normalisation", "NaN on a fully masked row", "softmax over the head axis",
+            "k.T on a batched tensor"} <= names, names
+
+
+def test_stub_reports_not_implemented():
+    def stub(x, axis=-1):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedYet, match="not implemented yet"):
+        C.check_softmax(stub)
+
+
+def test_calling_the_reference_is_an_integrity_error():
+    with pytest.raises(IntegrityError):
+        C.check_softmax(A.softmax)
+    with pytest.raises(IntegrityError, match="reference implementation"):
+        C.check_attention_numpy(lambda q, k, v, mask=None: A.scaled_dot_product_attention(q, k, v, mask))
+    from course_lib.attention import softmax as aliased  # an alias bound before the check runs
+
+    with pytest.raises(IntegrityError):
+        C.check_softmax(lambda x, axis=-1: aliased(x, axis))
+    np.testing.assert_allclose(A.softmax(np.zeros(2)), [0.5, 0.5])  # the tripwire is removed afterwards
+
+
+def test_calling_torch_builtin_is_an_integrity_error():
+    import torch.nn.functional as F
+
+    def cheat(q, k, v, mask=None):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
+
+    with pytest.raises(IntegrityError, match="scaled_dot_product_attention"):
+        C.check_attention_torch(cheat)
+    assert F.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"
+
+
+def test_wrong_return_type_is_explained():
+    with pytest.raises(AssertionError, match="tuple"):
+        C.check_attention_numpy(lambda q, k, v, mask=None: my_attention(q, k, v, mask)[0])
+
+
+def test_student_exception_is_reported_with_input():
+    def broken(q, k, v, mask=None):
+        raise KeyError("oops")
+
+    with pytest.raises(AssertionError, match="raised KeyError"):
+        C.check_attention_numpy(broken)
+
+
+def test_detached_torch_output_is_caught():
+    def detached(q, k, v, mask=None):
+        out, w = my_attention_torch(q, k, v, mask)
+        return out.detach(), w.detach()
+
+    with pytest.raises(AssertionError, match="gradients"):
+        C.check_attention_torch(detached)
+
+
+def test_two_wrong_answers_alike_on_one_input_are_told_apart_by_the_others():
+    """A name is evidence only where the output shows it: when two known wrong answers agree on the
+    failing input, the other inputs decide which one the student's output is."""
+    from course_lib.checks.core import Case, Wrong, compare_with_reference
+
+    def ref(x):
+        return x * 2.0
+
+    def doubled_plus_one(x):
+        return x * 2.0 + 1.0
+
+    def plus_one_where_positive(x):
+        return x * 2.0 + (x > 0)
+
+    cases = [Case("positive", (np.array([1.0, 2.0]),)), Case("mixed", (np.array([-1.0, 3.0]),))]
+    wrongs = [Wrong("plus one where positive", plus_one_where_positive, "only positive entries"),
+              Wrong("plus one", doubled_plus_one, "one added everywhere")]
+    with pytest.raises(AssertionError) as err:
+        compare_with_reference(doubled_plus_one, ref, cases, exercise="toy", wrongs=wrongs)
+    assert named_in(str(err.value)) == {"plus one"}, str(err.value)
+    with pytest.raises(AssertionError) as err:
+        compare_with_reference(plus_one_where_positive, ref, cases, exercise="toy", wrongs=wrongs)
+    assert named_in(str(err.value)) == {"plus one where positive"}, str(err.value)
+
+
+
+
+def test_a_crash_is_named_only_when_it_is_the_known_crash():
+    """The same exception type is no evidence: a student's crash names a misconception only when
+    the known wrong answer raises the same error, message included, on the same input."""
+    def forgot_transpose(q, k, v, mask=None):
+        s = q @ k / math.sqrt(q.shape[-1])
+        return my_softmax(s) @ v, my_softmax(s)
+
+    def other_value_error(q, k, v, mask=None):
+        raise ValueError("my own check of the shapes failed")
+
+    assert named_in(str(pytest.raises(AssertionError, C.check_attention_numpy, forgot_transpose).value)) == {
+        "transposed K"}
+    message = str(pytest.raises(AssertionError, C.check_attention_numpy, other_value_error).value)
+    assert named_in(message) == set() and "ValueError: my own check of the shapes failed" in message, message

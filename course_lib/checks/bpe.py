@@ -492,6 +492,38 @@ def _name_crash(cause, case, wrongs, exercise):
                     f"{type(cause).__name__}: {cause} on input '{case.label}')") from cause
 
 
+_NONE = object()
+
+
+def _wrong_output(wrong: Wrong, case: Case, normalise: Callable):
+    try:
+        return normalise(wrong.fn(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs)), "")
+    except Exception:
+        return _NONE
+
+
+def _narrowed(fits: list, student: Callable, cases: Sequence[Case], failed: Case, exercise: str,
+              normalise: Callable) -> list:
+    """Keep the wrong answers that also give the student's output on the other inputs."""
+    for case in cases:
+        if case is failed or _len(fits) == 1:
+            continue
+        what = f"{exercise} on input '{case.label}'"
+        try:
+            got = call_student(student, Case(case.label, copy.deepcopy(case.args), copy.deepcopy(case.kwargs)),
+                               exercise, FORBIDDEN, observe=lambda out, what=what: normalise(out, what))
+        except (NotImplementedYet, IntegrityError):
+            raise
+        except _AssertionError:
+            continue
+        if is_pending(got):
+            continue
+        keep = [w for w in fits if _wrong_output(w, case, normalise) == got]
+        if keep:
+            fits = keep
+    return fits
+
+
 def _normalised(reference: Callable, normalise: Callable) -> Callable:
     def run(*args, **kwargs):
         return normalise(reference(*copy.deepcopy(args), **copy.deepcopy(kwargs)), "reference")
@@ -523,14 +555,14 @@ def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, e
             continue
         fits: list[Wrong] = []
         for wrong in wrongs:
-            try:
-                wrong_out = normalise(wrong.fn(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs)), "")
-            except Exception:
-                continue
-            if wrong_out != expected and wrong_out == got and wrong.name not in [w.name for w in fits]:
+            wrong_out = _wrong_output(wrong, case, normalise)
+            if wrong_out is not _NONE and wrong_out != expected and wrong_out == got \
+                    and wrong.name not in [w.name for w in fits]:
                 fits.append(wrong)
+        if _len(fits) > 1:  # alike on this input: the other inputs decide, where they can
+            fits = _narrowed(fits, student, cases, case, exercise, normalise)
         if fits:
-            also = (" The same output also fits " + ", ".join(f"'{w.name}'" for w in fits[1:]) + "."
+            also = (" The same output also fits " + ", ".join(f"'{w.name}'" for w in fits[1:]) + " on every input."
                     if _len(fits) > 1 else "")
             raise _AssertionError(f"{exercise}: likely misconception '{fits[0].name}': {fits[0].message}{also} "
                                   f"(input: {case.label}; expected {_short(expected)}, got {_short(got)})")
@@ -686,6 +718,9 @@ def _encode_cases(hidden: bool) -> list[Case]:
             Case("' acetaminophen' with 80 merges learned on medical text", (_ids(" acetaminophen"), merges)),
             Case("'the patient' with 80 merges learned on medical text", (_ids("the patient"), merges)),
             Case("'eee', {(e, e): 256, (e, 256): 257}", ([101] * 3, {(101, 101): 256, (101, 256): 257})),
+            # training order, leftmost-first, most-frequent-first and newest-first each give another answer
+            Case("[1, 3, 3, 2, 3, 3] with {(1, 3): 10, (3, 3): 11, (2, 3): 12}",
+                 ([1, 3, 3, 2, 3, 3], {(1, 3): 10, (3, 3): 11, (2, 3): 12})),
         ]
     return cases
 

@@ -607,17 +607,58 @@ def compare_with_reference(
             raise _AssertionError(f"{exercise} on input '{case.label}': {problem}")
         if _is_close(got, expected, atol, rtol):
             continue
-        for wrong in wrongs:
-            try:
-                wrong_out = _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs)
-                if observe is not None:
-                    wrong_out = observe(wrong_out)
-            except Exception:
-                continue
-            if not _is_close(wrong_out, expected, atol, rtol) and _is_close(got, wrong_out, atol, rtol):
-                raise _AssertionError(f"{exercise}: likely misconception '{wrong.name}': {wrong.message} "
-                                      f"(input: {case.label})")
+        fits = [w for w in wrongs if _fits(w, case, got, observe, atol, rtol, expected)]
+        fits = _one_per_name(fits)
+        if _len(fits) > 1:  # the same output on this input: the other inputs decide, where they can
+            fits = _narrowed(fits, student, cases, case, exercise, forbidden, observe, atol, rtol)
+        if fits:
+            also = (" The same output also fits " + ", ".join(f"'{w.name}'" for w in fits[1:])
+                    + " on every input." if _len(fits) > 1 else "")
+            raise _AssertionError(f"{exercise}: likely misconception '{fits[0].name}': {fits[0].message}{also} "
+                                  f"(input: {case.label})")
         _explain_mismatch(got, expected, exercise, case, atol, rtol, output_names)
+
+
+def _one_per_name(wrongs: list) -> list:
+    out, names = [], set()
+    for w in wrongs:
+        if w.name not in names:
+            names.add(w.name)
+            out.append(w)
+    return out
+
+
+def _fits(wrong: Wrong, case: Case, got, observe, atol, rtol, expected=None) -> bool:
+    """Does the student's output on ``case`` equal this wrong answer's (and, given ``expected``, differ from it)?"""
+    try:
+        wrong_out = _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs)
+        if observe is not None:
+            wrong_out = observe(wrong_out)
+    except Exception:
+        return False
+    if expected is not None and _is_close(wrong_out, expected, atol, rtol):
+        return False
+    return _is_close(got, wrong_out, atol, rtol)
+
+
+def _narrowed(fits: list, student, cases, failed: Case, exercise, forbidden, observe, atol, rtol) -> list:
+    """Several wrong answers give the student's output on the failing input: keep those that also
+    give it on the other inputs (a name is evidence only where the output shows it)."""
+    for case in cases:
+        if case is failed or _len(fits) == 1:
+            continue
+        try:
+            got = call_student(student, case, exercise, forbidden, observe)
+        except (NotImplementedYet, IntegrityError):
+            raise
+        except _AssertionError:
+            continue  # it crashed or broke a promise here: this input says nothing about the others
+        if _transcript.is_pending(got):
+            continue
+        keep = [w for w in fits if _fits(w, case, got, observe, atol, rtol)]
+        if keep:
+            fits = keep
+    return fits
 
 
 def _trim_traceback(err: BaseException, keep: int = 12) -> None:
@@ -635,12 +676,13 @@ def _trim_traceback(err: BaseException, keep: int = 12) -> None:
 
 
 def _name_crash(cause: BaseException, case: Case, wrongs: Sequence[Wrong], exercise: str) -> None:
-    """The student's code raised: if a known wrong implementation raises the same way, name it."""
+    """The student's code raised: if a known wrong implementation raises the same way (the same
+    exception type AND message on the same input: a type alone is no evidence), name it."""
     for wrong in wrongs:
         try:
             _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs)
         except Exception as err:
-            if type(err) is type(cause):
+            if type(err) is type(cause) and getattr(err, "course_message", str(err)) == str(cause)[:2000]:
                 raise _AssertionError(
                     f"{exercise}: likely misconception '{wrong.name}': {wrong.message} (your code raised "
                     f"{type(cause).__name__}: {cause} on input '{case.label}')"

@@ -424,13 +424,16 @@ def wrong_value(name: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
     if m == "stored":
         entry = _stored(_key("wrong", name, args, kwargs), f"the misconception '{name}'")
         if isinstance(entry, dict) and "__raised__" in entry:
-            raise _EXCEPTIONS.get(entry["__raised__"], RuntimeError)("stored")
+            err = _EXCEPTIONS.get(entry["__raised__"], RuntimeError)("stored")
+            err.course_message = entry.get("message", "stored")  # str() of what the wrong answer raised
+            raise err
         return decode(entry)
     try:
         value = fn(*args, **kwargs)
     except Exception as err:
         if m == "capture":
-            _State.store[_key("wrong", name, args, kwargs)] = {"__raised__": type(err).__name__}
+            _State.store[_key("wrong", name, args, kwargs)] = {"__raised__": type(err).__name__,
+                                                               "message": str(err)[:2000]}
         raise
     if m == "capture":
         _State.store[_key("wrong", name, args, kwargs)] = safe_encode(value)

@@ -1,0 +1,43 @@
+"""What a check's message names: the shared assertion of the tests that feed known wrong answers.
+
+A message names a misconception only when the student's output shows it (issue 10): each wrong
+answer must be named, and no other misconception with it, unless both give the very same output
+on every input the check tries (then the message says so: "The same output also fits ...")."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+_NAMED = re.compile(r"likely misconception '([^']+)'")
+_ALSO = re.compile(r"The same output also fits ((?:'[^']+'(?:, )?)+)")
+
+
+def named_in(message: str) -> set[str]:
+    """Every misconception a message names."""
+    names = set(_NAMED.findall(message))
+    for group in _ALSO.findall(message):
+        names |= set(re.findall(r"'([^']+)'", group))
+    return names
+
+
+def assert_named_alone(check, answer, name: str, *, same_output: frozenset = frozenset(), may_pass: bool = False,
+                       **kwargs) -> str:
+    """``check(answer, **kwargs)`` fails naming ``name`` and nothing else (but the names in
+    ``same_output``, wrong answers whose output equals this one's on every input). Returns the message.
+
+    ``may_pass``: a visible test need not catch every wrong answer (the hidden one must), but
+    when it fails it names no misconception the answer does not have."""
+    try:
+        check(answer, **kwargs)
+    except AssertionError as err:
+        message = str(err)
+    else:
+        if may_pass:
+            return ""
+        pytest.fail(f"{name!r}: the check passed this wrong answer")
+    names = named_in(message)
+    if not may_pass:
+        assert name in names, f"{name!r} is not named: {message}"
+    assert names - {name} <= set(same_output), f"{name!r}: the message also names {sorted(names - {name})}: {message}"
+    return message
