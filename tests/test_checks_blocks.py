@@ -99,13 +99,31 @@ def encoder_layer_explicit_branches(layer, x, mask=None):
     return (x if layer.norm_first else layer.norm2(x)), w
 
 
+def encoder_layer_float32(layer, x, mask=None):
+    """The whole layer run in float32, the layer itself unchanged: torch.func.functional_call swaps in
+    float32 copies of its parameters (the casts are differentiable: gradients still reach them)."""
+    params = {f"layer.{name}": t.float() for name, t in list(layer.named_parameters()) + list(layer.named_buffers())
+              if t.is_floating_point()}
+
+    class Holder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, h, m):
+            return encoder_layer_ok(self.layer, h, m)
+
+    return torch.func.functional_call(Holder(), params, (x.float(), mask))
+
+
 CORRECT = [(chk.check_layer_norm, layer_norm_ok), (chk.check_layer_norm, layer_norm_two_pass),
            (chk.check_layer_norm, layer_norm_float32),
            (chk.check_feed_forward, feed_forward_ok), (chk.check_feed_forward, feed_forward_matmul),
            (chk.check_feed_forward, feed_forward_float32),
            (chk.check_encoder_layer_forward, encoder_layer_ok),
            (chk.check_encoder_layer_forward, encoder_layer_sublayers),
-           (chk.check_encoder_layer_forward, encoder_layer_explicit_branches)]
+           (chk.check_encoder_layer_forward, encoder_layer_explicit_branches),
+           (chk.check_encoder_layer_forward, encoder_layer_float32)]
 
 
 @pytest.mark.parametrize("hidden", [False, True])

@@ -68,7 +68,143 @@ def my_decode_ids(ids, vocab):
     return b"".join(vocab[i] for i in ids).decode("utf-8", errors="surrogatepass")
 
 
+def get_stats_counter(ids):
+    from collections import Counter
+
+    return dict(Counter(zip(ids, ids[1:])))      # Counter keeps the order of first appearance
+
+
+def get_stats_setdefault(ids):
+    counts = {}
+    for left, right in zip(list(ids)[:-1], list(ids)[1:]):
+        counts.setdefault((left, right), 0)
+        counts[(left, right)] += 1
+    return counts
+
+
+def merge_skip_flag(ids, pair, idx):
+    out, skip = [], False
+    for i, x in enumerate(ids):
+        if skip:
+            skip = False
+            continue
+        if i + 1 < len(ids) and x == pair[0] and ids[i + 1] == pair[1]:
+            out.append(idx)
+            skip = True
+        else:
+            out.append(x)
+    return out
+
+
+def merge_from_the_right_of_each_match(ids, pair, idx):
+    """Scan with an index and a pending output; one match consumes both positions."""
+    ids, out, i = list(ids), [], 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(idx)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out + ids[i:]
+
+
+def word_counts_loop(text):
+    counts = {}
+    for word in text.split():
+        key = tuple(word[:-1]) + (word[-1] + "</w>",)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def word_counts_from_word_counter(text):
+    from collections import Counter
+
+    return {tuple(w[:-1]) + (w[-1] + "</w>",): c for w, c in Counter(text.split()).items()}
+
+
+def train_sorted_stats(word_counts, num_merges, first_id=256):
+    """Counts in a Counter, the best pair as the first of the pairs sorted by (-count, pair)."""
+    from collections import Counter
+
+    words = {tuple(w): c for w, c in word_counts.items()}
+    merges = {}
+    for step in range(num_merges):
+        stats = Counter()
+        for w, c in words.items():
+            for p in zip(w, w[1:]):
+                stats[p] += c
+        if not stats:
+            break
+        pair = sorted(stats.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        merges[pair] = first_id + step
+        words = {tuple(merge_skip_flag(list(w), pair, first_id + step)): c for w, c in words.items()}
+    return merges
+
+
+def train_in_place(word_counts, num_merges, first_id=256):
+    """Word lists changed in place after each merge; the tie broken by an explicit scan."""
+    words = [[list(w), c] for w, c in word_counts.items()]
+    merges = {}
+    for step in range(num_merges):
+        stats = {}
+        for w, c in words:
+            for i in range(len(w) - 1):
+                stats[(w[i], w[i + 1])] = stats.get((w[i], w[i + 1]), 0) + c
+        best = None
+        for p, n in stats.items():
+            if best is None or n > stats[best] or (n == stats[best] and p < best):
+                best = p
+        if best is None:
+            break
+        merges[best] = first_id + step
+        for entry in words:
+            entry[0] = merge_from_the_right_of_each_match(entry[0], best, first_id + step)
+    return merges
+
+
+def encode_min_rank(ids, merges):
+    """minbpe's loop: merge the present pair with the smallest rank until none is known."""
+    ids = list(ids)
+    while len(ids) >= 2:
+        pair = min(zip(ids, ids[1:]), key=lambda p: merges.get(p, float("inf")))
+        if pair not in merges:
+            break
+        ids = merge_skip_flag(ids, pair, merges[pair])
+    return ids
+
+
+def encode_rank_scan(ids, merges):
+    """The same rule with an explicit scan for the best position each round."""
+    ids = list(ids)
+    while True:
+        ranks = [(merges[(a, b)], (a, b)) for a, b in zip(ids, ids[1:]) if (a, b) in merges]
+        if not ranks:
+            return ids
+        rank, pair = min(ranks)
+        ids = merge_from_the_right_of_each_match(ids, pair, rank)
+
+
+def decode_bytearray(ids, vocab):
+    buf = bytearray()
+    for i in ids:
+        buf += vocab[i]
+    return buf.decode("utf-8", "surrogatepass")
+
+
+def decode_codecs(ids, vocab):
+    import codecs
+
+    return codecs.decode(bytes().join(map(vocab.__getitem__, ids)), "utf-8", "surrogatepass")
+
+
 CORRECT = [
+    (checks.check_get_stats, get_stats_counter), (checks.check_get_stats, get_stats_setdefault),
+    (checks.check_merge, merge_skip_flag), (checks.check_merge, merge_from_the_right_of_each_match),
+    (checks.check_word_counts, word_counts_loop), (checks.check_word_counts, word_counts_from_word_counter),
+    (checks.check_train, train_sorted_stats), (checks.check_train, train_in_place),
+    (checks.check_encode, encode_min_rank), (checks.check_encode, encode_rank_scan),
+    (checks.check_decode, decode_bytearray), (checks.check_decode, decode_codecs),
     (checks.check_get_stats, my_get_stats),
     (checks.check_merge, my_merge),
     (checks.check_word_counts, my_word_counts),
