@@ -109,6 +109,8 @@ def pileup_dict(reads, alignments, length):
 
 def pileup_onehot(reads, alignments, length):
     """Builds each read's gapped row, then sums one-hot rows."""
+    if len(reads) != len(alignments):
+        raise ValueError("one alignment per read")
     rows = []
     for read, ops in zip(reads, alignments):
         if sum(o in "=XD" for o in ops) != length or sum(o in "=XI" for o in ops) != len(read):
@@ -126,10 +128,31 @@ def pileup_onehot(reads, alignments, length):
     return np.eye(5, dtype=np.int64)[idx].sum(0)
 
 
+def pileup_add_at(reads, alignments, length):
+    """Vectorised per read: the backbone column and the symbol of every operation, then np.add.at."""
+    if len(reads) != len(alignments):
+        raise ValueError("one alignment per read")
+    counts = np.zeros((length, 5), dtype=np.int64)
+    for read, ops in zip(reads, alignments):
+        ops = np.array(list(ops), dtype="<U1")
+        on_backbone, uses_read = np.isin(ops, list("=XD")), np.isin(ops, list("=XI"))
+        if on_backbone.sum() != length or uses_read.sum() != len(read):
+            raise ValueError("alignment does not fit")
+        column = np.cumsum(on_backbone) - 1                       # backbone column of each operation
+        read_pos = np.cumsum(uses_read) - 1                       # read position of each operation
+        symbol = np.zeros(len(ops), dtype=np.int64)             # 0 is the gap column
+        bases = np.array(["-ACGT".index(c) for c in read], dtype=np.int64)
+        symbol[uses_read] = bases[read_pos[uses_read]]
+        np.add.at(counts, (column[on_backbone], symbol[on_backbone]), 1)
+    return counts
+
+
 def soft_loss_loops(logits, target, gamma, del_cost=1.0):
     """Row by row, cell by cell (the obvious student answer)."""
     if gamma <= 0:
         raise ValueError("gamma must be > 0")
+    if logits.shape[0] != target.shape[0]:
+        raise ValueError("logits and target must have the same number of rows")
     logp = torch.log_softmax(logits, -1)
     out = []
     for b in range(logits.shape[0]):
@@ -153,6 +176,8 @@ def soft_loss_manual_lse(logits, target, gamma, del_cost=1.0):
     """Own stabilised log-sum-exp (subtract the min cost), float32 computation cast back."""
     if not gamma > 0:
         raise ValueError("gamma")
+    if logits.ndim != 3 or target.ndim != 2 or len(logits) != len(target) or logits.shape[2] != 5:
+        raise ValueError(f"shapes {tuple(logits.shape)} and {tuple(target.shape)} do not fit")
     dtype = logits.dtype
     logp = torch.log_softmax(logits.double(), -1)
     res = []
@@ -204,7 +229,7 @@ def soft_loss_float32(logits, target, gamma, del_cost=1.0):
 CORRECT = [
     (chk.check_edit_distance, edit_distance_loops), (chk.check_edit_distance, edit_distance_numpy_int32),
     (chk.check_edit_distance, edit_distance_recursive),
-    (chk.check_pileup, pileup_dict), (chk.check_pileup, pileup_onehot),
+    (chk.check_pileup, pileup_dict), (chk.check_pileup, pileup_onehot), (chk.check_pileup, pileup_add_at),
     (chk.check_soft_alignment_loss, soft_loss_loops), (chk.check_soft_alignment_loss, soft_loss_manual_lse),
     (chk.check_soft_alignment_loss, soft_loss_float32),
     (chk.check_positionwise_cross_entropy, ce_gather), (chk.check_positionwise_cross_entropy, ce_onehot),
@@ -230,15 +255,17 @@ def _wrong_params():
 def _as_student(check, wrong):
     """A wrong answer written as a student would: for edit_distance, with some traceback."""
     if check is chk.check_edit_distance:
-        return lambda a, b: (wrong.fn(a, b), ref.edit_distance(a, b)[1]) if False else (wrong.fn(a, b), "")
+        return lambda a, b: (wrong.fn(a, b), "")
     if check is chk.check_soft_alignment_loss:
         def fn(logits, target, gamma, del_cost=1.0):
-            if not gamma > 0:
-                raise ValueError("gamma")
+            if not gamma > 0 or len(logits) != len(target):
+                raise ValueError("gamma or shapes")
             return wrong.fn(logits, target, gamma, del_cost)
         return fn
     if check is chk.check_pileup:
         def fn(reads, alignments, length):
+            if len(reads) != len(alignments):
+                raise ValueError("one alignment per read")
             for r, ops in zip(reads, alignments):
                 if sum(o in "=XD" for o in ops) != length:
                     raise ValueError("bad")

@@ -238,6 +238,9 @@ def check_pileup(student, hidden: bool = False) -> None:
                              f"{type(out).__name__} {getattr(out, 'dtype', '')}")
     core.assert_raises(student, Case("an alignment with one column too many", (["AC"], ["=D=D"], 3)), exercise,
                        ValueError, "when an alignment does not use every column of the backbone", FORBIDDEN_PILEUP)
+    core.assert_raises(student, Case("two reads but one alignment", (["AC", "AC"], ["=D="], 3)), exercise,
+                       ValueError, "when the numbers of reads and alignments differ (zip would drop a read)",
+                       FORBIDDEN_PILEUP)
 
 
 # ---------------------------------------------------------------- soft_alignment_loss
@@ -342,6 +345,10 @@ def check_soft_alignment_loss(student, hidden: bool = False) -> None:
     compare_with_reference(functools.partial(_grad_of, student), _reference_gradient, grad_cases, exercise=exercise + " (gradient w.r.t. logits)", forbidden=FORBIDDEN_LOSS)
     core.assert_raises(student, Case("gamma = 0", (cases[0].args[0], cases[0].args[1], 0.0)), exercise,
                        ValueError, "when gamma <= 0 (the soft-min divides by gamma)", FORBIDDEN_LOSS)
+    logits, target = cases[0].args[0], cases[0].args[1]
+    core.assert_raises(student, Case("logits of one row more than the target", (
+        torch.cat([logits, logits[:1]]), target, 1.0)), exercise, ValueError,
+        "when the shapes do not fit (here logits have one row more than target)", FORBIDDEN_LOSS)
 
 
 # ---------------------------------------------------------------- positionwise_cross_entropy
