@@ -23,13 +23,29 @@ def source_notebooks():
     return out
 
 
+_IPC_ROOT = None
+
+
+def _ipc_root() -> str:
+    """One folder per test process for the kernels' IPC sockets, removed when the process exits
+    (a run of `make test` leaves nothing in /tmp)."""
+    global _IPC_ROOT
+    if _IPC_ROOT is None:
+        import atexit
+        import shutil
+
+        _IPC_ROOT = tempfile.mkdtemp(prefix="nbt-ipc-")
+        atexit.register(shutil.rmtree, _IPC_ROOT, True)
+    return _IPC_ROOT
+
+
 def ipc_config():
     """traitlets config for executing notebooks over IPC sockets (no TCP port races between xdist workers)."""
     from traitlets.config import Config
 
     cfg = Config()
     cfg.KernelManager.transport = "ipc"
-    cfg.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="nbt-ipc-"), "kernel")
+    cfg.KernelManager.ip = os.path.join(tempfile.mkdtemp(dir=_ipc_root()), "kernel")
     cfg.Execute.timeout = 120
     cfg.Execute.kernel_name = "python3"
     return cfg
