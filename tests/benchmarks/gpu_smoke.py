@@ -171,6 +171,17 @@ def run_lesson(notebook: pathlib.Path, result_path: pathlib.Path) -> None:
     import torch
 
     warnings.filterwarnings("ignore", message=".*non-interactive.*")  # plt.show() under Agg
+    audit = contextlib.nullcontext()
+    if os.environ.get("COURSE_DEVICE_AUDIT") == "1":  # --audit-devices: a virtual GPU on the CPU
+        sys.path.insert(0, str(ROOT / "tests"))
+        from device_audit import DeviceAudit
+
+        audit = DeviceAudit()
+    with audit:
+        _run_cells(notebook, result_path, torch, plt)
+
+
+def _run_cells(notebook: pathlib.Path, result_path: pathlib.Path, torch, plt) -> None:
     cuda = torch.cuda.is_available()
     missing = _missing_optional()
     main = types.ModuleType("__main__")  # classes defined by the cells pickle as __main__.X
@@ -272,12 +283,17 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="lessons run side by side (default 1)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per lesson (default 600)")
     ap.add_argument("--require-cuda", action="store_true", help="exit 2 at once when CUDA is not available")
+    ap.add_argument("--audit-devices", action="store_true",
+                    help="on a CPU-only machine: run under tests/device_audit.py, a virtual CUDA device that "
+                         "raises where a tensor on the wrong device would raise on a GPU")
     ap.add_argument("--log", help="write every lesson's per-cell results as JSON here")
     ap.add_argument("--workdir", help="folder for per-lesson outputs (default: a temporary folder)")
     ap.add_argument("--script", help="print one notebook's code as a plain script and exit")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.audit_devices:
+        os.environ["COURSE_DEVICE_AUDIT"] = "1"  # read by each lesson's subprocess
     if args.child:
         run_lesson(pathlib.Path(args.child).resolve(), pathlib.Path(args.result))
         return 0
@@ -288,6 +304,8 @@ def main(argv=None) -> int:
     import torch
 
     cuda = torch.cuda.is_available()
+    if args.audit_devices:
+        print("device audit: a virtual CUDA device on the CPU (tests/device_audit.py)", flush=True)
     print(f"torch {torch.__version__} | cuda available: {cuda}"
           + (f" | {torch.cuda.get_device_name(0)}" if cuda else ""), flush=True)
     if args.require_cuda and not cuda:
