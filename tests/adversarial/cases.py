@@ -861,7 +861,9 @@ HOSTILE = [
     Case("x11_fork_bomb", "os.fork() in a loop (children sleep 0.5 s)", 9.0, build=fork_bomb,
          feedback=("fork refused after",), absent=("FORK LIMIT NOT HIT",)),
     Case("x12_print_flood", "100 MB written to stdout", 9.0, build=print_flood,
-         feedback=("Output truncated", "scaled_dot_product_attention_torch: visible tests passed")),
+         # nbgrader's LimitOutput note, or ours when the flood passed the byte bound first (which one
+         # comes first depends on how fast the kernel wrote: under load, ours)
+         feedback=("Output truncated | [output trimmed", "scaled_dot_product_attention_torch: visible tests passed")),
     Case("x13_huge_image", "a 40 MB base64 image output", 9.0, build=huge_image, feedback=("huge image displayed",)),
     Case("x14_disk_fill", "a 320 MiB file in its own folder", 9.0, build=disk_fill,
          feedback=("disk write stopped", "File too large"), absent=("DISK LIMIT NOT HIT",)),
