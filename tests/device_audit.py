@@ -81,16 +81,13 @@ class DeviceAudit(TorchFunctionMode):
         self._stack = contextlib.ExitStack()
 
     # ------------------------------------------------------------------ the virtual device of a tensor
-    def device_of(self, t: torch.Tensor) -> str | None:
-        return self.where.get(t)
-
     def _mark(self, obj, dev: str | None) -> None:
         if dev is None:
             return
         for t in _tensors(obj, []):
             self.where[t] = dev
 
-    def _devices(self, args, kwargs, func) -> set[str]:
+    def _devices(self, args, kwargs) -> set[str]:
         seen = set()
         for t in _tensors((args, kwargs), []):
             dev = self.where.get(t)
@@ -120,7 +117,7 @@ class DeviceAudit(TorchFunctionMode):
                 kwargs["device"] = "cpu"
         if func in _MOVES:
             return self._move(func, args, kwargs, asked)
-        devices = self._devices(args, kwargs, func)
+        devices = self._devices(args, kwargs)
         if len(devices) > 1 and func not in _MIXED_OK:
             raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                                f"cuda:0 and cpu! (device audit: {name or func} on the CPU-only test machine, "
@@ -139,9 +136,8 @@ class DeviceAudit(TorchFunctionMode):
     def _move(self, func, args, kwargs, asked):
         self_t = args[0]
         rest = list(args[1:])
-        if func is torch.Tensor.cuda:
-            self.where[self_t] = CUDA  # on the CPU the data cannot move: the request is recorded
-            return self_t
+        if func is torch.Tensor.cuda:  # the same as .to("cuda")
+            func, rest, kwargs = torch.Tensor.to, ["cuda"], {k: v for k, v in kwargs.items() if k == "non_blocking"}
         if func is torch.Tensor.cpu:
             out = self_t.view_as(self_t) if self.where.get(self_t) == CUDA else self_t
             self.where[out] = CPU
@@ -191,23 +187,7 @@ class DeviceAudit(TorchFunctionMode):
                    "is_initialized": lambda: True}
         for attr, fn in patches.items():
             self._stack.enter_context(_patched(torch.cuda, attr, fn))
-        original_module_to = torch.nn.Module.to
-        audit = self
-
-        def module_to(module, *args, **kwargs):
-            out = original_module_to(module, *args, **kwargs)  # parameters go through Tensor.to: marked
-            target = next((a for a in list(args) + [kwargs.get("device")] if isinstance(a, (str, torch.device))), None)
-            if target is not None and _wanted(target) == CUDA:
-                for t in list(module.parameters()) + list(module.buffers()):
-                    audit.where[t] = CUDA
-            return out
-
-        def module_cuda(module, *args, **kwargs):
-            return module_to(module, "cuda")
-
-        self._stack.enter_context(_patched(torch.nn.Module, "to", module_to))
-        self._stack.enter_context(_patched(torch.nn.Module, "cuda", module_cuda))
-        return super().__enter__()
+        return super().__enter__()  # Module.to and .cuda move each tensor with Tensor.to/.cuda: seen here
 
     def __exit__(self, *exc):
         try:

@@ -1,4 +1,5 @@
-"""What a check's message names: the shared assertion of the tests that feed known wrong answers.
+"""What a check's message names: the shared assertions of the tests that feed known wrong answers
+(tests/test_checks_*.py) and answers that break a docstring promise (tests/test_promises_*.py).
 
 A message names a misconception only when the student's output shows it (issue 10): each wrong
 answer must be named, and no other misconception with it, unless both give the very same output
@@ -41,3 +42,11 @@ def assert_named_alone(check, answer, name: str, *, same_output: frozenset = fro
         assert name in names, f"{name!r} is not named: {message}"
     assert names - {name} <= set(same_output), f"{name!r}: the message also names {sorted(names - {name})}: {message}"
     return message
+
+
+def assert_promise_broken(check, wrong, promise: str, words: str, *, hidden: bool = True) -> str:
+    """An answer that breaks ``promise`` fails ``check`` with a message containing ``words``."""
+    with pytest.raises(AssertionError) as err:
+        check(wrong, hidden=hidden)
+    assert words in str(err.value), (promise, str(err.value))
+    return str(err.value)

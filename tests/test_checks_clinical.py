@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import re
 
 import numpy as np
 import pytest

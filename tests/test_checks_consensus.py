@@ -1,7 +1,6 @@
 """The lesson 11 checks: every known wrong answer is named, correct answers pass, the reference is refused."""
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pytest

@@ -166,12 +166,6 @@ def test_wrong_answers_are_named(check, wrong, hidden):
     assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
 
 
-def _escape(text):
-    import re
-
-    return re.escape(text)
-
-
 @pytest.mark.parametrize("hidden", [False, True])
 @pytest.mark.parametrize("check, quadratic", [
     (C.check_linear_attention, C._linear_quadratic),

@@ -2,7 +2,6 @@
 answer passes (visible and hidden), calling the reference is an IntegrityError."""
 from __future__ import annotations
 
-import re
 
 import math
 

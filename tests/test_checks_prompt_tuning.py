@@ -2,7 +2,6 @@
 is named, the reference is refused, the stub fails."""
 from __future__ import annotations
 
-import re
 
 import pytest
 import torch

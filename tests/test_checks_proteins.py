@@ -1,7 +1,6 @@
 """The lesson 10 checks: independent correct answers pass, every known wrong answer is named, the reference is refused."""
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pytest

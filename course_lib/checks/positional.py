@@ -194,7 +194,7 @@ def check_shift_matrix(student, hidden: bool = False) -> None:
     d = 12 if hidden else 6
     k = int(rng.integers(1, 20))
     raw = call_student(student, Case(f"k={k}, d_model={d}", (k, d)), exercise, FORBIDDEN_SHIFT)
-    atol, rtol = tolerance(raw, np.ones(1))  # the properties hold to the precision the student computed in
+    atol, rtol = tolerance(raw)  # the properties hold to the precision the student computed in
     m = _native(raw)
     assert_shape(m, (d, d), f"{exercise}: M_k maps a d_model vector to a d_model vector")
     pe = _pe(80, d)
