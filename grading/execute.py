@@ -103,38 +103,86 @@ def error_output(ename: str, evalue: str):
     return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
-STARVED_SHARE = 0.5  # a timed-out cell whose kernel had the CPU less than this share of the wall time
+STARVED_SHARE = 0.5  # a timed-out cell whose kernel waited for a CPU at least this share of the wall time
+
+
+def _process_tree(root: int) -> list[int] | None:
+    """``root`` and its live descendants (Linux /proc), or None when ``root`` is gone."""
+    parent = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        parent[int(name)] = int(data[data.rindex(")") + 2:].split()[1])
+    if root not in parent:
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.append(pid)
+            todo += children.get(pid, [])
+    return tree
 
 
 def tree_cpu_seconds(root: int) -> float | None:
     """CPU seconds (user + system) used so far by process ``root`` and its live descendants (Linux /proc)."""
     try:
         ticks = os.sysconf("SC_CLK_TCK")
-        parent, cpu = {}, {}
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
+        tree = _process_tree(root)
+        if tree is None:
+            return None
+        total = 0.0
+        for pid in tree:
             try:
-                with open(f"/proc/{name}/stat") as fh:
+                with open(f"/proc/{pid}/stat") as fh:
                     data = fh.read()
             except OSError:
                 continue
             fields = data[data.rindex(")") + 2:].split()
-            parent[int(name)] = int(fields[1])
-            cpu[int(name)] = (int(fields[11]) + int(fields[12])) / ticks
-        children: dict[int, list[int]] = {}
-        for pid, ppid in parent.items():
-            children.setdefault(ppid, []).append(pid)
-        total, todo, seen = 0.0, [root], set()
-        while todo:
-            pid = todo.pop()
-            if pid not in seen:
-                seen.add(pid)
-                total += cpu.get(pid, 0.0)
-                todo += children.get(pid, [])
-        return total if root in cpu else None
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        return total
     except (OSError, ValueError, IndexError):
         return None
+
+
+def tree_wait_seconds(root: int) -> float | None:
+    """Seconds the threads of ``root`` and its live descendants spent runnable but waiting for a
+    CPU (/proc/<pid>/task/<tid>/schedstat, second field, in ns). A sleeping thread does not
+    accumulate it; a thread on a busy machine does. None where the kernel does not report it."""
+    try:
+        tree = _process_tree(root)
+        if tree is None or not os.path.exists(f"/proc/{root}/schedstat"):
+            return None
+        total = 0
+        for pid in tree:
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                        total += int(fh.read().split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+        return total / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+def tree_sched(root: int | None) -> tuple[float | None, float | None]:
+    """(CPU seconds, run-queue wait seconds) of a process tree, for ``ResilientExecute._starved``."""
+    if not root:
+        return None, None
+    return tree_cpu_seconds(root), tree_wait_seconds(root)
 
 
 class FreshIPCKernelManager(AsyncKernelManager):
@@ -262,12 +310,20 @@ class ResilientExecute(Execute):
         process = getattr(getattr(self.km, "provisioner", None), "process", None)
         return getattr(process, "pid", None)
 
-    def _starved(self, cpu_before, wall_before) -> bool:
-        """Did the kernel get less than STARVED_SHARE of a CPU while the cell ran (a busy machine)?"""
-        pid = self._kernel_pid()
-        cpu_after = tree_cpu_seconds(pid) if pid else None
+    def _starved(self, sched_before, wall_before) -> bool:
+        """Was the kernel kept from the CPU while the cell ran (a busy machine, not the student's code)?
+
+        Its threads waited on a run queue at least STARVED_SHARE of the wall time. A cell that
+        sleeps or waits on I/O does not wait for a CPU, so it is charged like any slow cell.
+        Where the run-queue wait is not reported, the CPU share is used instead (under
+        STARVED_SHARE of a CPU), which cannot tell a sleeping cell from a starved one."""
         wall = time.monotonic() - wall_before
-        if cpu_before is None or cpu_after is None or wall <= 0:
+        (cpu_before, wait_before), (cpu_after, wait_after) = sched_before, tree_sched(self._kernel_pid())
+        if wall <= 0:
+            return False
+        if wait_before is not None and wait_after is not None:
+            return (wait_after - wait_before) / wall >= STARVED_SHARE
+        if cpu_before is None or cpu_after is None:
             return False
         return (cpu_after - cpu_before) / wall < STARVED_SHARE
 
@@ -305,8 +361,7 @@ class ResilientExecute(Execute):
                 if index in skipped:
                     index += 1
                     continue
-                pid = self._kernel_pid()
-                cpu_before, wall_before = (tree_cpu_seconds(pid) if pid else None), time.monotonic()
+                sched_before, wall_before = tree_sched(self._kernel_pid()), time.monotonic()
                 starved = False
                 try:
                     self._asked_exit = False
@@ -318,16 +373,17 @@ class ResilientExecute(Execute):
                     if index not in retried and any(
                             o.get("output_type") == "error" and o.get("ename") == "KeyboardInterrupt"
                             for o in cell.get("outputs", [])) and (
-                            self._instructor_cell(cell) or self._starved(cpu_before, wall_before)):
+                            self._instructor_cell(cell) or self._starved(sched_before, wall_before)):
                         raise CellTimeoutError("a cell was interrupted at the per-cell timeout on a busy machine")
                 except (DeadKernelError, CellTimeoutError) as err:
                     if isinstance(err, CellTimeoutError) and not self._asked_exit:
-                        starved = self._starved(cpu_before, wall_before)
+                        starved = self._starved(sched_before, wall_before)
                     if isinstance(err, CellTimeoutError) and not self._asked_exit and index not in retried \
                             and (self._instructor_cell(cell) or starved):
-                        # an instructor's cell (setup) that timed out, or any cell whose kernel got less than
-                        # STARVED_SHARE of a CPU meanwhile: the grader's slowness (a busy machine, a slow
-                        # import), not the student's; restart, replay, run it once more with more time
+                        # an instructor's cell (setup) that timed out, or any cell whose kernel waited for a
+                        # CPU at least STARVED_SHARE of the time meanwhile: the grader's slowness (a busy
+                        # machine, a slow import), not the student's; restart, replay, run it once more
+                        # with more time
                         retried.add(index)
                         if self._retry_slow_cell(cell, resources, index, killers):
                             index += 1
