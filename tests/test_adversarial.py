@@ -605,8 +605,9 @@ def test_sleeping_cells_are_charged_not_retried(tmp_path):
         names = [o.get("ename") for o in cell.outputs if o.get("output_type") == "error"]
         assert "KeyboardInterrupt" in names, cell.outputs
         assert not [o for o in cell.outputs if o.get("output_type") == "stream"], "no cell ran to its end"
-    # 4 cells x 2 s, plus the kernel's start; a retry of each with 3x the limit would add 24 s
-    assert elapsed < 4 * 2 + 12, f"the sleeping notebook took {elapsed:.1f} s"
+    # 4 cells x 2 s, plus the kernel's start (slow on a loaded machine); with a retry of each (3x the
+    # limit, a restart and a replay) the same notebook took 49.5 s on a quiet machine
+    assert elapsed < 40, f"the sleeping notebook took {elapsed:.1f} s"
 
 
 def test_sanitiser_leaves_no_way_to_run_script():
