@@ -46,7 +46,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from nbconvert.preprocessors import Preprocessor
-from traitlets import Bool, Integer
+from traitlets import Bool, CaselessStrEnum, Integer
 
 from grading import NOTEBOOKS_DIR
 
@@ -194,6 +194,10 @@ class FreshIPCKernelManager(AsyncKernelManager):
     rules that out; a restart keeps it, so connected clients reconnect.
     """
 
+    # IPC by default (the course's configuration sets it too): TCP ports are picked free and then
+    # bound by the kernel, so two kernels started at once (two workers, two test processes) can
+    # race for one port and a client can end up talking to another submission's kernel
+    transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
     _own_ipc_dir = None
 
     async def _async_pre_start_kernel(self, **kw):
@@ -272,14 +276,27 @@ class ResilientExecute(Execute):
             cell.outputs = list(cell.get("outputs", [])) + [error_output(ename, evalue)]
 
     def _restart_and_replay(self, upto: int, skip: set[int]) -> None:
+        """Restart the kernel and re-run the cells before ``upto`` (not the killers in ``skip``) to
+        rebuild its state. Their outputs were recorded on the first run and stay: nbclient puts the
+        executed copy back into the notebook, so the recorded cell is restored after each replay.
+        A replay gets the retry's longer timeout: it only rebuilds state, and a replayed cell cut
+        short on a busy machine would leave the next cells without their names."""
         run_sync(self.km.restart_kernel)(now=True)
         run_sync(self.kc.wait_for_ready)(timeout=self.startup_timeout)
-        for j in range(upto):
-            cell = self.nb.cells[j]
-            if cell.cell_type != "code" or j in skip or j in self._skipped:
-                continue
-            self._intake.pop(j, None)
-            self.execute_cell(copy.deepcopy(cell), j, store_history=False)  # outputs already recorded
+        saved = self.timeout
+        self.timeout = (saved or 30) * self.retry_timeout_factor
+        try:
+            for j in range(upto):
+                cell = self.nb.cells[j]
+                if cell.cell_type != "code" or j in skip or j in self._skipped:
+                    continue
+                self._intake.pop(j, None)
+                try:
+                    self.execute_cell(copy.deepcopy(cell), j, store_history=False)
+                finally:
+                    self.nb.cells[j] = cell  # the first run's outputs are what is graded
+        finally:
+            self.timeout = saved
 
     retry_timeout_factor = Integer(3, help="an instructor's cell that timed out runs once more with this many "
                                            "times the per-cell timeout").tag(config=True)

@@ -544,6 +544,24 @@ def test_an_instructor_cell_slowed_by_the_machine_is_retried_not_charged(tmp_pat
     assert nb.cells[2].outputs[0]["text"] == "x is 42\n"
 
 
+def test_a_replay_keeps_the_outputs_of_the_first_run(tmp_path):
+    """After a kernel death the cells before it are re-run to rebuild state; what they printed
+    the first time is what is graded. (nbclient puts the executed copy back into the notebook:
+    under load a replayed cell cut short replaced a setup cell's clean run with an interrupt.)"""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from grading.execute import ResilientExecute
+
+    cells = [new_code_cell("import os\nprint('kernel', os.getpid())"), new_code_cell("import os\nos._exit(1)"),
+             new_code_cell("import os\nprint('kernel', os.getpid())")]
+    nb, _ = ResilientExecute(timeout=20, kernel_name="python3").preprocess(
+        new_notebook(cells=cells), {"metadata": {"path": str(tmp_path)}})
+    first, after = nb.cells[0].outputs, nb.cells[2].outputs
+    assert [o.get("output_type") for o in first] == ["stream"] and after[0]["text"].startswith("kernel ")
+    assert first[0]["text"] != after[0]["text"], "cell 0's output is the first kernel's, not the replay's"
+    assert "KernelDied" in [o.get("ename") for o in nb.cells[1].outputs]
+
+
 def _hogs_on_one_cpu(n: int):
     """``n`` busy loops pinned, with this process (and so the kernels it starts), to one CPU."""
     import subprocess
@@ -552,8 +570,11 @@ def _hogs_on_one_cpu(n: int):
     from grading.execute import tree_cpu_seconds
 
     cpu = min(os.sched_getaffinity(0))
+    # each in a session of its own: with autogroup scheduling (sched_autogroup_enabled) a CPU is shared
+    # between sessions first, so hogs sharing one session would together take only the kernel's share
     hogs = [subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\n"
-                                                    "while True: pass"]) for _ in range(n)]
+                                                    "while True: pass"], start_new_session=True)
+            for _ in range(n)]
     deadline = time.monotonic() + 30  # on a loaded machine the hogs may get little CPU: wait for them
     while any((tree_cpu_seconds(h.pid) or 0) <= 0.2 for h in hogs) and time.monotonic() < deadline:
         time.sleep(0.2)
