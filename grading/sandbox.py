@@ -55,6 +55,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -110,6 +111,7 @@ def kernel_env(environ: dict | None = None, home: str = "/tmp/home") -> dict:
         "XDG_CACHE_HOME": os.path.join(home, ".cache"), "COURSE_SANDBOXED": "1",
     })
     env.setdefault("MPLBACKEND", "agg")
+    env.pop("COURSE_WARM_SOCKET", None)  # the grader's template (grading/warm.py): never the kernel's business
     return env
 
 
@@ -253,6 +255,54 @@ _ENTER = ('umask 022; mkdir -p "$HOME" "$MPLCONFIGDIR" "$0" && cp -R -- "$1"/. "
           'cd "$0" && shift 1 && exec "$@"')
 
 
+# warm kernels (grading/warm.py): the same copy, then the sandbox only holds its namespaces until the
+# template's fork has joined them; it ends when the launcher does (stdin closes)
+# The holder stays root inside the sandbox (bwrap leaves it no capability), so the kernel's uid cannot
+# signal it: os.kill(-1, SIGKILL) in a cell must not end its own sandbox, as with a cold kernel.
+_COPY = ('umask 022; mkdir -p "$HOME" "$MPLCONFIGDIR" "$0" && cp -R -- "$1"/. "$0"/ 2>/dev/null; '
+         f'cp {MPL_CACHE_MOUNT}/fontlist-*.json "$MPLCONFIGDIR"/ 2>/dev/null; exit 0')
+_HOLD = ('"$0" --reuid="$1" --regid="$1" --clear-groups --no-new-privs -- /bin/sh -c "$2" "$3" "$4"; '
+         'echo ready; exec cat >/dev/null')
+
+
+def _warm_kernel(exe: str, setpriv: str, uid: int, workdir: str, private: list[str], env: dict,
+                 connection_file: str, rest: list[str], socket_path: str) -> int | None:
+    """Run the kernel as a fork of the worker's template inside a fresh sandbox; its exit status,
+    or None when the template cannot serve (the caller then starts a cold kernel)."""
+    import importlib.util  # by path: run with -I, no folder of the course is on the import path
+
+    spec = importlib.util.spec_from_file_location("course_warm", os.path.join(PACKAGE_DIR, "warm.py"))
+    warm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(warm)
+    hold = ["/bin/sh", "-c", _HOLD, setpriv, str(uid), _COPY, KERNEL_WORKDIR, SUBMISSION_MOUNT]
+    # the worker is killed: this launcher dies too, so bwrap (--die-with-parent) and the kernel with it
+    warm.prctl(warm.PR_SET_PDEATHSIG, signal.SIGKILL)
+    info_r, info_w = os.pipe()
+    cmd = build_bwrap_command(exe, hold, workdir, private, env)
+    cmd = [cmd[0], "--info-fd", str(info_w)] + cmd[1:]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=[info_w])
+    os.close(info_w)
+    try:
+        with os.fdopen(info_r) as fh:
+            holder = int(json.loads(fh.read())["child-pid"])
+        if proc.stdout.readline().strip() != b"ready":
+            return None
+        request = {"holder_pid": holder, "uid": uid, "env": env, "connection_file": connection_file,
+                   "args": rest}
+        try:
+            sock = warm.send_request(socket_path, request, [1, 2])
+        except OSError:
+            return None
+        with sock:
+            code = warm.read_exit(sock)
+        return 1 if code is None else code
+    except (ValueError, KeyError, OSError):
+        return None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def _check_workdir(workdir: str) -> None:
     """Refuse to sandbox into a folder that holds the course or the system."""
     real = os.path.realpath(workdir)
@@ -330,6 +380,12 @@ def main(argv: list[str] | None = None) -> None:
         for p in private:
             os.chown(p, uid, gid)  # root made it (mkdtemp), nothing inside it is followed
         entry = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs", "--", *entry]
+        socket_path = os.environ.get("COURSE_WARM_SOCKET")
+        if socket_path and private and os.path.exists(socket_path):
+            set_limits(uid)  # as for a cold kernel: bwrap and the holder inherit them
+            code = _warm_kernel(exe, setpriv, uid, workdir, private, env, connection_file, rest, socket_path)
+            if code is not None:
+                sys.exit(code)
     set_limits(uid)
     cmd = build_bwrap_command(exe, entry, workdir, private, env)
     os.execv(cmd[0], cmd)

@@ -17,14 +17,15 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
 
-from grading import GRADING_DIR, PACKAGE_DIR
+from grading import GRADING_DIR, PACKAGE_DIR, warm
 
 
-def load_api():
+def load_api(all_cells: bool = False):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -34,6 +35,8 @@ def load_api():
     # submission's folder while we run here, so the path must be absolute, and
     # distinct per worker so two workers never pick the same socket name.
     config.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="nbg-ipc-"), "kernel")
+    if all_cells:
+        config.ResilientExecute.skip_demo_cells = False
     coursedir = CourseDirectory(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
@@ -142,16 +145,29 @@ def main(argv=None) -> int:
     parser.add_argument("tasks", nargs="+", help="ASSIGNMENT/STUDENT")
     parser.add_argument("--results", required=True, help="folder for one JSON result per task")
     parser.add_argument("--no-feedback", action="store_true")
+    parser.add_argument("--cold", action="store_true", help="no warm kernels (grading/warm.py)")
+    parser.add_argument("--all-cells", action="store_true", help="run the demo-only cells too (as before issue 16)")
     args = parser.parse_args(argv)
     api = None
-    for task in args.tasks:
-        assignment, student = task.split("/", 1)
-        if not claim(args.results, assignment, student):
-            continue
-        api = api or load_api()
-        result = grade_one(api, assignment, student, feedback=not args.no_feedback)
-        result["worker_pid"] = os.getpid()
-        write_result(args.results, result)
+    template = folder = None
+    if not args.cold and warm.enabled() and os.environ.get("COURSE_KERNEL", "course-sandbox") == "course-sandbox":
+        # the template imports while the first kernels start cold; launchers use it once its socket exists
+        folder = tempfile.mkdtemp(prefix="course-warm-")
+        template, os.environ["COURSE_WARM_SOCKET"] = warm.start(folder)
+    try:
+        for task in args.tasks:
+            assignment, student = task.split("/", 1)
+            if not claim(args.results, assignment, student):
+                continue
+            api = api or load_api(all_cells=args.all_cells)
+            result = grade_one(api, assignment, student, feedback=not args.no_feedback)
+            result["worker_pid"] = os.getpid()
+            write_result(args.results, result)
+    finally:
+        if template is not None:
+            template.terminate()
+            template.wait()
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 

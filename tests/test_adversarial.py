@@ -863,3 +863,114 @@ def test_submissions_are_data_after_intake(class_run):
     assert os.path.getsize(os.path.join(outcome.root, "gradebook.db")) > 10_000, "the gradebook is intact"
     quarantine = os.path.join(outcome.root, "logs", "intake", C.ASSIGNMENT, "x52_links_and_fifo")
     assert sorted(os.listdir(quarantine)) == ["gradebook.db", "hard.db", "pipe", "s01.ipynb"]
+
+
+# ------------------------------------------------------------------ warm kernels (issue 16, grading/warm.py)
+@pytest.fixture
+def warm_template(tmp_path, monkeypatch):
+    """The worker's template, started as a worker starts it; launchers find it through the environment."""
+    from grading import sandbox, warm
+
+    ok, why = sandbox.bwrap_works()
+    if not (ok and warm.enabled()):
+        pytest.skip(f"warm kernels need root and bwrap ({why if not ok else 'not root'})")
+    sandbox.install_kernelspec()
+    folder = tempfile.mkdtemp(prefix="course-warm-test-")
+    proc, path = warm.start(folder)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert os.path.exists(path), "the template imported the course's stack and opened its socket"
+    monkeypatch.setenv("COURSE_WARM_SOCKET", path)
+    yield proc
+    proc.terminate()
+    proc.wait()
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_sandboxed(cells: list[str], folder, timeout: int = 30, cls=None):
+    from nbformat.v4 import new_code_cell, new_notebook
+    from traitlets.config import Config
+
+    from grading.execute import ResilientExecute
+
+    config = Config()
+    config.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="nbg-ipc-"), "kernel")
+    os.makedirs(folder, exist_ok=True)
+    os.chmod(folder, 0o755)
+    nb, _ = (cls or ResilientExecute)(timeout=timeout, kernel_name="course-sandbox", config=config).preprocess(
+        new_notebook(cells=[new_code_cell(c) for c in cells]), {"metadata": {"path": str(folder)}})
+    return [["".join(o.get("text", "")) or o.get("ename", "") for o in c.outputs] for c in nb.cells]
+
+
+def _uid_processes(uid: int) -> list[int]:
+    pids = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and os.stat(f"/proc/{name}").st_uid == uid:
+                pids.append(int(name))
+        except OSError:
+            pass
+    return pids
+
+
+def test_warm_kernels_start_pristine_for_every_submission(warm_template, tmp_path):
+    """Each warm kernel is a fresh fork of the template: what one student patched, wrote or left
+    running is not there for the next, who runs as another uid in another sandbox."""
+    first = ["import os, sys\nprint(os.getuid(), 'torch' in sys.modules)",
+             "import numpy, torch, course_lib.checks\nnumpy.allclose = lambda *a, **k: True\n"
+             "torch.softmax = None\ncourse_lib.checks.PATCHED = 1\nopen('/tmp/planted', 'w').write('x')\n"
+             "open('left-behind.txt', 'w').write('x')\nimport subprocess\n"
+             "subprocess.Popen(['sleep', '600'], start_new_session=True)\nprint('patched')"]
+    second = ["import os, sys, numpy, torch, course_lib.checks\nprint(os.getuid(), 'torch' in sys.modules)",
+              "print(numpy.allclose([1], [2]), torch.softmax is not None, hasattr(course_lib.checks, 'PATCHED'), "
+              "os.path.exists('/tmp/planted'), os.path.exists('left-behind.txt'))",
+              "print(sorted(open(f'/proc/{p}/comm').read().strip() for p in os.listdir('/proc') if p.isdigit()))"]
+    out1 = _run_sandboxed(first, tmp_path / "a")
+    uid1, warm1 = out1[0][0].split()
+    assert warm1 == "True", "the first kernel was forked from the template (torch already imported)"
+    assert out1[1] == ["patched\n"]
+    assert _uid_processes(int(uid1)) == [], "the first kernel and its escaped child died with its sandbox"
+    out2 = _run_sandboxed(second, tmp_path / "b")
+    uid2, warm2 = out2[0][0].split()
+    assert warm2 == "True" and uid2 != uid1 and int(uid2) > 0
+    assert out2[1] == ["False True False False False\n"], "modules, /tmp and the folder are pristine"
+    assert "sleep" not in out2[2][0], "no process of the first submission is visible"
+
+
+def test_warm_kernels_are_as_isolated_as_cold_ones(warm_template, tmp_path):
+    """Same sandbox: no network, the repository and home hidden, bounded, not root, no credential."""
+    cells = ["import os, sys, resource\nprint(os.getuid() != 0, 'torch' in sys.modules, os.getcwd())",
+             f"print(sorted(os.listdir({REPO!r})))",
+             "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('online')\n"
+             "except OSError:\n    print('offline')",
+             "print(resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20, resource.getrlimit(resource.RLIMIT_NPROC)[0] > 0)",
+             "print(sorted(k for k in os.environ if 'WARM' in k or 'DB_URL' in k), open('/proc/self/status').read()"
+             ".split('NoNewPrivs:')[1].split()[0], open('/proc/self/status').read().split('CapEff:')[1].split()[0])"]
+    out = _run_sandboxed(cells, tmp_path / "c")
+    assert out[0] == ["True True /tmp/work\n"]
+    assert "notebooks" not in out[1][0] and ".git" not in out[1][0], out[1]
+    assert out[2] == ["offline\n"]
+    assert out[3][0].split()[0] == str(int(os.environ.get("COURSE_SANDBOX_MEMORY_MB", 6144)))
+    assert out[4] == ["[] 1 0000000000000000\n"], "no template socket or credential, no_new_privs, no capability"
+
+
+def test_a_warm_kernels_cpu_is_counted_for_the_load_rule(warm_template, tmp_path):
+    """The load rule (ResilientExecute._starved) reads the kernel's CPU time and run-queue waits
+    from the launcher's process tree; a warm kernel is forked by the template, into the launcher's
+    sandbox, and must be counted (else a starved warm kernel's timeout would be charged)."""
+    from grading.execute import ResilientExecute, tree_cpu_seconds
+
+    seen = []
+
+    class Recording(ResilientExecute):
+        def on_cell_executed(self, **kwargs):
+            super().on_cell_executed(**kwargs)
+            seen.append(tree_cpu_seconds(self._kernel_pid()))
+
+    out = _run_sandboxed(["import sys, time\nt0 = time.process_time()\nwhile time.process_time() < t0 + 1.5:\n"
+                          "    pass\nprint('torch' in sys.modules)"], tmp_path / "d", cls=Recording)
+    assert out[0] == ["True\n"], "a warm kernel"
+    assert seen and seen[0] >= 1.4, seen

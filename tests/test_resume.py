@@ -109,7 +109,10 @@ def killed_run(tmp_path_factory, uninterrupted):
                 tree = descendants(pid, table)
                 # the kernel itself (exec'd inside the sandbox, not bwrap or setpriv naming it in their argv):
                 # the worker is in the middle of grading VICTIM
-                if any(table[p][2].split()[1:3] == ["-m", "ipykernel_launcher"] for p in tree):
+                # or a warm kernel (grading/warm.py): a fork of the template's fork, so its argv is the template's
+                if any(table[p][2].split()[1:3] == ["-m", "ipykernel_launcher"] or (
+                        "grading.warm" in table[p][2] and "grading.warm" in table.get(table[p][0], (0, 0, ""))[2]
+                        and "grading.warm" in table.get(table[table[p][0]][0], (0, 0, ""))[2]) for p in tree):
                     workers_seen = [p for p in descendants(proc.pid, table) if "grading.worker" in table[p][2]]
                     assert pid in workers_seen, (pid, workers_seen)
                     assert not (claim.parent / f"{VICTIM}.json").exists(), "victim finished before the kill"

@@ -1,0 +1,246 @@
+"""Warm kernels: a template process with the course's imports done forks a fresh kernel per submission.
+
+A cold grading kernel spends seconds importing torch, numpy, matplotlib and course_lib before the
+first cell computes anything. A worker (``grading.worker``) therefore starts one *template*: a
+process that imports them once and then only waits. For every kernel, the launcher
+(``grading/sandbox.py``) builds the sandbox exactly as for a cold kernel (bwrap: new mount, PID,
+network, IPC and UTS namespaces; read-only root; the submission copied into a private, bounded
+/tmp as an unused uid of its own), but runs a *holder* in it instead of the kernel, and asks the
+template for a kernel in that sandbox. The template forks; the child
+
+1. keeps no file of the template's (every descriptor closed but the launcher's connection and
+   the launcher's stdout/stderr, passed over the socket),
+2. joins the holder's namespaces (``setns``: mount, network, IPC, UTS, then PID for its own child),
+3. forks the kernel, which takes the holder's uid and no groups (no capability is left),
+   sets ``no_new_privs``, the same resource limits as a cold kernel, the kernel's allowlisted
+   environment, enters the submission's copy and starts IPython's kernel from the modules
+   already in memory;
+4. waits for it and reports its exit status to the launcher, which then ends the sandbox.
+
+Isolation is that of a cold kernel: the same namespaces, uid, limits, folders and environment.
+No state passes between submissions: the template never runs student code, every kernel is a
+fresh fork of it (a module a student patched exists in that kernel's copy-on-write memory
+only), and a kernel is used for one submission and then killed with its sandbox
+(``tests/test_adversarial.py::test_warm_kernels_*``).
+
+Warm kernels need root (``setns`` into the sandbox's namespaces) and bwrap; otherwise, or while
+the template is still importing, or when ``COURSE_WARM_KERNELS=0``, the launcher starts a cold
+kernel as before. The template serves only the worker that started it: its socket sits in a
+folder only the grader's user can open, and no folder of it is visible in any sandbox.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+PRELOAD = ("numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
+           "ipykernel.ipkernel", "course_lib", "course_lib.checks", "course_lib.plotting")
+NAMESPACES = ("ipc", "uts", "net", "mnt", "pid")  # mnt last but pid: joining it resets root and cwd
+CLONE = {"ipc": 0x08000000, "uts": 0x04000000, "net": 0x40000000, "mnt": 0x00020000, "pid": 0x20000000}
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+MAX_REQUEST = 1 << 20
+
+
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def setns(fd: int, kind: str) -> None:
+    _check(_libc().setns(fd, CLONE[kind]), f"setns({kind})")
+
+
+def prctl(option: int, value: int) -> None:
+    _check(_libc().prctl(option, value, 0, 0, 0), f"prctl({option})")
+
+
+# ------------------------------------------------------------------ the launcher's side (stdlib only)
+def send_request(path: str, request: dict, fds: list[int]) -> socket.socket:
+    """Ask the template at ``path`` for a kernel; returns the connection (its end reports the exit)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    data = json.dumps(request).encode()
+    socket.send_fds(sock, [struct.pack("!I", len(data)) + data], fds)
+    return sock
+
+
+def read_exit(sock: socket.socket) -> int | None:
+    """The kernel's exit status, as the template's child reports it (None: connection lost)."""
+    data = b""
+    while len(data) < 4:
+        chunk = sock.recv(4 - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return struct.unpack("!i", data)[0]
+
+
+# ------------------------------------------------------------------ the template
+def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
+    msg, fds, _flags, _addr = socket.recv_fds(conn, MAX_REQUEST, 4)
+    (size,) = struct.unpack("!I", msg[:4])
+    body = msg[4:]
+    while len(body) < size:
+        chunk = conn.recv(size - len(body))
+        if not chunk:
+            raise ValueError("truncated request")
+        body += chunk
+    return json.loads(body), list(fds)
+
+
+def _close_all_but(keep: set[int]) -> None:
+    for fd in sorted(int(x) for x in os.listdir("/proc/self/fd")):
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _become_kernel(req: dict) -> None:
+    """In the sandbox's PID namespace: drop to the kernel's uid, bound it, start IPython's kernel."""
+    from grading import sandbox  # imported by serve(), before the repository was hidden
+
+    uid = int(req["uid"])
+    if uid <= 0:
+        raise SystemExit("warm kernel: refusing to run a kernel as root")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # from root to a uid of its own: every capability is dropped
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # credentials changed: set again, after setuid
+    sandbox.set_limits(uid)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.environ.clear()
+    os.environ.update(req["env"])
+    os.chdir(sandbox.KERNEL_WORKDIR)
+    sys.path[:] = [os.getcwd()] + [p for p in sys.path if p and p != os.getcwd()]
+    sys.argv = ["ipykernel_launcher", "-f", req["connection_file"], *req.get("args", [])]
+    from ipykernel.kernelapp import IPKernelApp
+
+    IPKernelApp.launch_instance(argv=sys.argv[1:])
+
+
+def _serve_one(conn: socket.socket) -> None:
+    """The template's child: join the holder's sandbox, fork the kernel into it, report its exit."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the template is gone (its worker was killed): so is this
+    req, fds = _recv_request(conn)
+    out, err = (fds + [-1, -1])[:2]
+    holder = int(req["holder_pid"])
+    # the holder's namespaces, opened before any is joined (joining mnt changes what /proc shows)
+    ns = {k: os.open(f"/proc/{holder}/ns/{k}", os.O_RDONLY | os.O_CLOEXEC) for k in NAMESPACES}
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(out if out >= 0 else null, 1)
+    os.dup2(err if err >= 0 else null, 2)
+    _close_all_but({0, 1, 2, conn.fileno(), *ns.values()})
+    for kind in NAMESPACES:
+        setns(ns[kind], kind)
+        os.close(ns[kind])
+    os.chdir("/")
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            conn.close()  # the kernel never holds the connection to the launcher
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            _become_kernel(req)
+            code = 0
+        except SystemExit as e:  # the kernel shut down (or a cell called sys.exit in a thread)
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException as e:  # noqa: BLE001 - report and stop: never fall back into the template
+            os.write(2, f"warm kernel failed to start: {type(e).__name__}: {e}\n".encode())
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # noqa: BLE001
+                    pass
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    try:
+        conn.sendall(struct.pack("!i", code))
+    finally:
+        os._exit(0)
+
+
+def serve(path: str) -> None:
+    """Import the course's stack, then fork a child per request on the socket at ``path``."""
+    import importlib
+
+    from grading import sandbox  # noqa: F401 - the kernel needs it once the repository is hidden
+
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the worker that started it is gone: stop
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module that cannot load here loads cold in the kernel
+            pass
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = path + ".tmp"
+    server.bind(tmp)
+    os.chmod(tmp, 0o600)
+    server.listen(16)
+    os.rename(tmp, path)  # the socket appears only once the template is ready
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    while True:
+        conn, _ = server.accept()
+        try:
+            pid = os.fork()
+        except OSError:
+            conn.close()
+            continue
+        if pid == 0:
+            try:
+                server.close()
+                _serve_one(conn)
+            finally:
+                os._exit(71)
+        conn.close()
+
+
+def start(folder: str):
+    """Start a template for this worker; its socket will be ``folder/template.sock`` once it is ready."""
+    import subprocess
+
+    from grading import REPO_DIR, sandbox
+
+    os.chmod(folder, 0o700)
+    home = os.path.join(folder, "home")
+    os.makedirs(home, exist_ok=True)
+    env = sandbox.kernel_env(home=home)  # what a kernel's imports see; each kernel gets its own after the fork
+    env["COURSE_CHECK_MODE"] = "record"  # as the kernel manager sets it for a grading kernel
+    env["PYTHONPATH"] = REPO_DIR
+    mpl = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "matplotlib")
+    if os.path.isdir(mpl):
+        env["MPLCONFIGDIR"] = mpl  # the grader's font list, as cold kernels copy it
+    path = os.path.join(folder, "template.sock")
+    # -P: the working directory is not put on the import path
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "grading.warm", path], cwd="/", env=env,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    return proc, path
+
+
+def enabled() -> bool:
+    return os.environ.get("COURSE_WARM_KERNELS", "1") != "0" and os.geteuid() == 0
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
