@@ -221,7 +221,8 @@ def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_
             "--hostname", "sandbox"]
     hidden = [home, REPO_DIR, GRADING_DIR, "/work/shared" if os.path.isdir("/work/shared") else None,
               os.path.join(os.path.dirname(REPO_DIR), "shared")]
-    hidden = list(dict.fromkeys(x for x in hidden if x and os.path.isdir(x)))
+    # real paths: bwrap cannot mount a tmpfs on a link (a ../shared that links elsewhere)
+    hidden = list(dict.fromkeys(os.path.realpath(x) for x in hidden if x and os.path.isdir(x)))
     for h in hidden:
         args += ["--tmpfs", h]
     course_lib = os.path.join(REPO_DIR, "course_lib")
