@@ -12,7 +12,8 @@ All runs grade the same submissions in fresh course roots, in this one run of th
 * now: ``grading.worker`` (demo-only cells skipped, kernels forked from a warm template,
   ``grading/warm.py``);
 * floor: the graded path in a warm process: the notebook's cells that grading runs, executed in
-  a fork of one process that has imported the course's stack (no kernel, no sandbox, no nbgrader).
+  a fork of one process that has imported the course's stack (no kernel, no sandbox, no nbgrader:
+  it runs the course's own demo answers unsandboxed, so never point it at a real class).
 
 Then the same for a simulated class of lesson 05 (its demo class, ``--lesson05-copies`` times
 over) without the plain run. It prints wall times, submissions per minute, seconds per
