@@ -200,6 +200,27 @@ def _under(path: str, folder: str) -> bool:
     return path.startswith(folder.rstrip("/") + "/")
 
 
+def _closed_ancestors(needed: list[str], hidden: list[str]) -> list[str]:
+    """Folders above what the kernel needs that other users cannot enter (a clone inside a
+    `mktemp -d` folder, mode 0700): the kernel's uid could not reach its own interpreter ("died on
+    start"). Each is hidden too (a fresh tmpfs), and `_traversable` opens the way down to the bind."""
+    closed = []
+    for d in needed:
+        path = "/"
+        for part in os.path.dirname(d).strip("/").split("/") if os.path.dirname(d) != "/" else []:
+            path = os.path.join(path, part)
+            if path == "/tmp" or any(path == h or _under(path, h) for h in hidden + closed):
+                break  # a fresh tmpfs from here down already (/tmp: bound again after its own)
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                break
+            if not mode & 0o001:
+                closed.append(path)
+                break
+    return list(dict.fromkeys(closed))
+
+
 def _check_not_kernel_path(path: str) -> None:
     """A course under /tmp must not sit where the kernel's own files go inside the sandbox."""
     for own in (SUBMISSION_MOUNT, KERNEL_WORKDIR, "/tmp/home", MPL_CACHE_MOUNT):
@@ -223,10 +244,11 @@ def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_
               os.path.join(os.path.dirname(REPO_DIR), "shared")]
     # real paths: bwrap cannot mount a tmpfs on a link (a ../shared that links elsewhere)
     hidden = list(dict.fromkeys(os.path.realpath(x) for x in hidden if x and os.path.isdir(x)))
-    for h in hidden:
-        args += ["--tmpfs", h]
     course_lib = os.path.join(REPO_DIR, "course_lib")
     needed = python_dirs() + [course_lib]  # what the kernel must see, read-only
+    hidden += _closed_ancestors(needed, hidden)
+    for h in hidden:
+        args += ["--tmpfs", h]
     for d in needed:
         _traversable(args, d, hidden)
         args += ["--ro-bind", d, d]

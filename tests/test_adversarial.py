@@ -452,6 +452,45 @@ def test_a_course_cloned_under_tmp_is_seen_by_its_kernel(sandbox_root, monkeypat
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the kernel runs as a uid of its own only when grading as root")
+def test_a_course_in_a_closed_folder_is_reached_by_the_kernels_uid(sandbox_root, monkeypatch):
+    """A clone inside a `mktemp -d` folder outside /tmp (mode 0700, owned by root): the kernel's own uid
+    could not enter it to reach its interpreter (every kernel 'died on start'). It must reach the
+    environment and course_lib, read-only, and nothing else in that folder."""
+    import shutil
+
+    from grading import sandbox
+
+    if not os.access("/var/tmp", os.W_OK):
+        pytest.skip("/var/tmp is not writable here")
+    base = tempfile.mkdtemp(prefix="course-clone-", dir="/var/tmp")  # mode 0700
+    try:
+        repo, env = os.path.join(base, "grading"), os.path.join(base, "grading", ".venv")
+        for d in (os.path.join(repo, "course_lib"), env):
+            os.makedirs(d)
+        for f, text in ((os.path.join(repo, "course_lib", "mark"), "lib"), (os.path.join(env, "mark"), "env"),
+                        (os.path.join(base, "other.txt"), "SECRET")):
+            with open(f, "w") as fh:
+                fh.write(text)
+        assert not os.stat(base).st_mode & 0o001
+        real = sandbox.python_dirs()
+        monkeypatch.setattr(sandbox, "python_dirs", lambda: real + [env])
+        monkeypatch.setattr(sandbox, "REPO_DIR", repo)
+        work = tempfile.mkdtemp(dir=sandbox_root)
+        os.chmod(work, 0o755)
+        probe = (f"cat {env}/mark {repo}/course_lib/mark; echo; cat {base}/other.txt 2>/dev/null || echo hidden; "
+                 f"touch {env}/x 2>/dev/null && echo WRITABLE || echo read-only")
+        uid = sandbox._free_uid()
+        as_kernel = [shutil.which("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                     "/bin/sh", "-c", probe]
+        argv = sandbox.build_bwrap_command(sandbox.bwrap_path(), as_kernel, work, [], env={"PATH": "/usr/bin:/bin"})
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["envlib", "hidden", "read-only"], out.stdout + out.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_a_course_where_the_kernel_keeps_its_files_is_refused(monkeypatch):
     from grading import sandbox
 
