@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -104,6 +105,22 @@ def error_output(ename: str, evalue: str):
 
 
 STARVED_SHARE = 0.5  # a timed-out cell whose kernel waited for a CPU at least this share of the wall time
+
+
+# ipykernel names each cell's code /tmp/ipykernel_<its pid>/<hash>.py, and a warning prints that
+# path. The pid is the kernel's inside its sandbox (2 for a cold kernel, another for a warm one),
+# so the same submission's feedback would differ with the kernel that ran it: the pid is dropped.
+_CELL_PATH = re.compile(r"/ipykernel_\d+/")
+
+
+def stable_cell_paths(cell) -> None:
+    """Drop the kernel's pid from cell file paths in a cell's stream and error outputs."""
+    for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+        if out.get("output_type") == "stream" and isinstance(out.get("text"), str):
+            out["text"] = _CELL_PATH.sub("/ipykernel/", out["text"])
+        elif out.get("output_type") == "error" and isinstance(out.get("traceback"), list):
+            out["traceback"] = [_CELL_PATH.sub("/ipykernel/", t) if isinstance(t, str) else t
+                                for t in out["traceback"]]
 
 
 def _process_tree(root: int) -> list[int] | None:
@@ -441,6 +458,8 @@ class ResilientExecute(Execute):
                                                            "this cell was not run")
                         break
                 index += 1
+        for cell in self.nb.cells:
+            stable_cell_paths(cell)
         self.set_widgets_metadata()
         return self.nb, self.resources
 

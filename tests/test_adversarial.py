@@ -996,6 +996,20 @@ def test_warm_kernels_are_as_isolated_as_cold_ones(warm_template, tmp_path):
     assert out[4] == ["[] 1 0000000000000000\n"], "no template socket or credential, no_new_privs, no capability"
 
 
+def test_warm_and_cold_kernels_give_the_same_outputs(warm_template, tmp_path, monkeypatch):
+    """The feedback must not depend on which kernel ran the submission: a warning names the cell's
+    file, /tmp/ipykernel_<pid>/..., and the pid differs (2 cold, another warm): it is dropped."""
+    cells = ["import sys, warnings\nprint('torch' in sys.modules)",
+             "def f():\n    warnings.warn('careful', RuntimeWarning)\nf()",
+             "def g():\n    return 1 / 0\ng()"]
+    warm_out = _run_sandboxed(cells, tmp_path / "warm")
+    monkeypatch.delenv("COURSE_WARM_SOCKET")
+    cold_out = _run_sandboxed(cells, tmp_path / "cold")
+    assert (warm_out[0], cold_out[0]) == (["True\n"], ["False\n"]), "one warm and one cold kernel"
+    assert "/tmp/ipykernel/" in warm_out[1][0] and "RuntimeWarning: careful" in warm_out[1][0], warm_out
+    assert warm_out[1:] == cold_out[1:]
+
+
 def test_a_warm_kernels_cpu_is_counted_for_the_load_rule(warm_template, tmp_path):
     """The load rule (ResilientExecute._starved) reads the kernel's CPU time and run-queue waits
     from the launcher's process tree; a warm kernel is forked by the template, into the launcher's
