@@ -151,15 +151,18 @@ def main(argv=None) -> int:
     api = None
     template = folder = None
     if not args.cold and warm.enabled() and os.environ.get("COURSE_KERNEL", "course-sandbox") == "course-sandbox":
-        # the template imports while the first kernels start cold; launchers use it once its socket exists
+        # launchers use the template once its socket exists; until then (or if it dies) kernels start cold
         folder = tempfile.mkdtemp(prefix="course-warm-")
         template, os.environ["COURSE_WARM_SOCKET"] = warm.start(folder)
     try:
+        api = load_api(all_cells=args.all_cells)  # nbgrader imports while the template does
+        if template is not None and not warm.wait_ready(template, os.environ["COURSE_WARM_SOCKET"]):
+            print(f"[worker {os.getpid()}] the warm-kernel template did not start; kernels start cold",
+                  file=sys.stderr)
         for task in args.tasks:
             assignment, student = task.split("/", 1)
             if not claim(args.results, assignment, student):
                 continue
-            api = api or load_api(all_cells=args.all_cells)
             result = grade_one(api, assignment, student, feedback=not args.no_feedback)
             result["worker_pid"] = os.getpid()
             write_result(args.results, result)

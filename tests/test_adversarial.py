@@ -916,10 +916,7 @@ def warm_template(tmp_path, monkeypatch):
     sandbox.install_kernelspec()
     folder = tempfile.mkdtemp(prefix="course-warm-test-")
     proc, path = warm.start(folder)
-    deadline = time.monotonic() + 120
-    while not os.path.exists(path) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert os.path.exists(path), "the template imported the course's stack and opened its socket"
+    assert warm.wait_ready(proc, path), "the template imported the course's stack and opened its socket"
     monkeypatch.setenv("COURSE_WARM_SOCKET", path)
     yield proc
     proc.terminate()

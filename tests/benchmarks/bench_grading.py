@@ -11,7 +11,8 @@ All runs grade the same submissions in fresh course roots, in this one run of th
   when issue 16 was filed: every cell run, a cold sandboxed kernel per submission);
 * now: ``grading.worker`` (demo-only cells skipped, kernels forked from a warm template,
   ``grading/warm.py``);
-* floor: the graded path in a warm process: the notebook's cells that grading runs, executed in
+* floor: the graded path in a warm process: the notebook's cells that grading runs (the
+  instructor's test cells, hidden tests included, restored as nbgrader does), executed in
   a fork of one process that has imported the course's stack (no kernel, no sandbox, no nbgrader:
   it runs the course's own demo answers unsandboxed, so never point it at a real class).
 
@@ -109,13 +110,20 @@ import json, os, signal, sys, time
 import matplotlib; matplotlib.use("agg")
 import matplotlib.pyplot, numpy, torch, course_lib.checks, course_lib.plotting
 import nbformat
-from grading.execute import is_demo_cell, demo_sources
+from grading import NOTEBOOKS_DIR
+from grading.execute import demo_sources
 os.environ["COURSE_CHECK_MODE"] = "record"
 total = 0.0
 for path, assignment, timeout in json.loads(sys.argv[1]):
     nb = nbformat.read(path, as_version=4)
-    demos = demo_sources(assignment, os.path.splitext(os.path.basename(path))[0])
-    cells = [c.source for c in nb.cells if c.cell_type == "code" and c.source not in demos]
+    name = os.path.splitext(os.path.basename(path))[0]
+    demos = demo_sources(assignment, name)
+    # the instructor's test cells, hidden tests included, in place of the student's (nbgrader's OverwriteCells)
+    source = nbformat.read(os.path.join(NOTEBOOKS_DIR, assignment, name + ".ipynb"), as_version=4)
+    tests = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+             if c.metadata.get("nbgrader", {}).get("grade_id") and not c.metadata["nbgrader"].get("solution")}
+    cells = [tests.get(c.metadata.get("nbgrader", {}).get("grade_id"), c.source) for c in nb.cells
+             if c.cell_type == "code" and c.source not in demos]
     t0 = time.perf_counter()
     pid = os.fork()
     if pid == 0:
