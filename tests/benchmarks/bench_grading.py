@@ -98,10 +98,15 @@ def run_workers(root: str, tasks, workers: int, *flags: str) -> float:
     results = os.path.join(root, "logs", "results")
     cmd = [sys.executable, "-m", "grading.worker", "--no-feedback", "--results", results, *flags,
            *[f"{a}/{s}" for a, s in tasks]]
+    log = os.path.join(root, "workers.log")  # the kernels' start-up banners, not the figures
     t0 = time.perf_counter()
-    procs = [subprocess.Popen(cmd, cwd=REPO, env=env_for(root)) for _ in range(workers)]
-    if any(p.wait() != 0 for p in procs):
-        raise SystemExit("a worker failed")
+    with open(log, "w") as fh:
+        procs = [subprocess.Popen(cmd, cwd=REPO, env=env_for(root), stdout=fh, stderr=subprocess.STDOUT)
+                 for _ in range(workers)]
+        failed = [p.wait() != 0 for p in procs]
+    if any(failed):
+        with open(log) as fh:
+            raise SystemExit(f"a worker failed:\n{fh.read()[-3000:]}")
     return time.perf_counter() - t0
 
 
