@@ -109,13 +109,28 @@ STARVED_SHARE = 0.5  # a timed-out cell whose kernel waited for a CPU at least t
 
 # ipykernel names each cell's code /tmp/ipykernel_<its pid>/<hash>.py, and a warning prints that
 # path. The pid is the kernel's inside its sandbox (2 for a cold kernel, another for a warm one),
-# so the same submission's feedback would differ with the kernel that ran it: the pid is dropped.
+# so the same submission's feedback would differ with the kernel that ran it: the pid is dropped
+# (stable_outputs).
 _CELL_PATH = re.compile(r"/ipykernel_\d+/")
 
 
-def stable_cell_paths(cell) -> None:
-    """Drop the kernel's pid from cell file paths in a cell's stream and error outputs."""
-    for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+def stable_outputs(cell) -> None:
+    """Outputs that depend on the submission alone, not on the kernel or its timing: consecutive
+    writes to one stream are joined (a print's text and its newline arrive as one message or two,
+    as the kernel happens to flush), and the kernel's pid is dropped from cell file paths."""
+    if cell.get("cell_type") != "code":
+        return
+    joined = []
+    for out in cell.get("outputs", []):
+        prev = joined[-1] if joined else None
+        if (out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
+                and prev.get("name") == out.get("name") and isinstance(prev.get("text"), str)
+                and isinstance(out.get("text"), str)):
+            prev["text"] += out["text"]
+        else:
+            joined.append(out)
+    cell["outputs"] = joined
+    for out in cell.get("outputs", []):
         if out.get("output_type") == "stream" and isinstance(out.get("text"), str):
             out["text"] = _CELL_PATH.sub("/ipykernel/", out["text"])
         elif out.get("output_type") == "error" and isinstance(out.get("traceback"), list):
@@ -459,7 +474,7 @@ class ResilientExecute(Execute):
                         break
                 index += 1
         for cell in self.nb.cells:
-            stable_cell_paths(cell)
+            stable_outputs(cell)
         self.set_widgets_metadata()
         return self.nb, self.resources
 

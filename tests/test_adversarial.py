@@ -1007,6 +1007,31 @@ def test_warm_and_cold_kernels_give_the_same_outputs(warm_template, tmp_path, mo
     assert warm_out[1:] == cold_out[1:]
 
 
+def test_stream_outputs_do_not_depend_on_how_the_kernel_flushed():
+    """A print's text and its newline arrive as one stream message or two, as the kernel happens to
+    flush: the graded notebook keeps one output per run of writes to a stream, in order."""
+    from nbformat.v4 import new_code_cell, new_output
+
+    from grading.execute import stable_outputs
+
+    def cell(*outs):
+        c = new_code_cell("print(x)")
+        c.outputs = list(outs)
+        return c
+
+    split = cell(new_output("stream", name="stdout", text="a"), new_output("stream", name="stdout", text="\n"),
+                 new_output("stream", name="stderr", text="w\n"), new_output("stream", name="stdout", text="b\n"),
+                 new_output("error", ename="E", evalue="v", traceback=["File /tmp/ipykernel_7/1.py:2"]))
+    whole = cell(new_output("stream", name="stdout", text="a\n"), new_output("stream", name="stderr", text="w\n"),
+                 new_output("stream", name="stdout", text="b\n"),
+                 new_output("error", ename="E", evalue="v", traceback=["File /tmp/ipykernel_2/1.py:2"]))
+    stable_outputs(split)
+    stable_outputs(whole)
+    assert split.outputs == whole.outputs
+    assert [o.get("text") for o in split.outputs[:3]] == ["a\n", "w\n", "b\n"]
+    assert split.outputs[3]["traceback"] == ["File /tmp/ipykernel/1.py:2"]
+
+
 def test_a_warm_kernels_cpu_is_counted_for_the_load_rule(warm_template, tmp_path):
     """The load rule (ResilientExecute._starved) reads the kernel's CPU time and run-queue waits
     from the launcher's process tree; a warm kernel is forked by the template, into the launcher's
