@@ -181,58 +181,6 @@ def _serve_one(conn: socket.socket) -> None:
         os._exit(0)
 
 
-def _preload_checks() -> None:
-    """What the checks import on first use: every checks module, and the modules behind the paths
-    they forbid while a student's function runs (``FORBIDDEN*``; resolving
-    torch.nn.attention.bias imports torch._dynamo and sympy: 1.5 s in every lesson 02 kernel)."""
-    import importlib
-    import pkgutil
-
-    import course_lib.checks as checks
-    from course_lib.checks import core
-
-    for info in pkgutil.iter_modules(checks.__path__):
-        try:
-            module = importlib.import_module(f"course_lib.checks.{info.name}")
-        except Exception:  # noqa: BLE001 - it loads (or fails) in the kernel as it would cold
-            continue
-        for name, value in list(vars(module).items()):
-            if name.startswith("FORBIDDEN") and isinstance(value, (tuple, list)):
-                for path in value:
-                    try:
-                        core._resolve(path)
-                    except Exception:  # noqa: BLE001 - not installed: skipped by the check too
-                        pass
-
-
-def _preload_data() -> None:
-    """The course's data, read once: every loader in ``course_lib.bio`` that is cached in memory
-    (``functools.lru_cache``) and takes no argument (the HPO, ICD-10-CM and drug-review texts,
-    UniProt, JASPAR, ...; lesson 06's hidden test builds its corpus from them: 1.7 s per kernel).
-    A kernel gets them in its copy-on-write memory: what one student changes, the next never sees."""
-    import importlib
-    import inspect
-    import pkgutil
-
-    import course_lib.bio as bio
-
-    for info in pkgutil.iter_modules(bio.__path__):
-        try:
-            module = importlib.import_module(f"course_lib.bio.{info.name}")
-        except Exception:  # noqa: BLE001 - it loads (or fails) in the kernel as it would cold
-            continue
-        for value in list(vars(module).values()):
-            if not (callable(value) and hasattr(value, "cache_info") and hasattr(value, "__wrapped__")
-                    and getattr(value, "__module__", None) == module.__name__):
-                continue
-            params = inspect.signature(value.__wrapped__).parameters.values()
-            if all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
-                try:
-                    value()
-                except Exception:  # noqa: BLE001 - a missing data package fails in the kernel as before
-                    pass
-
-
 def serve(path: str) -> None:
     """Import the course's stack, then fork a child per request on the socket at ``path``."""
     import importlib
@@ -244,11 +192,6 @@ def serve(path: str) -> None:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a module that cannot load here loads cold in the kernel
-            pass
-    for preload in (_preload_checks, _preload_data):
-        try:
-            preload()
-        except Exception:  # noqa: BLE001 - course_lib did not load: nothing more to preload
             pass
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = path + ".tmp"
@@ -296,10 +239,7 @@ def start(folder: str):
 
 
 def wait_ready(proc, path: str, timeout: float = 120) -> bool:
-    """Wait until the template has imported and opened its socket; False if it died or took too long.
-
-    A worker waits for it before its first kernel: a cold kernel started meanwhile imports the same
-    stack again, competing with the template for the CPU, and costs more than the wait."""
+    """Wait until the template has imported and opened its socket; False if it died or took too long."""
     import time
 
     deadline = time.monotonic() + timeout
