@@ -40,6 +40,9 @@ import shutil
 import tempfile
 import time
 
+from queue import Empty
+
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
@@ -47,7 +50,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from nbconvert.preprocessors import Preprocessor
-from traitlets import Bool, CaselessStrEnum, Integer
+from traitlets import Bool, CaselessStrEnum, Integer, Type
 
 from grading import NOTEBOOKS_DIR
 
@@ -229,6 +232,83 @@ def tree_sched(root: int | None) -> tuple[float | None, float | None]:
     return tree_cpu_seconds(root), tree_wait_seconds(root)
 
 
+class SchedSnapshot:
+    """``tree_sched`` of a kernel taken ``delay`` seconds into a cell, on a timer thread.
+
+    The load rule (``ResilientExecute._starved``) compares a timed-out cell's kernel before and
+    after; reading /proc before every cell cost 0.16 s of the grader's CPU per submission (every
+    process on the machine is scanned, twice). Only a cell that outlives ``delay`` is measured, over
+    what it ran after that: a cell that times out always does, and most cells end before it.
+    ``stop()`` cancels it, or waits for a reading in progress; ``taken`` is then final."""
+
+    def __init__(self, root: int | None, delay: float):
+        import threading
+
+        self.sched, self.wall = (None, None), None
+        self._timer = threading.Timer(delay, self._take, args=(root,))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _take(self, root):
+        self.wall = time.monotonic()
+        self.sched = tree_sched(root)
+
+    def stop(self) -> "SchedSnapshot":
+        self._timer.cancel()
+        self._timer.join()
+        return self
+
+    @property
+    def taken(self) -> bool:
+        return self.wall is not None
+
+
+class PromptReadyClient(AsyncKernelClient):
+    """A kernel client whose ``wait_for_ready`` returns as soon as the kernel is ready.
+
+    jupyter_client's version ends by reading IOPub until it has been quiet for 0.2 s: a fixed
+    0.2 s on every kernel start and restart, a third of a warm kernel's start-up. Ready here means
+    what it checks first: the kernel answered ``kernel_info`` on the shell channel and IOPub is
+    connected, shown by the ``idle`` status of that same request arriving on IOPub. Everything the
+    kernel published before that ``idle`` has then been read; a later message of an earlier request
+    is ignored by nbclient, which reads only the messages of the request it sent.
+    """
+
+    async def _idle_of(self, msg_id: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = await self.iopub_channel.get_msg(timeout=left)
+            except Empty:
+                return False
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status" \
+                    and msg["content"].get("execution_state") == "idle":
+                return True
+        return False
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            msg_id = self.kernel_info()
+            reply_by = time.monotonic() + 1
+            while (left := reply_by - time.monotonic()) > 0:
+                try:
+                    reply = await self.shell_channel.get_msg(timeout=left)
+                except Empty:
+                    break
+                if reply["msg_type"] == "kernel_info_reply" and reply["parent_header"].get("msg_id") == msg_id:
+                    # IOPub is connected once this request's idle arrives there; lost (not yet
+                    # subscribed when the kernel published it): ask again, as jupyter_client does
+                    if await self._idle_of(msg_id, 0.2):
+                        self._handle_kernel_info_reply(reply)
+                        return
+                    break
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
+
+
 class FreshIPCKernelManager(AsyncKernelManager):
     """A kernel manager whose IPC sockets live in a folder of their own, made for each kernel.
 
@@ -242,6 +322,7 @@ class FreshIPCKernelManager(AsyncKernelManager):
     # bound by the kernel, so two kernels started at once (two workers, two test processes) can
     # race for one port and a client can end up talking to another submission's kernel
     transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+    client_factory = Type(PromptReadyClient, klass=AsyncKernelClient, config=True)
     _own_ipc_dir = None
 
     async def _async_pre_start_kernel(self, **kw):
@@ -256,6 +337,11 @@ class FreshIPCKernelManager(AsyncKernelManager):
         return await super()._async_pre_start_kernel(**kw)
 
     pre_start_kernel = _async_pre_start_kernel
+
+    async def _async_wait(self, pollinterval: float = 0.1) -> None:
+        # after a kill, jupyter_client polls the kernel's process every 0.1 s: the first poll comes
+        # too soon and the second 0.1 s later, on every kernel; 10 ms is as cheap (a waitpid)
+        await super()._async_wait(pollinterval=min(pollinterval, 0.01))
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
@@ -371,15 +457,19 @@ class ResilientExecute(Execute):
         process = getattr(getattr(self.km, "provisioner", None), "process", None)
         return getattr(process, "pid", None)
 
-    def _starved(self, sched_before, wall_before) -> bool:
+    def _starved(self, snapshot: SchedSnapshot) -> bool:
         """Was the kernel kept from the CPU while the cell ran (a busy machine, not the student's code)?
 
-        Its threads waited on a run queue at least STARVED_SHARE of the wall time. A cell that
-        sleeps or waits on I/O does not wait for a CPU, so it is charged like any slow cell.
-        Where the run-queue wait is not reported, the CPU share is used instead (under
-        STARVED_SHARE of a CPU), which cannot tell a sleeping cell from a starved one."""
-        wall = time.monotonic() - wall_before
-        (cpu_before, wait_before), (cpu_after, wait_after) = sched_before, tree_sched(self._kernel_pid())
+        Its threads waited on a run queue at least STARVED_SHARE of the wall time since the
+        snapshot (``SchedSnapshot``, taken early in the cell). A cell that sleeps or waits on I/O
+        does not wait for a CPU, so it is charged like any slow cell. Where the run-queue wait is
+        not reported, the CPU share is used instead (under STARVED_SHARE of a CPU), which cannot
+        tell a sleeping cell from a starved one."""
+        snapshot.stop()
+        if not snapshot.taken:
+            return False
+        wall = time.monotonic() - snapshot.wall
+        (cpu_before, wait_before), (cpu_after, wait_after) = snapshot.sched, tree_sched(self._kernel_pid())
         if wall <= 0:
             return False
         if wait_before is not None and wait_after is not None:
@@ -422,23 +512,27 @@ class ResilientExecute(Execute):
                 if index in skipped:
                     index += 1
                     continue
-                sched_before, wall_before = tree_sched(self._kernel_pid()), time.monotonic()
+                # a tenth of the limit in (1 s at most): a timed-out cell is measured over 90% of its time
+                sched = SchedSnapshot(self._kernel_pid(), min(1.0, (self.timeout or 10) / 10))
                 starved = False
                 try:
                     self._asked_exit = False
                     self._intake.pop(index, None)
                     self._noted.discard(index)
-                    self.preprocess_cell(cell, resources, index)
+                    try:
+                        self.preprocess_cell(cell, resources, index)
+                    finally:
+                        sched.stop()
                     if self._asked_exit:
                         raise DeadKernelError("exit() called")
                     if index not in retried and any(
                             o.get("output_type") == "error" and o.get("ename") == "KeyboardInterrupt"
                             for o in cell.get("outputs", [])) and (
-                            self._instructor_cell(cell) or self._starved(sched_before, wall_before)):
+                            self._instructor_cell(cell) or self._starved(sched)):
                         raise CellTimeoutError("a cell was interrupted at the per-cell timeout on a busy machine")
                 except (DeadKernelError, CellTimeoutError) as err:
                     if isinstance(err, CellTimeoutError) and not self._asked_exit:
-                        starved = self._starved(sched_before, wall_before)
+                        starved = self._starved(sched)
                     if isinstance(err, CellTimeoutError) and not self._asked_exit and index not in retried \
                             and (self._instructor_cell(cell) or starved):
                         # an instructor's cell (setup) that timed out, or any cell whose kernel waited for a
