@@ -21,6 +21,7 @@ its expected scores. A student's broken code is reported, never fatal.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -33,7 +34,7 @@ import sys
 import tempfile
 import time
 
-from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight, sandbox
+from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight, sandbox, warm
 
 SUBMITTED = os.path.join(GRADING_DIR, "submitted")
 RESULTS = os.path.join(GRADING_DIR, "logs", "results")
@@ -275,6 +276,13 @@ def second_pass_env() -> dict:
             "COURSE_NOTEBOOK_TIMEOUT": str(notebook * SECOND_PASS_FACTOR)}
 
 
+def _template(assignments: list[str]):
+    """The run's template of warm kernels (``warm.shared``), where its kernels are the course sandbox."""
+    if nbgrader_env()["COURSE_KERNEL"] != "course-sandbox":
+        return contextlib.nullcontext({})
+    return warm.shared(assignments)
+
+
 def autograde_parallel(tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
                        resume: bool = False, env_extra: dict | None = None) -> dict:
     """Run ``workers`` worker processes over the tasks; return {(assignment, student): result}."""
@@ -289,14 +297,16 @@ def autograde_parallel(tasks: list[tuple[str, str]], workers: int, feedback: boo
         cmd = [sys.executable, "-m", "grading.worker", "--results", RESULTS, *arg_tasks]
         if not feedback:
             cmd.append("--no-feedback")
-        procs = [subprocess.Popen(cmd, cwd=REPO_DIR, env={**nbgrader_env(), **(env_extra or {})},
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                 for _ in range(max(1, min(workers, len(todo))))]
         errors = []
-        for p in procs:
-            _, err = p.communicate()
-            if p.returncode != 0:
-                errors.append(f"worker {p.pid} exited {p.returncode}: {err[-2000:]}")
+        # one template of warm kernels for all the workers (grading/warm.py), importing while they start
+        with _template([a for a, _ in todo]) as warm_env:
+            procs = [subprocess.Popen(cmd, cwd=REPO_DIR, env={**nbgrader_env(), **warm_env, **(env_extra or {})},
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                     for _ in range(max(1, min(workers, len(todo))))]
+            for p in procs:
+                _, err = p.communicate()
+                if p.returncode != 0:
+                    errors.append(f"worker {p.pid} exited {p.returncode}: {err[-2000:]}")
         if errors:
             raise GradingError("autograde worker failed:\n" + "\n".join(errors))
     results = {}

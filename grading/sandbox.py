@@ -111,7 +111,10 @@ def kernel_env(environ: dict | None = None, home: str = "/tmp/home") -> dict:
         "XDG_CACHE_HOME": os.path.join(home, ".cache"), "COURSE_SANDBOXED": "1",
     })
     env.setdefault("MPLBACKEND", "agg")
-    env.pop("COURSE_WARM_SOCKET", None)  # the grader's template (grading/warm.py): never the kernel's business
+    # ipykernel imports debugpy at start-up, which then warns on stderr about Python's frozen modules
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    for k in ("COURSE_WARM_SOCKET", "COURSE_WARM_PID", "COURSE_WARM_WAIT"):
+        env.pop(k, None)  # the grader's template (grading/warm.py): never the kernel's business
     return env
 
 
@@ -326,6 +329,25 @@ def _warm_kernel(exe: str, setpriv: str, uid: int, workdir: str, private: list[s
         proc.wait()
 
 
+def _template_ready(socket_path: str) -> bool:
+    """Is the template's socket open? A template that is still importing (``COURSE_WARM_PID`` alive)
+    is waited for, up to ``COURSE_WARM_WAIT`` seconds (default 30): a cold kernel started meanwhile
+    would import the same stack again, competing with it for the CPU."""
+    import time
+
+    deadline = time.monotonic() + _env_int("COURSE_WARM_WAIT", 30)
+    pid = _env_int("COURSE_WARM_PID", 0)
+    while not os.path.exists(socket_path) and pid > 0 and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if b"grading.warm" not in fh.read():
+                    break  # gone, and the pid reused
+        except OSError:
+            break  # gone
+        time.sleep(0.02)
+    return os.path.exists(socket_path)
+
+
 def _check_workdir(workdir: str) -> None:
     """Refuse to sandbox into a folder that holds the course or the system."""
     real = os.path.realpath(workdir)
@@ -404,7 +426,7 @@ def main(argv: list[str] | None = None) -> None:
             os.chown(p, uid, gid)  # root made it (mkdtemp), nothing inside it is followed
         entry = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs", "--", *entry]
         socket_path = os.environ.get("COURSE_WARM_SOCKET")
-        if socket_path and private and os.path.exists(socket_path):
+        if socket_path and private and _template_ready(socket_path):
             set_limits(uid)  # as for a cold kernel: bwrap and the holder inherit them
             code = _warm_kernel(exe, setpriv, uid, workdir, private, env, connection_file, rest, socket_path)
             if code is not None:

@@ -1,8 +1,10 @@
 """Warm kernels: a template process with the course's imports done forks a fresh kernel per submission.
 
 A cold grading kernel spends seconds importing torch, numpy, matplotlib and course_lib before the
-first cell computes anything. A worker (``grading.worker``) therefore starts one *template*: a
-process that imports them once and then only waits. For every kernel, the launcher
+first cell computes anything. A grading run (``grading.pipeline``, before its workers; a
+``grading.worker`` run on its own starts its own) therefore starts one *template*: a process that
+imports them once, opens its socket, and then, between requests, loads what the checks of the
+assignments being graded load on first use (``_warm_ups``). For every kernel, the launcher
 (``grading/sandbox.py``) builds the sandbox exactly as for a cold kernel (bwrap: new mount, PID,
 network, IPC and UTS namespaces; read-only root; the submission copied into a private, bounded
 /tmp as an unused uid of its own), but runs a *holder* in it instead of the kernel, and asks the
@@ -23,13 +25,16 @@ fresh fork of it (a module a student patched exists in that kernel's copy-on-wri
 only), and a kernel is used for one submission and then killed with its sandbox
 (``tests/test_adversarial.py::test_warm_kernels_*``).
 
-Warm kernels need root (``setns`` into the sandbox's namespaces) and bwrap; otherwise, or while
-the template is still importing, or when ``COURSE_WARM_KERNELS=0``, the launcher starts a cold
-kernel as before. The template serves only the worker that started it: its socket sits in a
-folder only the grader's user can open, and no folder of it is visible in any sandbox.
+Warm kernels need root (``setns`` into the sandbox's namespaces) and bwrap; otherwise, or when the
+template died or is not ready after ``COURSE_WARM_WAIT`` seconds (a launcher waits for one that is
+still importing: a cold kernel would import the same stack again, competing for the CPU), or when
+``COURSE_WARM_KERNELS=0``, the launcher starts a cold kernel as before. The template serves only
+the workers of the run that started it: its socket sits in a folder only the grader's user can
+open, and no folder of it is visible in any sandbox.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -181,9 +186,72 @@ def _serve_one(conn: socket.socket) -> None:
         os._exit(0)
 
 
-def serve(path: str) -> None:
-    """Import the course's stack, then fork a child per request on the socket at ``path``."""
+def _warm_ups(assignments: list[str]):
+    """Stage two of the template, one step per ``next()``: what the graded assignments' checks load on
+    first use, so that no kernel loads it again.
+
+    For each assignment, the checks modules its source notebook calls (``checks.<module>.check_*``):
+    the module, the modules behind the paths it forbids while a student's function runs
+    (``FORBIDDEN*``; resolving torch.nn.attention.bias imports torch._dynamo: 2 s in every lesson 02
+    kernel), and the course data loaders it imports from ``course_lib.bio`` that take no argument
+    (lesson 06's hidden tests build their corpus with ``medical_corpus()``: 0.9 s per kernel; the
+    loaders keep their result in memory, ``functools.lru_cache``). A kernel gets them in its
+    copy-on-write memory: what one student changes, the next never sees. A step that fails is
+    skipped: the kernel then loads it, or fails on it, exactly as a cold kernel would."""
     import importlib
+    import inspect
+    import re
+
+    from grading import NOTEBOOKS_DIR
+
+    done: set[str] = set()
+    for assignment in assignments:
+        folder = os.path.join(NOTEBOOKS_DIR, os.path.basename(assignment))
+        names = []
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.endswith(".ipynb"):
+                with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                    names += re.findall(r"\bchecks\.(\w+)\.check_\w+", fh.read())
+        for name in dict.fromkeys(names):
+            if name in done:
+                continue
+            done.add(name)
+            try:
+                module = importlib.import_module(f"course_lib.checks.{name}")
+                from course_lib.checks import core
+            except Exception:  # noqa: BLE001 - see the docstring
+                continue
+            yield
+            for attr, value in list(vars(module).items()):
+                if attr.startswith("FORBIDDEN") and isinstance(value, (tuple, list)):
+                    for path in value:
+                        try:
+                            core._resolve(path)
+                        except Exception:  # noqa: BLE001 - not installed: the check skips it too
+                            pass
+                        yield
+            try:
+                source = inspect.getsource(module)
+            except (OSError, TypeError):
+                continue
+            for bio, imported in re.findall(r"from course_lib\.bio\.(\w+) import ([\w, ]+)", source):
+                for fn_name in (n.strip() for n in imported.split(",")):
+                    try:
+                        fn = getattr(importlib.import_module(f"course_lib.bio.{bio}"), fn_name)
+                        params = inspect.signature(fn).parameters.values()
+                        if all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                               for p in params):
+                            fn()
+                    except Exception:  # noqa: BLE001 - see the docstring
+                        pass
+                    yield
+
+
+def serve(path: str, assignments: list[str] = ()) -> None:
+    """Import the course's stack, open the socket at ``path``, then fork a child per request; between
+    requests, load what the graded assignments' checks need (``_warm_ups``)."""
+    import importlib
+    import select
 
     from grading import sandbox  # noqa: F401 - the kernel needs it once the repository is hidden
 
@@ -197,10 +265,19 @@ def serve(path: str) -> None:
     tmp = path + ".tmp"
     server.bind(tmp)
     os.chmod(tmp, 0o600)
-    server.listen(16)
+    server.listen(64)
     os.rename(tmp, path)  # the socket appears only once the template is ready
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    steps = _warm_ups(list(assignments))
     while True:
+        # a request first; a warm-up step only while none waits (a step runs to its end: a kernel
+        # is forked between steps, never from a template in the middle of an import)
+        if steps is not None and not select.select([server], [], [], 0)[0]:
+            try:
+                next(steps)
+            except Exception:  # noqa: BLE001 - StopIteration, or a step that failed: no more warm-ups
+                steps = None
+            continue
         conn, _ = server.accept()
         try:
             pid = os.fork()
@@ -216,8 +293,9 @@ def serve(path: str) -> None:
         conn.close()
 
 
-def start(folder: str):
-    """Start a template for this worker; its socket will be ``folder/template.sock`` once it is ready."""
+def start(folder: str, assignments: list[str] = ()):
+    """Start a template; its socket will be ``folder/template.sock`` once it is ready. ``assignments``:
+    what it will grade (its warm-ups, ``_warm_ups``)."""
     import subprocess
 
     from grading import REPO_DIR, sandbox
@@ -233,9 +311,36 @@ def start(folder: str):
         env["MPLCONFIGDIR"] = mpl  # the grader's font list, as cold kernels copy it
     path = os.path.join(folder, "template.sock")
     # -P: the working directory is not put on the import path
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "grading.warm", path], cwd="/", env=env,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "grading.warm", path, *dict.fromkeys(assignments)],
+                            cwd="/", env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     return proc, path
+
+
+def environment(proc, path: str) -> dict:
+    """What a launcher needs to find a template (``grading/sandbox.py``): its socket, and its pid to
+    wait for a template that is still importing."""
+    return {"COURSE_WARM_SOCKET": path, "COURSE_WARM_PID": str(proc.pid)}
+
+
+@contextlib.contextmanager
+def shared(assignments: list[str] = ()):
+    """One template for all the workers of a grading run, started before them so that it imports
+    while they import nbgrader; yields the environment the workers pass on to their launchers
+    (``{}`` where warm kernels are off). Ended, with its folder, when the run is."""
+    if not enabled():
+        yield {}
+        return
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="course-warm-")
+    proc, path = start(folder, assignments)
+    try:
+        yield environment(proc, path)
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def wait_ready(proc, path: str, timeout: float = 120) -> bool:
@@ -253,4 +358,4 @@ def enabled() -> bool:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], sys.argv[2:])

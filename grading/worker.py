@@ -26,6 +26,9 @@ from grading import GRADING_DIR, PACKAGE_DIR, warm
 
 
 def load_api(all_cells: bool = False):
+    # jsonschema compiles a grammar for the "iri" format (rfc3987_syntax, 2 s of CPU) when it is
+    # installed (JupyterLab's dependencies bring it); no schema nbgrader or nbformat validates uses it
+    sys.modules.setdefault("rfc3987_syntax", None)
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -150,13 +153,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     api = None
     template = folder = None
-    if not args.cold and warm.enabled() and os.environ.get("COURSE_KERNEL", "course-sandbox") == "course-sandbox":
-        # launchers use the template once its socket exists; until then (or if it dies) kernels start cold
+    if args.cold:
+        for k in ("COURSE_WARM_SOCKET", "COURSE_WARM_PID"):
+            os.environ.pop(k, None)
+    elif "COURSE_WARM_SOCKET" not in os.environ and warm.enabled() \
+            and os.environ.get("COURSE_KERNEL", "course-sandbox") == "course-sandbox":
+        # on its own (the pipeline starts one template for all its workers, warm.shared): a template
+        # of its own, importing while this worker imports nbgrader; its first launcher waits for it
         folder = tempfile.mkdtemp(prefix="course-warm-")
-        template, os.environ["COURSE_WARM_SOCKET"] = warm.start(folder)
+        template, path = warm.start(folder, [t.split("/", 1)[0] for t in args.tasks])
+        os.environ.update(warm.environment(template, path))
     try:
-        # no wait for the template: the first kernels start cold meanwhile (measured: waiting for it
-        # left the worker idle and was no faster, tests/benchmarks/bench_grading.py)
         api = load_api(all_cells=args.all_cells)
         for task in args.tasks:
             assignment, student = task.split("/", 1)

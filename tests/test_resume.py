@@ -68,6 +68,21 @@ def descendants(pid, table):
     return out
 
 
+def warm_kernels(tree, table):
+    """Warm kernels (grading/warm.py) working for the processes in ``tree``: forked by the run's
+    template (so not in the worker's tree, and with the template's argv) into the PID namespace of
+    a sandbox the worker's launcher made."""
+    def pid_ns(pid):
+        try:
+            return os.readlink(f"/proc/{pid}/ns/pid")
+        except OSError:
+            return None
+
+    sandboxes = {pid_ns(p) for p in tree} - {pid_ns("self"), None}
+    return [p for p, (_, _, cmd) in table.items() if p not in tree and "grading.warm" in cmd
+            and pid_ns(p) in sandboxes]
+
+
 def read_grades(root):
     with open(root / "grades.csv", newline="") as fh:
         return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
@@ -109,10 +124,10 @@ def killed_run(tmp_path_factory, uninterrupted):
                 tree = descendants(pid, table)
                 # the kernel itself (exec'd inside the sandbox, not bwrap or setpriv naming it in their argv):
                 # the worker is in the middle of grading VICTIM
-                # or a warm kernel (grading/warm.py): a fork of the template's fork, so its argv is the template's
-                if any(table[p][2].split()[1:3] == ["-m", "ipykernel_launcher"] or (
-                        "grading.warm" in table[p][2] and "grading.warm" in table.get(table[p][0], (0, 0, ""))[2]
-                        and "grading.warm" in table.get(table[table[p][0]][0], (0, 0, ""))[2]) for p in tree):
+                kernels = [p for p in tree if table[p][2].split()[1:3] == ["-m", "ipykernel_launcher"]]
+                kernels += warm_kernels(tree, table)
+                tree += kernels
+                if kernels:
                     workers_seen = [p for p in descendants(proc.pid, table) if "grading.worker" in table[p][2]]
                     assert pid in workers_seen, (pid, workers_seen)
                     assert not (claim.parent / f"{VICTIM}.json").exists(), "victim finished before the kill"

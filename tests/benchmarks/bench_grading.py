@@ -25,6 +25,7 @@ now >= 4x before on the demo class, lesson 05 under 6 s per submission per worke
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -37,6 +38,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
+from grading import warm  # noqa: E402
 
 
 def env_for(root: str) -> dict:
@@ -100,9 +102,11 @@ def run_workers(root: str, tasks, workers: int, *flags: str) -> float:
            *[f"{a}/{s}" for a, s in tasks]]
     log = os.path.join(root, "workers.log")  # the kernels' start-up banners, not the figures
     t0 = time.perf_counter()
-    with open(log, "w") as fh:
-        procs = [subprocess.Popen(cmd, cwd=REPO, env=env_for(root), stdout=fh, stderr=subprocess.STDOUT)
-                 for _ in range(workers)]
+    # now: one template for the workers, started before them, as grading.pipeline does
+    with open(log, "w") as fh, (contextlib.nullcontext({}) if "--cold" in flags else
+                                warm.shared(sorted({a for a, _ in tasks}))) as warm_env:
+        procs = [subprocess.Popen(cmd, cwd=REPO, env={**env_for(root), **warm_env}, stdout=fh,
+                                  stderr=subprocess.STDOUT) for _ in range(workers)]
         failed = [p.wait() != 0 for p in procs]
     if any(failed):
         with open(log) as fh:
