@@ -299,14 +299,14 @@ def autograde_parallel(tasks: list[tuple[str, str]], workers: int, feedback: boo
             cmd.append("--no-feedback")
         errors = []
         # one template of warm kernels for all the workers (grading/warm.py), importing while they start
+        # the workers are forked from one process, after the imports they share (grading.worker --workers)
+        cmd += ["--workers", str(max(1, min(workers, len(todo))))]
         with _template([a for a, _ in todo]) as warm_env:
-            procs = [subprocess.Popen(cmd, cwd=REPO_DIR, env={**nbgrader_env(), **warm_env, **(env_extra or {})},
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                     for _ in range(max(1, min(workers, len(todo))))]
-            for p in procs:
-                _, err = p.communicate()
-                if p.returncode != 0:
-                    errors.append(f"worker {p.pid} exited {p.returncode}: {err[-2000:]}")
+            proc = subprocess.Popen(cmd, cwd=REPO_DIR, env={**nbgrader_env(), **warm_env, **(env_extra or {})},
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                errors.append(f"workers (process {proc.pid}) exited {proc.returncode}: {err[-2000:]}")
         if errors:
             raise GradingError("autograde worker failed:\n" + "\n".join(errors))
     results = {}

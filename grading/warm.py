@@ -4,7 +4,7 @@ A cold grading kernel spends seconds importing torch, numpy, matplotlib and cour
 first cell computes anything. A grading run (``grading.pipeline``, before its workers; a
 ``grading.worker`` run on its own starts its own) therefore starts one *template*: a process that
 imports them once, opens its socket, and then, between requests, loads what the checks of the
-assignments being graded load on first use (``_warm_ups``). For every kernel, the launcher
+assignments being graded load on first use (``_warm_up``). For every kernel, the launcher
 (``grading/sandbox.py``) builds the sandbox exactly as for a cold kernel (bwrap: new mount, PID,
 network, IPC and UTS namespaces; read-only root; the submission copied into a private, bounded
 /tmp as an unused uid of its own), but runs a *holder* in it instead of the kernel, and asks the
@@ -186,9 +186,9 @@ def _serve_one(conn: socket.socket) -> None:
         os._exit(0)
 
 
-def _warm_ups(assignments: list[str]):
-    """Stage two of the template, one step per ``next()``: what the graded assignments' checks load on
-    first use, so that no kernel loads it again.
+def _warm_up(assignments: list[str]) -> None:
+    """Stage two of the template (in its successor, ``serve``): what the graded assignments' checks
+    load on first use, so that no kernel loads it again.
 
     For each assignment, the checks modules its source notebook calls (``checks.<module>.check_*``):
     the module, the modules behind the paths it forbids while a student's function runs
@@ -217,11 +217,13 @@ def _warm_ups(assignments: list[str]):
                 continue
             done.add(name)
             try:
-                module = importlib.import_module(f"course_lib.checks.{name}")
+                # through the package's attribute, as a notebook reaches it (checks.<name>): that wraps
+                # its checks so a failure reads as a teacher's note (course_lib.checks._teach), where an
+                # import of the module itself would leave IPython's full traceback, slow and long
+                module = getattr(importlib.import_module("course_lib.checks"), name)
                 from course_lib.checks import core
             except Exception:  # noqa: BLE001 - see the docstring
                 continue
-            yield
             for attr, value in list(vars(module).items()):
                 if attr.startswith("FORBIDDEN") and isinstance(value, (tuple, list)):
                     for path in value:
@@ -229,7 +231,6 @@ def _warm_ups(assignments: list[str]):
                             core._resolve(path)
                         except Exception:  # noqa: BLE001 - not installed: the check skips it too
                             pass
-                        yield
             try:
                 source = inspect.getsource(module)
             except (OSError, TypeError):
@@ -244,41 +245,27 @@ def _warm_ups(assignments: list[str]):
                             fn()
                     except Exception:  # noqa: BLE001 - see the docstring
                         pass
-                    yield
 
 
-def serve(path: str, assignments: list[str] = ()) -> None:
-    """Import the course's stack, open the socket at ``path``, then fork a child per request; between
-    requests, load what the graded assignments' checks need (``_warm_ups``)."""
-    import importlib
+def _accept_loop(server: socket.socket, until: int | None = None) -> None:
+    """Fork a child per request (``_serve_one``). ``until``: a pipe from the warmed successor; a byte
+    on it: the successor serves from now on (this one waits, and serves again if the successor is
+    gone: end of file)."""
     import select
 
-    from grading import sandbox  # noqa: F401 - the kernel needs it once the repository is hidden
-
-    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the worker that started it is gone: stop
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - a module that cannot load here loads cold in the kernel
-            pass
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    tmp = path + ".tmp"
-    server.bind(tmp)
-    os.chmod(tmp, 0o600)
-    server.listen(64)
-    os.rename(tmp, path)  # the socket appears only once the template is ready
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
-    steps = _warm_ups(list(assignments))
     while True:
-        # a request first; a warm-up step only while none waits (a step runs to its end: a kernel
-        # is forked between steps, never from a template in the middle of an import)
-        if steps is not None and not select.select([server], [], [], 0)[0]:
-            try:
-                next(steps)
-            except Exception:  # noqa: BLE001 - StopIteration, or a step that failed: no more warm-ups
-                steps = None
+        ready = select.select([server] + ([until] if until is not None else []), [], [])[0]
+        if until is not None and until in ready:
+            if os.read(until, 1):
+                while os.read(until, 1):  # until the successor is gone
+                    pass
+            os.close(until)
+            until = None
             continue
-        conn, _ = server.accept()
+        try:
+            conn, _ = server.accept()  # non-blocking: the other process may have taken it
+        except (BlockingIOError, InterruptedError):
+            continue
         try:
             pid = os.fork()
         except OSError:
@@ -293,9 +280,48 @@ def serve(path: str, assignments: list[str] = ()) -> None:
         conn.close()
 
 
+def serve(path: str, assignments: list[str] = ()) -> None:
+    """Import the course's stack, open the socket at ``path`` and fork a child per request. Meanwhile
+    a successor (a fork made once the socket is open) loads what the graded assignments' checks need
+    (``_warm_up``) at the lowest CPU priority, then takes over the socket: the first kernels never
+    wait for a warm-up, and the later ones start with it done."""
+    import importlib
+
+    from grading import sandbox  # noqa: F401 - the kernel needs it once the repository is hidden
+
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the worker that started it is gone: stop
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module that cannot load here loads cold in the kernel
+            pass
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = path + ".tmp"
+    server.bind(tmp)
+    os.chmod(tmp, 0o600)
+    server.listen(64)
+    server.setblocking(False)
+    os.rename(tmp, path)  # the socket appears only once the template is ready
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    if not assignments:
+        _accept_loop(server)
+    ready_r, ready_w = os.pipe()
+    if os.fork() == 0:
+        os.close(ready_r)
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the template (its parent) was ended: so is this
+        try:
+            _warm_up(list(assignments))
+        except BaseException:  # noqa: BLE001 - the template serves on without it
+            os._exit(0)
+        os.write(ready_w, b"w")
+        _accept_loop(server)
+    os.close(ready_w)
+    _accept_loop(server, until=ready_r)
+
+
 def start(folder: str, assignments: list[str] = ()):
     """Start a template; its socket will be ``folder/template.sock`` once it is ready. ``assignments``:
-    what it will grade (its warm-ups, ``_warm_ups``)."""
+    what it will grade (its warm-ups, ``_warm_up``)."""
     import subprocess
 
     from grading import REPO_DIR, sandbox

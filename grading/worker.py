@@ -1,8 +1,9 @@
-"""One autograde worker: takes (assignment, student) tasks one at a time, in one process.
+"""Autograde workers: each takes (assignment, student) tasks one at a time, in one process.
 
-    python -m grading.worker --results DIR ASSIGNMENT/STUDENT [ASSIGNMENT/STUDENT ...]
+    python -m grading.worker --results DIR [--workers N] ASSIGNMENT/STUDENT [ASSIGNMENT/STUDENT ...]
 
-Several workers get the same task list; each task is claimed atomically (a claim
+With ``--workers N`` the command imports what every worker imports (nbgrader, torch, the
+checks) once and forks N workers (``supervise``). Several workers get the same task list; each task is claimed atomically (a claim
 file created with O_EXCL), so workers share the class dynamically without a
 coordinator. For each claimed task the worker runs nbgrader's autograde and
 generate_feedback through ``NbGraderAPI`` (no new process per student) and writes
@@ -143,15 +144,69 @@ def write_result(results: str, result: dict) -> None:
     os.replace(tmp, os.path.join(folder, f"{result['student']}.json"))  # atomic: never half a result
 
 
+def grade_tasks(args) -> None:
+    """Claim and grade tasks until none is left (one worker)."""
+    api = load_api(all_cells=args.all_cells)
+    for task in args.tasks:
+        assignment, student = task.split("/", 1)
+        if not claim(args.results, assignment, student):
+            continue
+        result = grade_one(api, assignment, student, feedback=not args.no_feedback)
+        result["worker_pid"] = os.getpid()
+        write_result(args.results, result)
+
+
+def supervise(args) -> int:
+    """``--workers N``: N workers forked from this process once it has imported what they all import
+    (nbgrader, torch, the checks: seconds of CPU each, once instead of N times); this process only
+    waits for them and says which one failed. A worker that dies leaves the others grading."""
+    import signal
+
+    pids = []
+    for _ in range(args.workers):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                from grading.warm import PR_SET_PDEATHSIG, prctl
+
+                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the supervisor was killed: so is this worker
+                grade_tasks(args)
+                code = 0
+            except BaseException:  # noqa: BLE001 - report it; the supervisor names this worker
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        pids.append(pid)
+    failed = []
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            failed.append(f"worker {pid} was killed by signal {sig} ({signal.Signals(sig).name})")
+        elif os.WEXITSTATUS(status) != 0:
+            failed.append(f"worker {pid} exited {os.WEXITSTATUS(status)}")
+    for line in failed:
+        print(line, file=sys.stderr)
+    return 1 if failed else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tasks", nargs="+", help="ASSIGNMENT/STUDENT")
     parser.add_argument("--results", required=True, help="folder for one JSON result per task")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="N > 1: N workers forked from this process after the imports they share")
     parser.add_argument("--no-feedback", action="store_true")
     parser.add_argument("--cold", action="store_true", help="no warm kernels (grading/warm.py)")
     parser.add_argument("--all-cells", action="store_true", help="run the demo-only cells too (as before issue 16)")
     args = parser.parse_args(argv)
-    api = None
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
     template = folder = None
     if args.cold:
         for k in ("COURSE_WARM_SOCKET", "COURSE_WARM_PID"):
@@ -164,14 +219,22 @@ def main(argv=None) -> int:
         template, path = warm.start(folder, [t.split("/", 1)[0] for t in args.tasks])
         os.environ.update(warm.environment(template, path))
     try:
-        api = load_api(all_cells=args.all_cells)
-        for task in args.tasks:
-            assignment, student = task.split("/", 1)
-            if not claim(args.results, assignment, student):
-                continue
-            result = grade_one(api, assignment, student, feedback=not args.no_feedback)
-            result["worker_pid"] = os.getpid()
-            write_result(args.results, result)
+        # what the verifier's replays import (grading/verify.py: the checks, torch) and nbgrader, loaded
+        # while the template starts, not after the first kernel has run, and before any fork
+        try:
+            import course_lib.checks  # noqa: F401
+            import torch  # noqa: F401
+        except Exception:  # noqa: BLE001 - then each submission's verifier reports it, as before
+            pass
+        if args.workers > 1:
+            sys.modules.setdefault("rfc3987_syntax", None)  # as in load_api
+            import nbgrader.apps  # noqa: F401
+            import nbgrader.converters  # noqa: F401
+
+            from grading import execute, feedback, integrity, verify  # noqa: F401 - nbgrader_config's
+
+            return supervise(args)
+        grade_tasks(args)
     finally:
         if template is not None:
             template.terminate()

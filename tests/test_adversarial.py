@@ -993,6 +993,24 @@ def test_warm_kernels_are_as_isolated_as_cold_ones(warm_template, tmp_path):
     assert out[4] == ["[] 1 0000000000000000\n"], "no template socket or credential, no_new_privs, no capability"
 
 
+def test_the_templates_warm_ups_keep_the_checks_teacher_notes():
+    """The template's warm-ups (grading/warm.py) load each graded assignment's checks as its notebook
+    reaches them, so a failed check in a kernel forked after them still reads as a teacher's note. An
+    import of the checks module itself skipped that wrapping: the kernel showed IPython's full
+    traceback instead (0.1 s of formatting per failed cell)."""
+    import subprocess
+
+    code = ("from grading import warm\nwarm._warm_up(['05_blocks'])\n"
+            "import sys\nprint('course_lib.checks.blocks' in sys.modules)\n"
+            "from course_lib import checks\n"
+            "def stub(*args, **kwargs):\n    raise NotImplementedError()\n"
+            "try:\n    checks.blocks.check_layer_norm(stub)\nexcept AssertionError as err:\n"
+            "    print(type(err).__name__, hasattr(err, '_render_traceback_'))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=REPO))
+    assert out.stdout.split("\n")[:2] == ["True", "NotImplementedYet True"], out.stdout + out.stderr[-2000:]
+
+
 def test_warm_and_cold_kernels_give_the_same_outputs(warm_template, tmp_path, monkeypatch):
     """The feedback must not depend on which kernel ran the submission: a warning names the cell's
     file, /tmp/ipykernel_<pid>/..., and the pid differs (2 cold, another warm): it is dropped."""

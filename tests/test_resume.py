@@ -128,7 +128,9 @@ def killed_run(tmp_path_factory, uninterrupted):
                 kernels += warm_kernels(tree, table)
                 tree += kernels
                 if kernels:
-                    workers_seen = [p for p in descendants(proc.pid, table) if "grading.worker" in table[p][2]]
+                    # the workers, forked by one grading.worker process (--workers 2), its children
+                    workers_seen = [p for p in descendants(proc.pid, table) if "grading.worker" in table[p][2]
+                                    and "grading.worker" in table.get(table[p][0], (0, 0, ""))[2]]
                     assert pid in workers_seen, (pid, workers_seen)
                     assert not (claim.parent / f"{VICTIM}.json").exists(), "victim finished before the kill"
                     others_done = sorted(result_files(root))

@@ -9,8 +9,9 @@ All runs grade the same submissions in fresh course roots, in this one run of th
   after another, nbgrader's TCP kernels and the plain ``python3`` kernel (no sandbox);
 * before: ``grading.worker --cold --all-cells`` processes sharing the tasks (the configuration
   when issue 16 was filed: every cell run, a cold sandboxed kernel per submission);
-* now: ``grading.worker`` (demo-only cells skipped, kernels forked from a warm template,
-  ``grading/warm.py``);
+* now: as ``grading.pipeline`` runs it: one template of warm kernels (``grading/warm.py``) started
+  first, ``grading.worker --workers N`` (N workers forked after the imports they share), demo-only
+  cells skipped;
 * floor: the graded path in a warm process: the notebook's cells that grading runs (the
   instructor's test cells, hidden tests included, restored as nbgrader does), executed in
   a fork of one process that has imported the course's stack (no kernel, no sandbox, no nbgrader:
@@ -101,12 +102,15 @@ def run_workers(root: str, tasks, workers: int, *flags: str) -> float:
     cmd = [sys.executable, "-m", "grading.worker", "--no-feedback", "--results", results, *flags,
            *[f"{a}/{s}" for a, s in tasks]]
     log = os.path.join(root, "workers.log")  # the kernels' start-up banners, not the figures
+    before = "--cold" in flags
     t0 = time.perf_counter()
-    # now: one template for the workers, started before them, as grading.pipeline does
-    with open(log, "w") as fh, (contextlib.nullcontext({}) if "--cold" in flags else
-                                warm.shared(sorted({a for a, _ in tasks}))) as warm_env:
-        procs = [subprocess.Popen(cmd, cwd=REPO, env={**env_for(root), **warm_env}, stdout=fh,
-                                  stderr=subprocess.STDOUT) for _ in range(workers)]
+    # before: N worker processes, cold kernels; now: as grading.pipeline runs them, one template of warm
+    # kernels started first and N workers forked from one process after their shared imports
+    with open(log, "w") as fh, (contextlib.nullcontext({}) if before else
+                                warm.shared([a for a, _ in tasks])) as warm_env:
+        procs = [subprocess.Popen(cmd + ([] if before else ["--workers", str(workers)]), cwd=REPO,
+                                  env={**env_for(root), **warm_env}, stdout=fh, stderr=subprocess.STDOUT)
+                 for _ in range(workers if before else 1)]
         failed = [p.wait() != 0 for p in procs]
     if any(failed):
         with open(log) as fh:
