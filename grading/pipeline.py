@@ -297,7 +297,6 @@ def autograde_parallel(tasks: list[tuple[str, str]], workers: int, feedback: boo
         cmd = [sys.executable, "-m", "grading.worker", "--results", RESULTS, *arg_tasks]
         if not feedback:
             cmd.append("--no-feedback")
-        errors = []
         # one template of warm kernels for all the workers (grading/warm.py), importing while they start
         # the workers are forked from one process, after the imports they share (grading.worker --workers)
         cmd += ["--workers", str(max(1, min(workers, len(todo))))]
@@ -305,10 +304,9 @@ def autograde_parallel(tasks: list[tuple[str, str]], workers: int, feedback: boo
             proc = subprocess.Popen(cmd, cwd=REPO_DIR, env={**nbgrader_env(), **warm_env, **(env_extra or {})},
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             _, err = proc.communicate()
-            if proc.returncode != 0:
-                errors.append(f"workers (process {proc.pid}) exited {proc.returncode}: {err[-2000:]}")
-        if errors:
-            raise GradingError("autograde worker failed:\n" + "\n".join(errors))
+        if proc.returncode != 0:
+            raise GradingError(f"autograde worker failed:\nworkers (process {proc.pid}) exited "
+                               f"{proc.returncode}: {err[-2000:]}")
     results = {}
     for a, s in tasks:
         path = os.path.join(RESULTS, a, f"{s}.json")

@@ -3,8 +3,9 @@
 A cold grading kernel spends seconds importing torch, numpy, matplotlib and course_lib before the
 first cell computes anything. A grading run (``grading.pipeline``, before its workers; a
 ``grading.worker`` run on its own starts its own) therefore starts one *template*: a process that
-imports them once, opens its socket, and then, between requests, loads what the checks of the
-assignments being graded load on first use (``_warm_up``). For every kernel, the launcher
+imports them once and opens its socket; a successor forked from it then loads what the checks of
+the assignments being graded load on first use (``_warm_up``) while the first serves, and takes the
+socket over once done. For every kernel, the launcher
 (``grading/sandbox.py``) builds the sandbox exactly as for a cold kernel (bwrap: new mount, PID,
 network, IPC and UTS namespaces; read-only root; the submission copied into a private, bounded
 /tmp as an unused uid of its own), but runs a *holder* in it instead of the kernel, and asks the
@@ -221,7 +222,7 @@ def _warm_up(assignments: list[str]) -> None:
                 # its checks so a failure reads as a teacher's note (course_lib.checks._teach), where an
                 # import of the module itself would leave IPython's full traceback, slow and long
                 module = getattr(importlib.import_module("course_lib.checks"), name)
-                from course_lib.checks import core
+                core = importlib.import_module("course_lib.checks.core")
             except Exception:  # noqa: BLE001 - see the docstring
                 continue
             for attr, value in list(vars(module).items()):
@@ -283,7 +284,7 @@ def _accept_loop(server: socket.socket, until: int | None = None) -> None:
 def serve(path: str, assignments: list[str] = ()) -> None:
     """Import the course's stack, open the socket at ``path`` and fork a child per request. Meanwhile
     a successor (a fork made once the socket is open) loads what the graded assignments' checks need
-    (``_warm_up``) at the lowest CPU priority, then takes over the socket: the first kernels never
+    (``_warm_up``), then takes over the socket: the first kernels never
     wait for a warm-up, and the later ones start with it done."""
     import importlib
 

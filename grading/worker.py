@@ -26,10 +26,17 @@ import time
 from grading import GRADING_DIR, PACKAGE_DIR, warm
 
 
-def load_api(all_cells: bool = False):
-    # jsonschema compiles a grammar for the "iri" format (rfc3987_syntax, 2 s of CPU) when it is
-    # installed (JupyterLab's dependencies bring it); no schema nbgrader or nbformat validates uses it
+def import_nbgrader() -> None:
+    """Import nbgrader's API and converters, without jsonschema's grammar for the "iri" format
+    (rfc3987_syntax, 2 s of CPU, compiled on import when JupyterLab's dependencies installed it;
+    no schema nbgrader or nbformat validates uses it)."""
     sys.modules.setdefault("rfc3987_syntax", None)
+    import nbgrader.apps  # noqa: F401
+    import nbgrader.converters  # noqa: F401
+
+
+def load_api(all_cells: bool = False):
+    import_nbgrader()
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -227,10 +234,7 @@ def main(argv=None) -> int:
         except Exception:  # noqa: BLE001 - then each submission's verifier reports it, as before
             pass
         if args.workers > 1:
-            sys.modules.setdefault("rfc3987_syntax", None)  # as in load_api
-            import nbgrader.apps  # noqa: F401
-            import nbgrader.converters  # noqa: F401
-
+            import_nbgrader()
             from grading import execute, feedback, integrity, verify  # noqa: F401 - nbgrader_config's
 
             return supervise(args)
