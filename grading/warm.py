@@ -196,7 +196,9 @@ def _warm_up(assignments: list[str]) -> None:
     (``FORBIDDEN*``; resolving torch.nn.attention.bias imports torch._dynamo: 2 s in every lesson 02
     kernel), and the course data loaders it imports from ``course_lib.bio`` that take no argument
     (lesson 06's hidden tests build their corpus with ``medical_corpus()``: 0.9 s per kernel; the
-    loaders keep their result in memory, ``functools.lru_cache``). A kernel gets them in its
+    loaders keep their result in memory, ``functools.lru_cache``), and the module's own ``warm_up()``
+    where it has one (inputs that take time to build: lesson 06's hidden merges, 0.3 s per kernel). A
+    kernel gets them in its
     copy-on-write memory: what one student changes, the next never sees. A step that fails is
     skipped: the kernel then loads it, or fails on it, exactly as a cold kernel would."""
     import importlib
@@ -232,6 +234,12 @@ def _warm_up(assignments: list[str]) -> None:
                             core._resolve(path)
                         except Exception:  # noqa: BLE001 - not installed: the check skips it too
                             pass
+            try:
+                own = getattr(module, "warm_up", None)
+                if callable(own):
+                    own()
+            except Exception:  # noqa: BLE001 - see the docstring
+                pass
             try:
                 source = inspect.getsource(module)
             except (OSError, TypeError):

@@ -140,6 +140,16 @@ def test_static_scan_leaves_the_honest_class_alone(release_ctx):
         assert _scan(release_ctx, nb) == [], student
 
 
+def test_the_import_scan_reads_every_cell_and_keeps_only_short_ones():
+    integrity = pytest.importorskip("grading.integrity")
+
+    long = "x = 1\n" * 5000 + "import numpy.linalg as la"  # longer than a cell kept in memory
+    before = integrity._imports_in.cache_info().currsize
+    assert integrity.imported_names(["import torch as T", long, "import torch as T"]) == \
+        {"T": "torch", "la": "numpy.linalg"}
+    assert integrity._imports_in.cache_info().currsize <= before + 1
+
+
 SCANNABLE = [c for c in C.HOSTILE if c.student not in UNREADABLE | {"x30_wrong_file_name"}]
 
 

@@ -353,3 +353,20 @@ def test_stub_is_not_implemented_yet():
 
     with pytest.raises(NotImplementedYet, match="not implemented yet"):
         checks.check_get_stats(stub)
+
+
+def test_the_cases_merges_are_trained_once_and_never_shared_between_cases():
+    def hepato(cases):
+        return next(c for c in cases if "hepatosplenomegaly" in c.label).args[1]
+
+    checks._TRAINED.clear()
+    checks.warm_up()
+    assert len(checks._TRAINED) == 3  # the visible 'lowest' merges and the two hidden sets
+    merges = hepato(checks._encode_cases(True))
+    assert len(merges) == 80
+    merges.clear()  # an answer that empties its input (caught as in place) cannot change the next case
+    again = hepato(checks._encode_cases(True))
+    assert len(again) == 80 and again is not merges
+    words = checks._byte_words(checks._medical_sample(6_000))
+    assert again == bpe.train_naive(words, 80)  # the memo is the reference's training
+    checks.check_encode(my_encode_ids, hidden=True)

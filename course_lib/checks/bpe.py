@@ -595,8 +595,16 @@ def _private_word_counts(text: str) -> dict:
     return out
 
 
+_TRAINED: dict = {}  # (word counts, num_merges, first_id) -> merges: the hidden cases' inputs, built once
+
+
 def _private_train(word_counts: dict, num_merges: int, first_id: int = 256) -> dict:
-    return _train_with(word_counts, num_merges, first_id)
+    """The merges the cases encode and decode with, each training done once per process (0.15 s each
+    for the hidden cases); a new dict per call, so a case's inputs are never shared with another's."""
+    key = (tuple(word_counts.items()), num_merges, first_id)
+    if key not in _TRAINED:
+        _TRAINED[key] = _train_with(word_counts, num_merges, first_id)
+    return dict(_TRAINED[key])
 
 
 def _private_vocab(merges: dict) -> dict:
@@ -747,6 +755,13 @@ def _decode_cases(hidden: bool) -> list[Case]:
             Case("'💊' with its bytes merged 2 + 2", ([256, 0x92, 0x8A], emoji)),
         ]
     return cases
+
+
+def warm_up() -> None:
+    """Build the inputs that take time (the merges of the hidden encode and decode cases), so that
+    a process forked after this call has them (``grading.warm``: every grading kernel)."""
+    _encode_cases(True)
+    _decode_cases(True)
 
 
 # ---------------------------------------------------------------- checks
