@@ -22,6 +22,11 @@ def named_in(message: str) -> set[str]:
     return names
 
 
+def wrong_answer_params(*pairs) -> list:
+    """One pytest param (check, wrong) per known wrong answer, for each (check, its WRONG_* list)."""
+    return [pytest.param(check, w, id=f"{check.__name__}:{w.name}") for check, wrongs in pairs for w in wrongs]
+
+
 def assert_named_alone(check, answer, name: str, *, same_output: frozenset = frozenset(), may_pass: bool = False,
                        **kwargs) -> str:
     """``check(answer, **kwargs)`` fails naming ``name`` and nothing else (but the names in

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from course_lib import blocks as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import blocks as chk
-from named import assert_named_alone
+from named import assert_named_alone, wrong_answer_params
 
 
 # ---------------------------------------------------------------- independent correct answers
@@ -138,16 +138,13 @@ def test_checks_leave_global_rng_alone():
 
 
 # ---------------------------------------------------------------- every named misconception
-def _wrong_params():
-    for check, wrongs in [(chk.check_layer_norm, chk.WRONG_LAYER_NORM),
-                          (chk.check_feed_forward, chk.WRONG_FEED_FORWARD),
-                          (chk.check_encoder_layer_forward, chk.WRONG_ENCODER_LAYER)]:
-        for w in wrongs:
-            yield pytest.param(check, w, id=f"{check.__name__}:{w.name}")
+WRONG_ANSWERS = wrong_answer_params((chk.check_layer_norm, chk.WRONG_LAYER_NORM),
+                                   (chk.check_feed_forward, chk.WRONG_FEED_FORWARD),
+                                   (chk.check_encoder_layer_forward, chk.WRONG_ENCODER_LAYER))
 
 
 @pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check, wrong", list(_wrong_params()))
+@pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
 def test_each_wrong_answer_is_named(check, wrong, hidden):
     assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
 

@@ -11,7 +11,7 @@ from torch import nn
 from course_lib import clinical as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import clinical as chk
-from named import assert_named_alone
+from named import assert_named_alone, wrong_answer_params
 
 
 # ---------------------------------------------------------------- independent correct answers
@@ -139,16 +139,14 @@ def test_correct_independent_answers_pass(check, fn, hidden):
     check(fn, hidden=hidden)
 
 
-def _wrong_params():
-    for check, wrongs in [(chk.check_mean_pool, chk.WRONG_MEAN_POOL), (chk.check_cosine_top_k, chk.WRONG_COSINE_TOP_K),
-                          (chk.check_freeze_for_probe, chk.WRONG_FREEZE),
-                          (chk.check_attention_rollout, chk.WRONG_ROLLOUT)]:
-        for w in wrongs:
-            yield pytest.param(check, w, id=f"{check.__name__}:{w.name}")
+WRONG_ANSWERS = wrong_answer_params((chk.check_mean_pool, chk.WRONG_MEAN_POOL),
+                                   (chk.check_cosine_top_k, chk.WRONG_COSINE_TOP_K),
+                                   (chk.check_freeze_for_probe, chk.WRONG_FREEZE),
+                                   (chk.check_attention_rollout, chk.WRONG_ROLLOUT))
 
 
 @pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check, wrong", list(_wrong_params()))
+@pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
 def test_each_wrong_answer_is_named(check, wrong, hidden):
     assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
 

@@ -9,7 +9,7 @@ import torch
 from course_lib import consensus as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import consensus as chk
-from named import assert_named_alone
+from named import assert_named_alone, wrong_answer_params
 
 
 # ---------------------------------------------------------------- independent correct answers
@@ -243,12 +243,10 @@ def test_correct_independent_answers_pass(check, fn, hidden):
 
 
 # ---------------------------------------------------------------- every named misconception
-def _wrong_params():
-    for check, wrongs in [(chk.check_edit_distance, chk.WRONG_EDIT_DISTANCE), (chk.check_pileup, chk.WRONG_PILEUP),
-                          (chk.check_soft_alignment_loss, chk.WRONG_SOFT_ALIGNMENT_LOSS),
-                          (chk.check_positionwise_cross_entropy, chk.WRONG_CROSS_ENTROPY)]:
-        for w in wrongs:
-            yield pytest.param(check, w, id=f"{check.__name__}:{w.name}")
+WRONG_ANSWERS = wrong_answer_params((chk.check_edit_distance, chk.WRONG_EDIT_DISTANCE),
+                                   (chk.check_pileup, chk.WRONG_PILEUP),
+                                   (chk.check_soft_alignment_loss, chk.WRONG_SOFT_ALIGNMENT_LOSS),
+                                   (chk.check_positionwise_cross_entropy, chk.WRONG_CROSS_ENTROPY))
 
 
 def _as_student(check, wrong):
@@ -274,7 +272,7 @@ def _as_student(check, wrong):
 
 
 @pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check, wrong", list(_wrong_params()))
+@pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
 def test_each_wrong_answer_is_named(check, wrong, hidden):
     assert_named_alone(check, _as_student(check, wrong), wrong.name, hidden=hidden)
 

@@ -10,7 +10,7 @@ import pytest
 from course_lib import positional as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import positional as chk
-from named import assert_named_alone
+from named import assert_named_alone, wrong_answer_params
 
 
 # ---------------------------------------------------------------- independent correct answers
@@ -113,16 +113,13 @@ def test_correct_independent_answers_pass(check, fn, hidden):
 
 
 # ---------------------------------------------------------------- every named misconception
-def _wrong_params():
-    for check, wrongs in [(chk.check_sinusoidal_encoding, chk.WRONG_SINUSOIDAL),
-                         (chk.check_shift_matrix, chk.WRONG_SHIFT),
-                         (chk.check_exponential_basis, chk.WRONG_EXPONENTIAL)]:
-        for w in wrongs:
-            yield pytest.param(check, w, id=f"{check.__name__}:{w.name}")
+WRONG_ANSWERS = wrong_answer_params((chk.check_sinusoidal_encoding, chk.WRONG_SINUSOIDAL),
+                                   (chk.check_shift_matrix, chk.WRONG_SHIFT),
+                                   (chk.check_exponential_basis, chk.WRONG_EXPONENTIAL))
 
 
 @pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check, wrong", list(_wrong_params()))
+@pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
 def test_each_wrong_answer_is_named(check, wrong, hidden):
     assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from course_lib import prompt_tuning as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import prompt_tuning as chk
-from named import assert_named_alone
+from named import assert_named_alone, wrong_answer_params
 
 
 # ---------------------------------------------------------------- independent correct answers
@@ -116,17 +116,14 @@ def test_correct_independent_answers_pass(check, fn, hidden):
     check(fn, hidden=hidden)
 
 
-def _wrong_params():
-    for check, wrongs in [(chk.check_prepend_soft_prompt, chk.WRONG_PREPEND),
-                          (chk.check_answer_only_labels, chk.WRONG_LABELS),
-                          (chk.check_option_log_likelihood, chk.WRONG_LOGLIK),
-                          (chk.check_freeze_model, chk.WRONG_FREEZE)]:
-        for w in wrongs:
-            yield pytest.param(check, w, id=f"{check.__name__}:{w.name}")
+WRONG_ANSWERS = wrong_answer_params((chk.check_prepend_soft_prompt, chk.WRONG_PREPEND),
+                                   (chk.check_answer_only_labels, chk.WRONG_LABELS),
+                                   (chk.check_option_log_likelihood, chk.WRONG_LOGLIK),
+                                   (chk.check_freeze_model, chk.WRONG_FREEZE))
 
 
 @pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check, wrong", list(_wrong_params()))
+@pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
 def test_each_wrong_answer_is_named(check, wrong, hidden):
     assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
 

@@ -10,7 +10,7 @@ from course_lib import proteins as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import proteins as chk
 from course_lib.efficient import favor_features_torch
-from named import assert_named_alone
+from named import assert_named_alone, wrong_answer_params
 
 AA = "ACDEFGHIKLMNPQRSTVWY"
 
@@ -135,16 +135,14 @@ def test_correct_independent_answers_pass(check, fn, hidden):
 
 
 # ---------------------------------------------------------------- every named misconception
-def _wrong_params():
-    for check, wrongs in [(chk.check_encode_proteins, chk.WRONG_ENCODE), (chk.check_kmer_vectors, chk.WRONG_KMER),
-                          (chk.check_favor_padded_attention, chk.WRONG_FAVOR),
-                          (chk.check_greedy_decode, chk.WRONG_GREEDY)]:
-        for w in wrongs:
-            yield pytest.param(check, w, id=f"{check.__name__}:{w.name}")
+WRONG_ANSWERS = wrong_answer_params((chk.check_encode_proteins, chk.WRONG_ENCODE),
+                                   (chk.check_kmer_vectors, chk.WRONG_KMER),
+                                   (chk.check_favor_padded_attention, chk.WRONG_FAVOR),
+                                   (chk.check_greedy_decode, chk.WRONG_GREEDY))
 
 
 @pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check, wrong", list(_wrong_params()))
+@pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
 def test_each_wrong_answer_is_named(check, wrong, hidden):
     assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
 
