@@ -5,11 +5,10 @@ first cell computes anything. A grading run (``grading.pipeline``, before its wo
 ``grading.worker`` run on its own starts its own) therefore starts one *template*: a process that
 imports them once and opens its socket; a successor forked from it then loads what the checks of
 the assignments being graded load on first use (``_warm_up``) while the first serves, and takes the
-socket over once done. For every kernel, the launcher
-(``grading/sandbox.py``) builds the sandbox exactly as for a cold kernel (bwrap: new mount, PID,
-network, IPC and UTS namespaces; read-only root; the submission copied into a private, bounded
-/tmp as an unused uid of its own), but runs a *holder* in it instead of the kernel, and asks the
-template for a kernel in that sandbox. The template forks; the child
+socket over once done. For every kernel, the launcher (``grading/sandbox.py``) builds the sandbox
+exactly as for a cold kernel (bwrap: new mount, PID, network, IPC and UTS namespaces; read-only
+root; the submission copied into a private, bounded /tmp as an unused uid of its own), but runs a
+*holder* in it instead of the kernel, and asks the template for a kernel in that sandbox. The template forks; the child
 
 1. keeps no file of the template's (every descriptor closed but the launcher's connection and
    the launcher's stdout/stderr, passed over the socket),
@@ -197,9 +196,8 @@ def _warm_up(assignments: list[str]) -> None:
     kernel), and the course data loaders it imports from ``course_lib.bio`` that take no argument
     (lesson 06's hidden tests build their corpus with ``medical_corpus()``: 0.9 s per kernel; the
     loaders keep their result in memory, ``functools.lru_cache``), and the module's own ``warm_up()``
-    where it has one (inputs that take time to build: lesson 06's hidden merges, 0.3 s per kernel). A
-    kernel gets them in its
-    copy-on-write memory: what one student changes, the next never sees. A step that fails is
+    where it has one (inputs that take time to build: lesson 06's hidden merges, 0.3 s per kernel).
+    A kernel gets them in its copy-on-write memory: what one student changes, the next never sees. A step that fails is
     skipped: the kernel then loads it, or fails on it, exactly as a cold kernel would."""
     import importlib
     import inspect
@@ -292,8 +290,8 @@ def _accept_loop(server: socket.socket, until: int | None = None) -> None:
 def serve(path: str, assignments: list[str] = ()) -> None:
     """Import the course's stack, open the socket at ``path`` and fork a child per request. Meanwhile
     a successor (a fork made once the socket is open) loads what the graded assignments' checks need
-    (``_warm_up``), then takes over the socket: the first kernels never
-    wait for a warm-up, and the later ones start with it done."""
+    (``_warm_up``), then takes over the socket: the first kernels never wait for a warm-up, and
+    the later ones start with it done."""
     import importlib
 
     from grading import sandbox  # noqa: F401 - the kernel needs it once the repository is hidden

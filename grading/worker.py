@@ -3,9 +3,9 @@
     python -m grading.worker --results DIR [--workers N] ASSIGNMENT/STUDENT [ASSIGNMENT/STUDENT ...]
 
 With ``--workers N`` the command imports what every worker imports (nbgrader, torch, the
-checks) once and forks N workers (``supervise``). Several workers get the same task list; each task is claimed atomically (a claim
-file created with O_EXCL), so workers share the class dynamically without a
-coordinator. For each claimed task the worker runs nbgrader's autograde and
+checks) once and forks N workers (``supervise``). Several workers get the same task list; each
+task is claimed atomically (a claim file created with O_EXCL), so workers share the class
+dynamically without a coordinator. For each claimed task the worker runs nbgrader's autograde and
 generate_feedback through ``NbGraderAPI`` (no new process per student) and writes
 ``DIR/<assignment>/<student>.json`` atomically, so the coordinating command can
 report failures by name and a re-run after a killed worker grades only what is
@@ -175,9 +175,7 @@ def supervise(args) -> int:
         if pid == 0:
             code = 1
             try:
-                from grading.warm import PR_SET_PDEATHSIG, prctl
-
-                prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the supervisor was killed: so is this worker
+                warm.prctl(warm.PR_SET_PDEATHSIG, signal.SIGKILL)  # the supervisor was killed: so is this worker
                 grade_tasks(args)
                 code = 0
             except BaseException:  # noqa: BLE001 - report it; the supervisor names this worker

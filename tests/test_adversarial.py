@@ -1021,6 +1021,48 @@ def test_the_templates_warm_ups_keep_the_checks_teacher_notes():
     assert out.stdout.split("\n")[:2] == ["True", "NotImplementedYet True"], out.stdout + out.stderr[-2000:]
 
 
+def test_a_kernel_that_swaps_the_kept_bpe_merges_scores_zero(monkeypatch):
+    """checks.bpe keeps the merges its encode cases use in memory (its warm_up, inherited by every
+    warm kernel). A student who empties them in the kernel gets outputs recorded on other inputs
+    than the test's; the verifier builds its own inputs, finds the record does not match them, and
+    the cell fails: the kernel records outputs, it never chooses the inputs they are judged on."""
+    import json
+
+    from course_lib.checks import bpe, transcript
+    from grading import verify
+
+    def encode(ids, merges):  # a right answer: the earliest-learned pair present, merged left to right
+        ids = list(ids)
+        while len(ids) >= 2:
+            present = [p for p in zip(ids, ids[1:]) if p in merges]
+            if not present:
+                return ids
+            pair, out, i = min(present, key=merges.get), [], 0
+            while i < len(ids):
+                if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+                    out, i = out + [merges[pair]], i + 2
+                else:
+                    out, i = out + [ids[i]], i + 1
+            ids = out
+        return ids
+
+    cell = "checks.bpe.check_encode(encode_ids, hidden=True)\n"
+    with transcript.using("record") as state:  # an honest kernel: the right answer passes
+        bpe.check_encode(encode, hidden=True)
+        honest = json.loads(json.dumps(state.calls))  # as the notebook file carries them
+    assert verify.verify_cell(cell, honest) is None
+    bpe.warm_up()
+    kept = {k: dict(v) for k, v in bpe._TRAINED.items()}
+    with monkeypatch.context() as m:  # in the kernel: every kept training replaced by no merges at all
+        m.setattr(bpe, "_TRAINED", {k: {} for k in kept})
+        with transcript.using("record") as state:
+            bpe.check_encode(encode, hidden=True)  # record mode never compares
+            records = json.loads(json.dumps(state.calls))
+    assert bpe._TRAINED == kept
+    verdict = verify.verify_cell(cell, records)
+    assert verdict is not None and "does not match input" in verdict and "'lowest'" in verdict, verdict
+
+
 def test_warm_and_cold_kernels_give_the_same_outputs(warm_template, tmp_path, monkeypatch):
     """The feedback must not depend on which kernel ran the submission: a warning names the cell's
     file, /tmp/ipykernel_<pid>/..., and the pid differs (2 cold, another warm): it is dropped."""
