@@ -144,9 +144,12 @@ def mask_heatmap(mask, queries: Sequence[str], keys: Sequence[str] | None = None
 
 
 def head_heatmaps(weights, queries: Sequence[str], keys: Sequence[str] | None = None, *,
-                  ncols: int = 2, title: str = "Attention weights per head"):
+                  ncols: int = 2, title: str = "Attention weights per head",
+                  head_labels: Sequence[str] | None = None):
     """One :func:`attention_heatmap` per head for per-head weights (H, T, S).
 
+    ``head_labels`` titles the panels (default "head 0", "head 1", ...): pass the heads'
+    own names when ``weights`` holds a selection of a layer's heads, e.g. ["head 3", "head 1"].
     Returns (figure, array of Axes). Cells are not annotated, to keep small panels readable.
     """
     from course_lib.checks.core import to_numpy
@@ -155,6 +158,9 @@ def head_heatmaps(weights, queries: Sequence[str], keys: Sequence[str] | None = 
     if w.ndim != 3:
         raise ValueError(f"per-head weights must have shape (H, T, S), got {w.shape}")
     H = w.shape[0]
+    labels = [f"head {h}" for h in range(H)] if head_labels is None else [str(t) for t in head_labels]
+    if len(labels) != H:
+        raise ValueError(f"head_labels has {len(labels)} labels for {H} heads; give one label per head")
     ncols = max(1, min(ncols, H))
     nrows = -(-H // ncols)
     keys = list(queries) if keys is None else list(keys)
@@ -162,7 +168,7 @@ def head_heatmaps(weights, queries: Sequence[str], keys: Sequence[str] | None = 
                                                     nrows * (1.0 + 0.4 * len(queries))), squeeze=False)
     for h, ax in enumerate(axes.flat):
         if h < H:
-            attention_heatmap(w[h], queries, keys, ax=ax, title=f"head {h}", annot=False)
+            attention_heatmap(w[h], queries, keys, ax=ax, title=labels[h], annot=False)
         else:
             ax.axis("off")
     fig.suptitle(title)
@@ -345,3 +351,47 @@ def learning_curve(history, *, baselines: dict | None = None, title: str = "Lear
     fig.suptitle(title)
     fig.tight_layout()
     return fig, axes
+
+
+# ---------------------------------------------------------------- lesson 08 (clinical text)
+__all__ += ["similarity_heatmap"]
+
+
+def similarity_heatmap(similarity, labels: Sequence[str], *, ax=None,
+                       title: str = "Cosine similarity", annot: bool | None = None):
+    """Heatmap of a square (N, N) cosine-similarity matrix between N texts.
+
+    Not an attention map: rows do not sum to 1 and values may be negative. The colour scale
+    is fixed to the range of a cosine, [-1, 1], with a diverging colour-blind-safe map
+    (``RdBu_r``) centred on 0, so the sign of a similarity reads off its colour and two
+    figures compare. ``annot`` writes the values into the cells (default: N <= 12).
+    Returns the matplotlib Axes.
+
+    >>> ax = similarity_heatmap(np.array([[1.0, -0.05], [-0.05, 1.0]]), ["a", "b"])
+    >>> ax.get_xlabel()
+    'text'
+    """
+    from course_lib.checks.core import to_numpy
+
+    s = to_numpy(similarity)
+    labels = list(labels)
+    if s.ndim != 2 or s.shape[0] != s.shape[1]:
+        raise ValueError(f"a similarity matrix must be square (N, N), got shape {s.shape}")
+    if s.shape[0] != len(labels):
+        raise ValueError(f"similarity shape {s.shape} does not match {len(labels)} labels")
+    if not np.all(np.isfinite(s)) or np.abs(s).max() > 1.0 + 1e-6:
+        raise ValueError("cosine similarities must be finite and lie in [-1, 1]; "
+                         f"got values from {np.nanmin(s):.3g} to {np.nanmax(s):.3g} (normalise the vectors first)")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.5 + 0.9 * len(labels), 1.0 + 0.7 * len(labels)))
+    if annot is None:
+        annot = len(labels) <= 12
+    sns.heatmap(s, ax=ax, cmap="RdBu_r", vmin=-1.0, vmax=1.0, center=0.0, square=True, annot=annot, fmt=".2f",
+                annot_kws={"fontsize": 8}, xticklabels=labels, yticklabels=labels,
+                cbar_kws={"label": "cosine similarity (-1 to 1)"})
+    ax.set_xlabel("text")
+    ax.set_ylabel("text")
+    ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=45)
+    ax.tick_params(axis="y", labelrotation=0)
+    return ax
