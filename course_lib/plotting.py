@@ -32,11 +32,14 @@ def _as_matrix(weights) -> np.ndarray:
 
 
 def attention_heatmap(weights, queries: Sequence[str], keys: Sequence[str] | None = None, *,
-                      ax=None, title: str = "Attention weights", annot: bool | None = None):
+                      ax=None, title: str = "Attention weights", annot: bool | None = None,
+                      vmax: float | None = 1.0):
     """Heatmap of a (T, S) attention matrix: rows are queries, columns keys.
 
     Returns the matplotlib Axes. ``annot`` writes the weights into the cells
-    (default: when the matrix is at most 12 x 12).
+    (default: when the matrix is at most 12 x 12). The colour scale runs from 0 to
+    ``vmax`` (default 1, the largest possible weight); ``vmax=None`` ends it at the
+    largest weight shown, so a long row of small weights still shows its contrast.
     """
     w = _as_matrix(weights)
     keys = list(queries) if keys is None else list(keys)
@@ -48,7 +51,8 @@ def attention_heatmap(weights, queries: Sequence[str], keys: Sequence[str] | Non
         _, ax = plt.subplots(figsize=(1.0 + 0.55 * len(keys), 0.8 + 0.45 * len(queries)))
     if annot is None:
         annot = max(w.shape) <= 12
-    sns.heatmap(w, ax=ax, cmap="viridis", vmin=0.0, vmax=1.0, square=True, annot=annot, fmt=".2f",
+    top = float(w.max()) if vmax is None else float(vmax)
+    sns.heatmap(w, ax=ax, cmap="viridis", vmin=0.0, vmax=top, square=True, annot=annot, fmt=".2f",
                 annot_kws={"fontsize": 7}, xticklabels=keys, yticklabels=list(queries),
                 cbar_kws={"label": "attention weight (rows sum to 1)"})
     ax.set_xlabel("key token (attended to)")
@@ -322,11 +326,13 @@ def basis_plot(distances, features, labels: Sequence[str] | None = None, *, ax=N
     return ax
 
 
-def learning_curve(history, *, baselines: dict | None = None, title: str = "Learning curve"):
+def learning_curve(history, *, baselines: dict | None = None, title: str = "Learning curve",
+                   eval_label: str = "test"):
     """Loss and accuracy per epoch from a ``course_lib.training.History``.
 
     ``baselines`` maps a name to an accuracy drawn as a dashed horizontal line (e.g.
-    the majority class or a bag-of-words model). Returns (fig, axes).
+    the majority class or a bag-of-words model). ``eval_label`` names the data the
+    history's eval curves come from (e.g. "validation"). Returns (fig, axes).
     """
     if not history.train_loss:
         raise ValueError("the history is empty: train for at least one epoch")
@@ -335,11 +341,11 @@ def learning_curve(history, *, baselines: dict | None = None, title: str = "Lear
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     axes[0].plot(epochs, history.train_loss, marker="o", color=colors[0], label="train")
     if history.eval_loss:
-        axes[0].plot(epochs, history.eval_loss, marker="s", color=colors[1], label="test")
+        axes[0].plot(epochs, history.eval_loss, marker="s", color=colors[1], label=eval_label)
     axes[0].set_ylabel("cross-entropy loss (nats)")
     axes[1].plot(epochs, history.train_acc, marker="o", color=colors[0], label="train")
     if history.eval_acc:
-        axes[1].plot(epochs, history.eval_acc, marker="s", color=colors[1], label="test")
+        axes[1].plot(epochs, history.eval_acc, marker="s", color=colors[1], label=eval_label)
     for k, (name, acc) in enumerate((baselines or {}).items()):
         axes[1].axhline(acc, ls="--", color=colors[2 + k], label=f"{name} ({acc:.2f})")
     axes[1].set_ylabel("accuracy (fraction correct)")

@@ -37,3 +37,22 @@ def test_similarity_heatmap_rejects_bad_input(bad, match):
     with pytest.raises(ValueError, match=match):
         plotting.similarity_heatmap(bad, ["a", "b"])
     plt.close("all")
+
+
+def test_attention_heatmap_scale_ends_at_one_or_at_the_largest_weight():
+    w = np.full((4, 4), 0.25)
+    w[0] = [0.4, 0.2, 0.2, 0.2]
+    assert plotting.attention_heatmap(w, list("abcd")).collections[0].get_clim() == (0.0, 1.0)
+    assert plotting.attention_heatmap(w, list("abcd"), vmax=None).collections[0].get_clim() == (0.0, 0.4)
+    plt.close("all")
+
+
+def test_learning_curve_names_its_eval_data():
+    from course_lib.training import History
+
+    h = History(train_loss=[1.0, 0.5], train_acc=[0.5, 0.7], eval_loss=[1.1, 0.9], eval_acc=[0.4, 0.6])
+    _, axes = plotting.learning_curve(h, eval_label="validation")
+    assert [t.get_text() for t in axes[0].get_legend().get_texts()] == ["train", "validation"]
+    _, axes = plotting.learning_curve(h)
+    assert [t.get_text() for t in axes[0].get_legend().get_texts()] == ["train", "test"]
+    plt.close("all")
