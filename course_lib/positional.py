@@ -256,7 +256,7 @@ def central_mask_basis(distances, num_basis: int) -> np.ndarray:
     """
     _check_basis_args(num_basis)
     r = np.abs(np.asarray(distances, dtype=np.float64))[..., None]  # (..., 1)
-    widths = 2.0 ** np.arange(1, num_basis + 1) - 1.0  # (n,) 1, 3, 7, 15, ...
+    widths = 2.0 ** np.arange(1, num_basis + 1) - 1.0  # (n,) thresholds 1, 3, 7, 15, ...: windows 1, 5, 13, 29 wide
     return (r < widths).astype(np.float64)  # (..., n)
 
 
