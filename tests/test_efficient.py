@@ -4,6 +4,10 @@ What is checked against what:
 * elu+1 against torch's F.elu; linear attention (non-causal, prefix sums, recurrent step,
   numpy and torch) against the same similarity computed the quadratic way, with and
   without a causal mask, in float64 at atol 1e-10;
+* the chunked causal form (torch) against the plain prefix sums: float32 at 1e-5 for several
+  L and chunk sizes (L not a multiple of C, C = 1, C >= L), float64 at 1e-12 against the
+  masked quadratic form, gradients equal, and the largest tensor any of its operations
+  returns (a TorchDispatchMode) is never the (L, r, d_v) prefix sums;
 * the projection draw: orthogonal blocks, chi-distributed row norms, zero mean and
   identity covariance of rows, reproducible from seed/generator;
 * FAVOR+ against exact softmax attention (course_lib.attention) as m grows;
@@ -152,6 +156,121 @@ def test_torch_linear_attention_is_differentiable():
     for causal in (False, True):
         assert torch.autograd.gradcheck(lambda a, b, c: E.linear_attention_torch(a, b, c, causal=causal),
                                         (q, k, v))
+
+
+
+# ---------------------------------------------------------------- chunked causal form (torch)
+def _causal_features(shape_q, shape_v, dtype, seed=0, feature_map=E.elu_feature_map_torch):
+    g = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(*shape_q, generator=g, dtype=torch.float64) for _ in range(2))
+    v = torch.randn(*shape_v, generator=g, dtype=torch.float64)
+    return feature_map(q).to(dtype), feature_map(k).to(dtype), v.to(dtype)
+
+
+@pytest.mark.parametrize("L", [1, 7, 128, 300, 1000])
+@pytest.mark.parametrize("C", [1, 3, 64, 128, 4096])
+def test_chunked_causal_equals_prefix_sums_in_float32(L, C):
+    """Batch and head dims, L a multiple of C or not, C = 1 (the RNN) and C >= L (one masked block)."""
+    phi_q, phi_k, v = _causal_features((2, 3, L, 16), (2, 3, L, 8), torch.float32, seed=L)
+    chunked = E.chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size=C)
+    assert chunked.shape == (2, 3, L, 8) and chunked.dtype == torch.float32
+    torch.testing.assert_close(chunked, E.prefix_sum_causal_attention_torch(phi_q, phi_k, v), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("L, C", [(1, 1), (9, 4), (64, 64), (65, 8), (200, 512)])
+def test_chunked_causal_equals_masked_quadratic_in_float64(L, C):
+    phi_q, phi_k, v = _causal_features((3, L, 5), (3, L, 4), torch.float64, seed=L)
+    chunked = E.chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size=C)
+    assert chunked.dtype == torch.float64
+    weights = (phi_q @ phi_k.transpose(-2, -1)).tril()  # (3, L, L), keys j <= i
+    quadratic = (weights @ v) / weights.sum(-1, keepdim=True)
+    torch.testing.assert_close(chunked, quadratic, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(chunked, E.prefix_sum_causal_attention_torch(phi_q, phi_k, v), atol=1e-12, rtol=1e-12)
+
+
+def test_chunked_causal_with_favor_features_and_broadcast_leading_dims():
+    """FAVOR+ features (m != d) and leading dims that broadcast like a matmul's, as the prefix form does."""
+    g = torch.Generator().manual_seed(11)
+    w = E.draw_projection(24, 8, seed=11, dtype=torch.float32)
+    q = torch.randn(2, 1, 70, 8, generator=g)
+    k = torch.randn(1, 4, 70, 8, generator=g)
+    v = torch.randn(70, 5, generator=g)
+    phi_q, phi_k = E.favor_features_torch(q, w, is_query=True), E.favor_features_torch(k, w, is_query=False)
+    chunked = E.chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size=16)
+    assert chunked.shape == (2, 4, 70, 5)
+    torch.testing.assert_close(chunked, E.prefix_sum_causal_attention_torch(phi_q, phi_k, v), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(E.favor_attention_torch(q, k, v, w, causal=True),
+                               E.favor_attention_torch(q, k, v, w, causal=True, chunk_size=1), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("C", [1, 4, 6, 50])
+def test_chunked_causal_gradients_equal_the_prefix_form(C):
+    phi_q, phi_k, v = _causal_features((2, 2, 13, 4), (2, 2, 13, 3), torch.float64, seed=C)
+    grads = []
+    for fn in (lambda a, b, c: E.chunked_causal_attention_torch(a, b, c, chunk_size=C),
+               E.prefix_sum_causal_attention_torch):
+        inputs = [t.clone().requires_grad_(True) for t in (phi_q, phi_k, v)]
+        out = fn(*inputs)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape)).sum().backward()
+        grads.append([t.grad for t in inputs])
+    for chunked, prefix in zip(*grads):
+        torch.testing.assert_close(chunked, prefix, atol=1e-12, rtol=1e-10)
+    small = [t[:, :1, :7].clone().requires_grad_(True) for t in (phi_q, phi_k, v)]
+    assert torch.autograd.gradcheck(lambda a, b, c: E.chunked_causal_attention_torch(a, b, c, chunk_size=C), small)
+
+
+def test_causal_path_uses_the_chunked_form_by_default():
+    phi_q, phi_k, v = _causal_features((2, 300, 6), (2, 300, 5), torch.float64, seed=3)
+    default = E.attention_from_features_torch(phi_q, phi_k, v, causal=True)
+    torch.testing.assert_close(default, E.chunked_causal_attention_torch(phi_q, phi_k, v, E.DEFAULT_CHUNK_SIZE),
+                               atol=0, rtol=0)
+    q, k = torch.randn(2, 300, 6, dtype=torch.float64), torch.randn(2, 300, 6, dtype=torch.float64)
+    torch.testing.assert_close(E.linear_attention_torch(q, k, v, causal=True, chunk_size=7),
+                               E.prefix_sum_causal_attention_torch(E.elu_feature_map_torch(q),
+                                                                   E.elu_feature_map_torch(k), v),
+                               atol=1e-12, rtol=1e-12)
+
+
+class _LargestTensor(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the largest number of elements of any tensor an operation returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("C", [1, 64, 256])
+def test_default_causal_path_never_builds_an_L_r_dv_or_L_L_tensor(C):
+    """The largest tensor any operation of the causal path returns is the output (or a chunk's C x C
+    block / the (r, d_v) state, all smaller here); the prefix form's (L, r, d_v) sums are 32x the output."""
+    L, r, dv = 2048, 32, 32
+    phi_q, phi_k, v = _causal_features((L, r), (L, dv), torch.float32, seed=1)
+    with torch.no_grad(), _LargestTensor() as chunked:
+        E.attention_from_features_torch(phi_q, phi_k, v, causal=True, chunk_size=C)
+    assert chunked.largest <= max(L * dv, C * C, r * dv), chunked.largest
+    with torch.no_grad(), _LargestTensor() as prefix:
+        E.prefix_sum_causal_attention_torch(phi_q, phi_k, v)
+    assert prefix.largest >= L * r * dv  # the measurement sees what the old form builds
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.0, True, None, "64"])
+def test_chunk_size_must_be_a_positive_int(bad):
+    phi_q, phi_k, v = _causal_features((5, 3), (5, 2), torch.float32)
+    with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+        E.chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size=bad)
+
+
+def test_chunked_causal_needs_as_many_queries_as_keys():
+    phi_q, phi_k, v = _causal_features((6, 3), (6, 2), torch.float32)
+    with pytest.raises(ValueError, match="T == S"):
+        E.chunked_causal_attention_torch(phi_q[:4], phi_k, v)
 
 
 # ---------------------------------------------------------------- projection draw
