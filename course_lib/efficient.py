@@ -19,8 +19,9 @@ Covers
     * Performer FAVOR+ (Choromanski et al. 2021, "Rethinking Attention with
       Performers"): ``draw_projection`` (iid Gaussian or orthogonal random features,
       seeded), ``positive_random_features`` phi(x) = exp(w x - |x|^2/2) / sqrt(m),
-      ``trig_random_features`` (sin/cos), ``softmax_kernel_estimate`` and the
-      closed-form mean squared errors of both estimators of SM(x, y) = exp(x . y).
+      ``trig_random_features`` (sin/cos), ``softmax_kernel_estimate``, the
+      closed-form mean squared errors of both estimators of SM(x, y) = exp(x . y), and
+      ``favor_attention_mse_limit``, the large-m limit of m x MSE of the attention output.
     * torch versions for training and benchmarks: ``elu_feature_map_torch``,
       ``attention_from_features_torch``, ``linear_attention_torch``,
       ``favor_features_torch`` (with the numerical stabilisation) and
@@ -76,6 +77,7 @@ __all__ = [
     "softmax_kernel_estimate",
     "positive_features_mse",
     "trig_features_mse",
+    "favor_attention_mse_limit",
     "elu_feature_map_torch",
     "attention_from_features_torch",
     "prefix_sum_causal_attention_torch",
@@ -391,6 +393,47 @@ def trig_features_mse(x, y, m: int) -> float:
     return math.exp(float(x @ x + y @ y)) * math.expm1(-d2) ** 2 / (2 * m)
 
 
+def favor_attention_mse_limit(q, k, v) -> float:
+    """Large-m limit of m x MSE of FAVOR+ attention with m iid positive features (non-causal, eps = 0).
+
+    The estimated output out_i = N_i / D_i is a ratio of two averages over m independent
+    features, N_i = mean_l a_l(x_i) sum_j a_l(y_j) v_j and D_i = mean_l a_l(x_i) sum_j a_l(y_j), with
+    a_l(x) = exp(w_l . x - |x|^2/2), x = q d^(-1/4), y = k d^(-1/4). Linearising the ratio around
+    the exact output o_i = E[N_i] / E[D_i] (the delta method) gives, as m grows,
+
+        m E[(out_i - o_i)^2] -> E_w[(a(x_i) sum_j a(y_j) (v_j - o_i))^2] / (sum_j exp(x_i . y_j))^2,
+
+    per value dimension, and the Gaussian moment E[a(x)^2 a(y) a(y')] = exp(|2x + y + y'|^2/2
+    - |x|^2 - |y|^2/2 - |y'|^2/2) makes the right side exact. Returned averaged over queries
+    and value dimensions, like ``((out - exact) ** 2).mean()`` times m. So MSE ~ limit / m for
+    large m (slope -1 on log-log axes); at small m the linearisation does not hold yet (the
+    normaliser is itself random, and the output is a weighted average of the values, which
+    cannot stray far from them). Orthogonal features are not covered (their limit is lower).
+
+    Args:
+        q: (T, d); k: (S, d); v: (S, d_v), unscaled as for softmax(q k^T / sqrt(d)) v.
+    Cost O(T S^2 d) time, O(S^2 d) memory.
+
+    >>> favor_attention_mse_limit(np.zeros((1, 2)), np.zeros((3, 2)), np.ones((3, 1)))   # all values equal
+    0.0
+    """
+    q, k, v = _check_qkv(q, k, v)
+    if q.ndim != 2:
+        raise ValueError(f"favor_attention_mse_limit takes one head: q (T, d), k (S, d), v (S, d_v); got q {q.shape}")
+    d = q.shape[-1]
+    x, y = q * d ** -0.25, k * d ** -0.25  # (T, d), (S, d)
+    sim = np.exp(x @ y.T)  # (T, S): exp(x_i . y_j), the unnormalised softmax weights
+    exact = (sim @ v) / sim.sum(axis=1, keepdims=True)  # (T, d_v)
+    half_sq_y = 0.5 * np.sum(y * y, axis=-1)  # (S,)
+    total = 0.0
+    for i in range(x.shape[0]):
+        u = 2 * x[i] + y[:, None, :] + y[None, :, :]  # (S, S, d): 2 x_i + y_j + y_j'
+        moment = np.exp(0.5 * np.sum(u * u, axis=-1) - x[i] @ x[i] - half_sq_y[:, None] - half_sq_y[None, :])
+        dv = v - exact[i]  # (S, d_v): v_j - o_i
+        total += np.einsum("jk,jc,kc->", moment, dv, dv) / sim[i].sum() ** 2
+    return float(total / (x.shape[0] * v.shape[-1]))
+
+
 # ---------------------------------------------------------------- torch versions
 def elu_feature_map_torch(x: torch.Tensor) -> torch.Tensor:
     """elu(x) + 1 in torch (see :func:`elu_feature_map`)."""
@@ -461,10 +504,10 @@ def chunked_causal_attention_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: 
         out (..., T, d_v), in the inputs' dtype.
 
     >>> phi = torch.tensor([[2.0, 1.0], [1.0, 2.0], [1.0, 1.0]]); v = torch.tensor([[1.0], [3.0], [5.0]])
-    >>> chunked_causal_attention_torch(phi, phi, v, chunk_size=2)   # row 1: (4*1 + 5*3) / 9
+    >>> chunked_causal_attention_torch(phi, phi, v, chunk_size=2)   # row 2, chunk 2: (3*1 + 3*3 + 2*5) / 8
     tensor([[1.0000],
             [2.1111],
-            [3.0000]])
+            [2.7500]])
     """
     _check_torch_qkv(phi_q, phi_k, v, causal=True)
     C = _check_chunk_size(chunk_size)
