@@ -35,7 +35,8 @@ Covers
       linear or FAVOR+ heads (same parameters), and ``swap_attention`` to put it into
       a model such as ``course_lib.blocks.TransformerClassifier``.
     * ``measure_numpy_call``: best time and tracemalloc peak of one numpy call (the
-      lesson's measurements; torch's allocations are invisible to tracemalloc).
+      lesson's measurements; torch's allocations are invisible to tracemalloc), and
+      ``measure_torch_call``: best time and the largest tensor one torch call builds.
 
 Does NOT cover
     * fused/CUDA kernels (the chunked causal form is a Python loop over chunks of
@@ -60,6 +61,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._pytree import tree_leaves
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_lib.attention import check_attention_shapes
 from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
@@ -89,6 +92,7 @@ __all__ = [
     "EfficientMultiHeadAttention",
     "swap_attention",
     "measure_numpy_call",
+    "measure_torch_call",
 ]
 
 
@@ -732,6 +736,56 @@ def swap_attention(model: nn.Module, kind: str = "linear", num_features: int | N
     if swapped == 0:
         raise ValueError("the model holds no course_lib.multihead.MultiHeadAttention to swap")
     return model
+
+
+class _LargestNewTensor(TorchDispatchMode):
+    """Remembers the largest storage (in bytes) any torch operation allocates for its outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        leaves = tree_leaves((args, kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in leaves if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            # a view (or an in-place result) shares its input's storage: it allocates nothing
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs:
+                self.largest = max(self.largest, t.untyped_storage().nbytes())
+        return out
+
+
+def measure_torch_call(fn, *args, repeats: int = 3, **kwargs) -> tuple[float, int]:
+    """(best wall time in seconds over ``repeats`` calls, bytes of the largest tensor built during one call).
+
+    The torch counterpart of :func:`measure_numpy_call`: torch's allocations are invisible to
+    tracemalloc, so the memory figure is the largest tensor any torch operation returned
+    during the call (views and in-place results excluded: they share an input's storage),
+    counted by a ``TorchDispatchMode``: a lower bound of the
+    call's peak memory that is the same on every machine (e.g. the (T, r, d_v) prefix sums of
+    :func:`prefix_sum_causal_attention_torch`). Calls run under ``torch.inference_mode``; CUDA
+    work is synchronised before each clock reading.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+
+    def sync():
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    best = math.inf
+    with torch.inference_mode():
+        fn(*args, **kwargs)  # warm-up: lazy initialisation is not the call's time
+        for _ in range(repeats):
+            sync()
+            t0 = time.perf_counter()
+            fn(*args, **kwargs)
+            sync()
+            best = min(best, time.perf_counter() - t0)
+        with _LargestNewTensor() as mode:
+            fn(*args, **kwargs)
+    return best, mode.largest
 
 
 def measure_numpy_call(fn, *args, repeats: int = 3, **kwargs) -> tuple[float, int]:

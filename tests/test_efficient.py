@@ -258,33 +258,27 @@ def test_causal_path_uses_the_chunked_form_by_default():
                                atol=1e-12, rtol=1e-12)
 
 
-class _LargestTensor(torch.utils._python_dispatch.TorchDispatchMode):
-    """Records the largest number of elements of any tensor an operation returns."""
-
-    def __init__(self):
-        super().__init__()
-        self.largest = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in (out if isinstance(out, (tuple, list)) else (out,)):
-            if isinstance(t, torch.Tensor):
-                self.largest = max(self.largest, t.numel())
-        return out
-
-
 @pytest.mark.parametrize("C", [1, 64, 256])
 def test_default_causal_path_never_builds_an_L_r_dv_or_L_L_tensor(C):
-    """The largest tensor any operation of the causal path returns is the output (or a chunk's C x C
-    block / the (r, d_v) state, all smaller here); the prefix form's (L, r, d_v) sums are 32x the output."""
+    """The largest tensor any operation of the causal path builds (E.measure_torch_call) is the output
+    (or a chunk's C x C block / the (r, d_v) state, all smaller here); the prefix form's (L, r, d_v)
+    sums are 32x the output."""
     L, r, dv = 2048, 32, 32
     phi_q, phi_k, v = _causal_features((L, r), (L, dv), torch.float32, seed=1)
-    with torch.no_grad(), _LargestTensor() as chunked:
-        E.attention_from_features_torch(phi_q, phi_k, v, causal=True, chunk_size=C)
-    assert chunked.largest <= max(L * dv, C * C, r * dv), chunked.largest
-    with torch.no_grad(), _LargestTensor() as prefix:
-        E.prefix_sum_causal_attention_torch(phi_q, phi_k, v)
-    assert prefix.largest >= L * r * dv  # the measurement sees what the old form builds
+    _, chunked = E.measure_torch_call(E.attention_from_features_torch, phi_q, phi_k, v, causal=True, chunk_size=C,
+                                      repeats=1)
+    assert chunked <= 4 * max(L * dv, C * C, r * dv), chunked
+    _, prefix = E.measure_torch_call(E.prefix_sum_causal_attention_torch, phi_q, phi_k, v, repeats=1)
+    assert prefix >= 4 * L * r * dv  # the measurement sees what the old form builds
+
+
+def test_measure_torch_call_counts_new_tensors_not_views():
+    x = torch.zeros(1000)
+    seconds, largest = E.measure_torch_call(lambda a: (a[:10] + 1, a.view(10, 100)), x, repeats=2)
+    assert largest == 10 * 4 and seconds >= 0  # the view of all 1000 floats allocates nothing
+    assert E.measure_torch_call(lambda a: torch.outer(a, a), x, repeats=1)[1] == 1000 * 1000 * 4
+    with pytest.raises(ValueError, match="repeats"):
+        E.measure_torch_call(torch.sin, x, repeats=0)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.0, True, None, "64"])
