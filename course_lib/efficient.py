@@ -694,7 +694,7 @@ class EfficientMultiHeadAttention(MultiHeadAttention):
                 raise ValueError(
                     f"{type(self).__name__} takes key padding masks only, broadcastable to (B, 1, 1, S) "
                     f"(the same keys hidden from every query); got {tuple(mask.shape)}. A causal mask needs "
-                    "the prefix-sum form (linear_attention_torch(..., causal=True))"
+                    "the causal form (linear_attention_torch(..., causal=True), computed in chunks)"
                 )
             keep = mask[..., 0, :].unsqueeze(-1)  # (..., S, 1), broadcasts against (B, H, S, r)
         H = self.num_heads
