@@ -194,7 +194,7 @@ def _causal_features(shape_q, shape_v, dtype, seed=0, feature_map=E.elu_feature_
     return feature_map(q).to(dtype), feature_map(k).to(dtype), v.to(dtype)
 
 
-@pytest.mark.parametrize("L", [1, 7, 128, 300, 1000])
+@pytest.mark.parametrize("L", [1, 7, 128, 300, 520])
 @pytest.mark.parametrize("C", [1, 3, 64, 128, 4096])
 def test_chunked_causal_equals_prefix_sums_in_float32(L, C):
     """Batch and head dims, L a multiple of C or not, C = 1 (the RNN) and C >= L (one masked block)."""
@@ -242,8 +242,12 @@ def test_chunked_causal_gradients_equal_the_prefix_form(C):
         grads.append([t.grad for t in inputs])
     for chunked, prefix in zip(*grads):
         torch.testing.assert_close(chunked, prefix, atol=1e-12, rtol=1e-10)
-    small = [t[:, :1, :7].clone().requires_grad_(True) for t in (phi_q, phi_k, v)]
-    assert torch.autograd.gradcheck(lambda a, b, c: E.chunked_causal_attention_torch(a, b, c, chunk_size=C), small)
+
+
+def test_chunked_causal_passes_gradcheck():
+    phi_q, phi_k, v = _causal_features((1, 5, 3), (1, 5, 2), torch.float64, seed=9)
+    inputs = [t.clone().requires_grad_(True) for t in (phi_q, phi_k, v)]
+    assert torch.autograd.gradcheck(lambda a, b, c: E.chunked_causal_attention_torch(a, b, c, chunk_size=2), inputs)
 
 
 def test_causal_path_uses_the_chunked_form_by_default():
@@ -258,12 +262,12 @@ def test_causal_path_uses_the_chunked_form_by_default():
                                atol=1e-12, rtol=1e-12)
 
 
-@pytest.mark.parametrize("C", [1, 64, 256])
+@pytest.mark.parametrize("C", [32, 256])
 def test_default_causal_path_never_builds_an_L_r_dv_or_L_L_tensor(C):
     """The largest tensor any operation of the causal path builds (E.measure_torch_call) is the output
     (or a chunk's C x C block / the (r, d_v) state, all smaller here); the prefix form's (L, r, d_v)
     sums are 32x the output."""
-    L, r, dv = 2048, 32, 32
+    L, r, dv = 1024, 32, 32
     phi_q, phi_k, v = _causal_features((L, r), (L, dv), torch.float32, seed=1)
     _, chunked = E.measure_torch_call(E.attention_from_features_torch, phi_q, phi_k, v, causal=True, chunk_size=C,
                                       repeats=1)
