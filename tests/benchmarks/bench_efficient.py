@@ -6,8 +6,8 @@ sums; exact vs linear vs FAVOR+ attention on CPU; the MSE of random features.
     python tests/benchmarks/bench_efficient.py --parts causal   # only part 0
 
 On CPU (2026-11-25, a 2-core machine shared with other jobs, load average 9-13) the full run
-took 895 s of wall time and 2.3 min of CPU time, --quick 348 s and 1.4 min: with the machine to
-itself a run takes about its CPU time.
+took 895 s of wall time and 2.3 min of CPU time, --quick 348 s and 1.4 min (one thread: most of
+the wall time was waiting for a core).
 
 Part 0, causal: (B, H, L, d) = (1, H, L, 64) float32, causal self-attention, forward only, for
     sdpa_causal   torch.nn.functional.scaled_dot_product_attention(is_causal=True), restricted to
