@@ -19,21 +19,28 @@ Covers
     * Performer FAVOR+ (Choromanski et al. 2021, "Rethinking Attention with
       Performers"): ``draw_projection`` (iid Gaussian or orthogonal random features,
       seeded), ``positive_random_features`` phi(x) = exp(w x - |x|^2/2) / sqrt(m),
-      ``trig_random_features`` (sin/cos), ``softmax_kernel_estimate`` and the
-      closed-form mean squared errors of both estimators of SM(x, y) = exp(x . y).
+      ``trig_random_features`` (sin/cos), ``softmax_kernel_estimate``, the
+      closed-form mean squared errors of both estimators of SM(x, y) = exp(x . y), and
+      ``favor_attention_mse_limit``, the large-m limit of m x MSE of the attention output.
     * torch versions for training and benchmarks: ``elu_feature_map_torch``,
       ``attention_from_features_torch``, ``linear_attention_torch``,
       ``favor_features_torch`` (with the numerical stabilisation) and
-      ``favor_attention_torch`` (non-causal and causal).
+      ``favor_attention_torch`` (non-causal and causal). Their causal path is
+      ``chunked_causal_attention_torch``: exact C x C masked blocks inside chunks of C
+      tokens, the (r, d_v) state and the (r,) normaliser carried from chunk to chunk,
+      so the working memory is O(L d + C^2) per head instead of the (L, r, d_v) prefix
+      sums of ``prefix_sum_causal_attention_torch`` (kept as the plain form to test it
+      against, and as the benchmark's "before").
     * ``EfficientMultiHeadAttention``: ``course_lib.multihead.MultiHeadAttention`` with
       linear or FAVOR+ heads (same parameters), and ``swap_attention`` to put it into
       a model such as ``course_lib.blocks.TransformerClassifier``.
     * ``measure_numpy_call``: best time and tracemalloc peak of one numpy call (the
-      lesson's measurements; torch's allocations are invisible to tracemalloc).
+      lesson's measurements; torch's allocations are invisible to tracemalloc), and
+      ``measure_torch_call``: best time and the largest tensor one torch call builds.
 
 Does NOT cover
-    * chunked causal kernels (our causal prefix sums hold a (T, r, d_v) tensor),
-      fused/CUDA kernels, redrawing features during training, FAVOR# or other
+    * fused/CUDA kernels (the chunked causal form is a Python loop over chunks of
+      ordinary torch operations), redrawing features during training, FAVOR# or other
       later variants,
     * masks other than causal and key padding (padded keys get zero features);
       no dropout on attention weights (there are no weights to drop).
@@ -54,6 +61,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._pytree import tree_leaves
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_lib.attention import check_attention_shapes
 from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
@@ -71,14 +80,19 @@ __all__ = [
     "softmax_kernel_estimate",
     "positive_features_mse",
     "trig_features_mse",
+    "favor_attention_mse_limit",
     "elu_feature_map_torch",
     "attention_from_features_torch",
+    "prefix_sum_causal_attention_torch",
+    "chunked_causal_attention_torch",
+    "DEFAULT_CHUNK_SIZE",
     "linear_attention_torch",
     "favor_features_torch",
     "favor_attention_torch",
     "EfficientMultiHeadAttention",
     "swap_attention",
     "measure_numpy_call",
+    "measure_torch_call",
 ]
 
 
@@ -383,6 +397,47 @@ def trig_features_mse(x, y, m: int) -> float:
     return math.exp(float(x @ x + y @ y)) * math.expm1(-d2) ** 2 / (2 * m)
 
 
+def favor_attention_mse_limit(q, k, v) -> float:
+    """Large-m limit of m x MSE of FAVOR+ attention with m iid positive features (non-causal, eps = 0).
+
+    The estimated output out_i = N_i / D_i is a ratio of two averages over m independent
+    features, N_i = mean_l a_l(x_i) sum_j a_l(y_j) v_j and D_i = mean_l a_l(x_i) sum_j a_l(y_j), with
+    a_l(x) = exp(w_l . x - |x|^2/2), x = q d^(-1/4), y = k d^(-1/4). Linearising the ratio around
+    the exact output o_i = E[N_i] / E[D_i] (the delta method) gives, as m grows,
+
+        m E[(out_i - o_i)^2] -> E_w[(a(x_i) sum_j a(y_j) (v_j - o_i))^2] / (sum_j exp(x_i . y_j))^2,
+
+    per value dimension, and the Gaussian moment E[a(x)^2 a(y) a(y')] = exp(|2x + y + y'|^2/2
+    - |x|^2 - |y|^2/2 - |y'|^2/2) makes the right side exact. Returned averaged over queries
+    and value dimensions, like ``((out - exact) ** 2).mean()`` times m. So MSE ~ limit / m for
+    large m (slope -1 on log-log axes); at small m the linearisation does not hold yet (the
+    normaliser is itself random, and the output is a weighted average of the values, which
+    cannot stray far from them). Orthogonal features are not covered (their limit is lower).
+
+    Args:
+        q: (T, d); k: (S, d); v: (S, d_v), unscaled as for softmax(q k^T / sqrt(d)) v.
+    Cost O(T S^2 d) time, O(S^2 d) memory.
+
+    >>> favor_attention_mse_limit(np.zeros((1, 2)), np.zeros((3, 2)), np.ones((3, 1)))   # all values equal
+    0.0
+    """
+    q, k, v = _check_qkv(q, k, v)
+    if q.ndim != 2:
+        raise ValueError(f"favor_attention_mse_limit takes one head: q (T, d), k (S, d), v (S, d_v); got q {q.shape}")
+    d = q.shape[-1]
+    x, y = q * d ** -0.25, k * d ** -0.25  # (T, d), (S, d)
+    sim = np.exp(x @ y.T)  # (T, S): exp(x_i . y_j), the unnormalised softmax weights
+    exact = (sim @ v) / sim.sum(axis=1, keepdims=True)  # (T, d_v)
+    half_sq_y = 0.5 * np.sum(y * y, axis=-1)  # (S,)
+    total = 0.0
+    for i in range(x.shape[0]):
+        u = 2 * x[i] + y[:, None, :] + y[None, :, :]  # (S, S, d): 2 x_i + y_j + y_j'
+        moment = np.exp(0.5 * np.sum(u * u, axis=-1) - x[i] @ x[i] - half_sq_y[:, None] - half_sq_y[None, :])
+        dv = v - exact[i]  # (S, d_v): v_j - o_i
+        total += np.einsum("jk,jc,kc->", moment, dv, dv) / sim[i].sum() ** 2
+    return float(total / (x.shape[0] * v.shape[-1]))
+
+
 # ---------------------------------------------------------------- torch versions
 def elu_feature_map_torch(x: torch.Tensor) -> torch.Tensor:
     """elu(x) + 1 in torch (see :func:`elu_feature_map`)."""
@@ -398,19 +453,26 @@ def _check_torch_qkv(q, k, v, causal: bool):
         raise ValueError(f"causal attention needs T == S, got T={q.shape[-2]} queries and S={k.shape[-2]} keys")
 
 
-def attention_from_features_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
-                                  causal: bool = False) -> torch.Tensor:
-    """Normalised linear attention from given features: phi_q (..., T, r), phi_k (..., S, r), v (..., S, d_v).
+DEFAULT_CHUNK_SIZE = 128  # tokens per chunk of the causal path; see chunked_causal_attention_torch
 
-    Non-causal: phi_q (phi_k^T v) / phi_q (phi_k^T 1). Causal (T == S): the same with
-    prefix sums over positions, which keeps a (..., T, r, d_v) tensor.
-    Returns out (..., T, d_v).
+
+def _check_chunk_size(chunk_size) -> int:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int (tokens per chunk), got {chunk_size!r}")
+    return chunk_size
+
+
+def prefix_sum_causal_attention_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal linear attention from features by plain prefix sums (the form before chunking).
+
+    s_i = sum_{j<=i} phi(k_j) v_j^T as one cumsum over positions, which keeps a
+    (..., T, r, d_v) tensor: at T = 65,536, r = d_v = 64 that is 1 GiB per head in
+    float32. Kept as the reference :func:`chunked_causal_attention_torch` is tested
+    against, and as the "before" of ``tests/benchmarks/bench_efficient.py``.
+
+    phi_q, phi_k: (..., T, r); v: (..., T, d_v). Returns out (..., T, d_v).
     """
-    _check_torch_qkv(phi_q, phi_k, v, causal)
-    if not causal:
-        kv = phi_k.transpose(-2, -1) @ v  # (..., r, d_v)
-        z = phi_k.sum(dim=-2)  # (..., r)
-        return (phi_q @ kv) / (phi_q @ z.unsqueeze(-1))  # (..., T, d_v)
+    _check_torch_qkv(phi_q, phi_k, v, causal=True)
     s = torch.cumsum(phi_k.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)  # (..., T, r, d_v)
     z = torch.cumsum(phi_k, dim=-2)  # (..., T, r)
     numerator = (phi_q.unsqueeze(-2) @ s).squeeze(-2)  # (..., T, d_v)
@@ -418,11 +480,88 @@ def attention_from_features_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: t
     return numerator / denominator
 
 
+def chunked_causal_attention_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
+                                   chunk_size: int = DEFAULT_CHUNK_SIZE) -> torch.Tensor:
+    """Causal linear attention from features, chunk by chunk: O(T d + C^2) working memory per head.
+
+    Cut the T positions into chunks of C = ``chunk_size`` tokens (the last one may be
+    shorter). For the chunk of positions [a, b), with the state of all earlier chunks
+    s = sum_{j<a} phi(k_j) v_j^T (r, d_v) and z = sum_{j<a} phi(k_j) (r,):
+
+        A = tril(phi(Q_c) phi(K_c)^T)                        (C, C), keys j <= i in the chunk
+        out_c = (phi(Q_c) s + A V_c) / (phi(Q_c) z + A 1)    (C, d_v)
+        s <- s + phi(K_c)^T V_c,  z <- z + phi(K_c)^T 1      carried to the next chunk
+
+    The same sums as :func:`prefix_sum_causal_attention_torch`, grouped differently:
+    inside a chunk the quadratic masked form, across chunks the running sum (the RNN
+    view, one chunk per step). Nothing of size (T, r, d_v) or (T, T) is built; besides
+    the inputs and the output only one (C, C) block and the (r, d_v) state are alive
+    (autograd keeps one state per chunk for the backward pass: T / C of them).
+    C = 1 is the recurrent form, C >= T the masked quadratic form.
+
+    Args:
+        phi_q, phi_k: (..., T, r) positive features; v: (..., T, d_v); leading dims
+            broadcast as in a matmul (batch, heads).
+        chunk_size: C, tokens per chunk (a positive int).
+
+    Returns:
+        out (..., T, d_v), in the inputs' dtype.
+
+    >>> phi = torch.tensor([[2.0, 1.0], [1.0, 2.0], [1.0, 1.0]]); v = torch.tensor([[1.0], [3.0], [5.0]])
+    >>> chunked_causal_attention_torch(phi, phi, v, chunk_size=2)   # row 2, chunk 2: (3*1 + 3*3 + 2*5) / 8
+    tensor([[1.0000],
+            [2.1111],
+            [2.7500]])
+    """
+    _check_torch_qkv(phi_q, phi_k, v, causal=True)
+    C = _check_chunk_size(chunk_size)
+    T = phi_q.shape[-2]
+    lead = torch.broadcast_shapes(phi_q.shape[:-2], phi_k.shape[:-2], v.shape[:-2])
+    s = z = None  # state of the chunks so far: (..., r, d_v) and (..., r, 1); None before the first
+    outs = []
+    for a in range(0, T, C):
+        q_c, k_c, v_c = phi_q[..., a:a + C, :], phi_k[..., a:a + C, :], v[..., a:a + C, :]  # (..., c, r / d_v)
+        scores = (q_c @ k_c.transpose(-2, -1)).tril()  # (..., c, c): key j <= query i inside the chunk
+        numerator = scores @ v_c  # (..., c, d_v)
+        denominator = scores.sum(dim=-1, keepdim=True)  # (..., c, 1)
+        if s is not None:
+            numerator = numerator + q_c @ s  # the earlier chunks' keys
+            denominator = denominator + q_c @ z
+        outs.append(numerator / denominator)
+        kv = k_c.transpose(-2, -1) @ v_c  # (..., r, d_v)
+        k_sum = k_c.sum(dim=-2).unsqueeze(-1)  # (..., r, 1)
+        s, z = (kv, k_sum) if s is None else (s + kv, z + k_sum)
+    if not outs:  # T = 0
+        return v.new_zeros(*lead, 0, v.shape[-1])
+    return torch.cat(outs, dim=-2)  # (..., T, d_v)
+
+
+def attention_from_features_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
+                                  causal: bool = False, chunk_size: int = DEFAULT_CHUNK_SIZE) -> torch.Tensor:
+    """Normalised linear attention from given features: phi_q (..., T, r), phi_k (..., S, r), v (..., S, d_v).
+
+    Non-causal: phi_q (phi_k^T v) / phi_q (phi_k^T 1). Causal (T == S): the same sums
+    stopped at each position, computed by :func:`chunked_causal_attention_torch` in
+    chunks of ``chunk_size`` tokens (O(T d + C^2) memory per head; the plain prefix
+    sums, :func:`prefix_sum_causal_attention_torch`, would keep a (..., T, r, d_v) tensor).
+    Returns out (..., T, d_v).
+    """
+    _check_torch_qkv(phi_q, phi_k, v, causal)
+    if not causal:
+        kv = phi_k.transpose(-2, -1) @ v  # (..., r, d_v)
+        z = phi_k.sum(dim=-2)  # (..., r)
+        return (phi_q @ kv) / (phi_q @ z.unsqueeze(-1))  # (..., T, d_v)
+    return chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size)
+
+
 def linear_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-                           feature_map=elu_feature_map_torch) -> torch.Tensor:
-    """Linear attention (elu + 1 features by default) in torch; differentiable. Returns (..., T, d_v)."""
+                           feature_map=elu_feature_map_torch, chunk_size: int = DEFAULT_CHUNK_SIZE) -> torch.Tensor:
+    """Linear attention (elu + 1 features by default) in torch; differentiable. Returns (..., T, d_v).
+
+    ``causal=True`` (T == S) runs :func:`chunked_causal_attention_torch` with ``chunk_size``.
+    """
     _check_torch_qkv(q, k, v, causal)
-    return attention_from_features_torch(feature_map(q), feature_map(k), v, causal)
+    return attention_from_features_torch(feature_map(q), feature_map(k), v, causal, chunk_size)
 
 
 def favor_features_torch(x: torch.Tensor, w: torch.Tensor, *, is_query: bool, eps: float = 1e-6,
@@ -483,12 +622,14 @@ def favor_features_torch(x: torch.Tensor, w: torch.Tensor, *, is_query: bool, ep
 
 
 def favor_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor,
-                          causal: bool = False, eps: float = 1e-6, stabilize: bool = True) -> torch.Tensor:
+                          causal: bool = False, eps: float = 1e-6, stabilize: bool = True,
+                          chunk_size: int = DEFAULT_CHUNK_SIZE) -> torch.Tensor:
     """FAVOR+ estimate of softmax(Q K^T / sqrt(d)) V in O((T + S) m d) time and memory.
 
     Args:
         q: (..., T, d); k: (..., S, d); v: (..., S, d_v); w: (m, d) from :func:`draw_projection`
-        causal: prefix-sum form (T == S), position i sees keys 0..i
+        causal: position i sees keys 0..i (T == S), computed in chunks of ``chunk_size``
+            tokens (:func:`chunked_causal_attention_torch`)
         eps, stabilize: see :func:`favor_features_torch`
 
     Returns:
@@ -497,7 +638,7 @@ def favor_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: 
     _check_torch_qkv(q, k, v, causal)
     phi_q = favor_features_torch(q, w, is_query=True, eps=eps, stabilize=stabilize)  # (..., T, m)
     phi_k = favor_features_torch(k, w, is_query=False, eps=eps, stabilize=stabilize)  # (..., S, m)
-    return attention_from_features_torch(phi_q, phi_k, v, causal)
+    return attention_from_features_torch(phi_q, phi_k, v, causal, chunk_size)
 
 
 # ---------------------------------------------------------------- multi-head module and model surgery
@@ -553,7 +694,7 @@ class EfficientMultiHeadAttention(MultiHeadAttention):
                 raise ValueError(
                     f"{type(self).__name__} takes key padding masks only, broadcastable to (B, 1, 1, S) "
                     f"(the same keys hidden from every query); got {tuple(mask.shape)}. A causal mask needs "
-                    "the prefix-sum form (linear_attention_torch(..., causal=True))"
+                    "the causal form (linear_attention_torch(..., causal=True), computed in chunks)"
                 )
             keep = mask[..., 0, :].unsqueeze(-1)  # (..., S, 1), broadcasts against (B, H, S, r)
         H = self.num_heads
@@ -595,6 +736,56 @@ def swap_attention(model: nn.Module, kind: str = "linear", num_features: int | N
     if swapped == 0:
         raise ValueError("the model holds no course_lib.multihead.MultiHeadAttention to swap")
     return model
+
+
+class _LargestNewTensor(TorchDispatchMode):
+    """Remembers the largest storage (in bytes) any torch operation allocates for its outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        leaves = tree_leaves((args, kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in leaves if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            # a view (or an in-place result) shares its input's storage: it allocates nothing
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs:
+                self.largest = max(self.largest, t.untyped_storage().nbytes())
+        return out
+
+
+def measure_torch_call(fn, *args, repeats: int = 3, **kwargs) -> tuple[float, int]:
+    """(best wall time in seconds over ``repeats`` calls, bytes of the largest tensor built during one call).
+
+    The torch counterpart of :func:`measure_numpy_call`: torch's allocations are invisible to
+    tracemalloc, so the memory figure is the largest tensor any torch operation returned
+    during the call (views and in-place results excluded: they share an input's storage),
+    counted by a ``TorchDispatchMode``: a lower bound of the
+    call's peak memory that is the same on every machine (e.g. the (T, r, d_v) prefix sums of
+    :func:`prefix_sum_causal_attention_torch`). Calls run under ``torch.inference_mode``; CUDA
+    work is synchronised before each clock reading.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+
+    def sync():
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    best = math.inf
+    with torch.inference_mode():
+        fn(*args, **kwargs)  # warm-up: lazy initialisation is not the call's time
+        for _ in range(repeats):
+            sync()
+            t0 = time.perf_counter()
+            fn(*args, **kwargs)
+            sync()
+            best = min(best, time.perf_counter() - t0)
+        with _LargestNewTensor() as mode:
+            fn(*args, **kwargs)
+    return best, mode.largest
 
 
 def measure_numpy_call(fn, *args, repeats: int = 3, **kwargs) -> tuple[float, int]:

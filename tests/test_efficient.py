@@ -4,6 +4,10 @@ What is checked against what:
 * elu+1 against torch's F.elu; linear attention (non-causal, prefix sums, recurrent step,
   numpy and torch) against the same similarity computed the quadratic way, with and
   without a causal mask, in float64 at atol 1e-10;
+* the chunked causal form (torch) against the plain prefix sums: float32 at 1e-5 for several
+  L and chunk sizes (L not a multiple of C, C = 1, C >= L), float64 at 1e-12 against the
+  masked quadratic form, gradients equal, and the largest tensor any of its operations
+  returns (a TorchDispatchMode) is never the (L, r, d_v) prefix sums;
 * the projection draw: orthogonal blocks, chi-distributed row norms, zero mean and
   identity covariance of rows, reproducible from seed/generator;
 * FAVOR+ against exact softmax attention (course_lib.attention) as m grows;
@@ -152,6 +156,146 @@ def test_torch_linear_attention_is_differentiable():
     for causal in (False, True):
         assert torch.autograd.gradcheck(lambda a, b, c: E.linear_attention_torch(a, b, c, causal=causal),
                                         (q, k, v))
+
+
+
+
+def test_favor_attention_mse_limit_equals_the_monte_carlo_moment_and_the_large_m_error():
+    """The closed-form delta-method limit against (1) its own expectation estimated from 200,000
+    single features, within Z_BOUND empirical standard errors, and (2) m x MSE of FAVOR+ (iid
+    features) at m = 4096 over 200 draws, within 25% (the relative s.e. of that mean is about 10%)."""
+    rng = np.random.default_rng(0)
+    T, S, d, dv = 5, 6, 4, 2
+    q, k, v = 0.5 * rng.normal(size=(T, d)), 0.5 * rng.normal(size=(S, d)), rng.normal(size=(S, dv))
+    limit = E.favor_attention_mse_limit(q, k, v)
+    exact, _ = scaled_dot_product_attention(q, k, v)
+    x, y = q * d ** -0.25, k * d ** -0.25
+    w = E.draw_projection(200_000, d, orthogonal=False, seed=1).numpy()
+    a_q = np.exp(w @ x.T - 0.5 * (x * x).sum(-1))  # (n, T)
+    a_k = np.exp(w @ y.T - 0.5 * (y * y).sum(-1))  # (n, S)
+    resid = a_q[:, :, None] * ((a_k @ v)[:, None, :] - a_k.sum(-1)[:, None, None] * exact[None])  # (n, T, dv)
+    samples = (resid ** 2 / (np.exp(x @ y.T).sum(-1) ** 2)[None, :, None]).mean(axis=(1, 2))
+    se = samples.std(ddof=1) / math.sqrt(len(samples))
+    assert abs(samples.mean() - limit) < Z_BOUND * se, (limit, samples.mean(), se)
+    m = 4096
+    out = E.favor_attention_torch(*(torch.from_numpy(a) for a in (q, k, v)),
+                                  E.draw_projection(m, d, orthogonal=False, seed=2, batch_shape=(200,)), eps=0.0)
+    assert abs(m * ((out.numpy() - exact) ** 2).mean() / limit - 1) < 0.25
+    assert E.favor_attention_mse_limit(q, k, np.ones((S, dv))) == 0.0  # equal values: no error at all
+    with pytest.raises(ValueError, match="one head"):
+        E.favor_attention_mse_limit(q[None], k[None], v[None])
+
+
+# ---------------------------------------------------------------- chunked causal form (torch)
+def _causal_features(shape_q, shape_v, dtype, seed=0, feature_map=E.elu_feature_map_torch):
+    g = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(*shape_q, generator=g, dtype=torch.float64) for _ in range(2))
+    v = torch.randn(*shape_v, generator=g, dtype=torch.float64)
+    return feature_map(q).to(dtype), feature_map(k).to(dtype), v.to(dtype)
+
+
+@pytest.mark.parametrize("L", [1, 7, 128, 300, 520])
+@pytest.mark.parametrize("C", [1, 3, 64, 128, 4096])
+def test_chunked_causal_equals_prefix_sums_in_float32(L, C):
+    """Batch and head dims, L a multiple of C or not, C = 1 (the RNN) and C >= L (one masked block)."""
+    phi_q, phi_k, v = _causal_features((2, 3, L, 16), (2, 3, L, 8), torch.float32, seed=L)
+    chunked = E.chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size=C)
+    assert chunked.shape == (2, 3, L, 8) and chunked.dtype == torch.float32
+    torch.testing.assert_close(chunked, E.prefix_sum_causal_attention_torch(phi_q, phi_k, v), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("L, C", [(1, 1), (9, 4), (64, 64), (65, 8), (200, 512)])
+def test_chunked_causal_equals_masked_quadratic_in_float64(L, C):
+    phi_q, phi_k, v = _causal_features((3, L, 5), (3, L, 4), torch.float64, seed=L)
+    chunked = E.chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size=C)
+    assert chunked.dtype == torch.float64
+    weights = (phi_q @ phi_k.transpose(-2, -1)).tril()  # (3, L, L), keys j <= i
+    quadratic = (weights @ v) / weights.sum(-1, keepdim=True)
+    torch.testing.assert_close(chunked, quadratic, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(chunked, E.prefix_sum_causal_attention_torch(phi_q, phi_k, v), atol=1e-12, rtol=1e-12)
+
+
+def test_chunked_causal_with_favor_features_and_broadcast_leading_dims():
+    """FAVOR+ features (m != d) and leading dims that broadcast like a matmul's, as the prefix form does."""
+    g = torch.Generator().manual_seed(11)
+    w = E.draw_projection(24, 8, seed=11, dtype=torch.float32)
+    q = torch.randn(2, 1, 70, 8, generator=g)
+    k = torch.randn(1, 4, 70, 8, generator=g)
+    v = torch.randn(70, 5, generator=g)
+    phi_q, phi_k = E.favor_features_torch(q, w, is_query=True), E.favor_features_torch(k, w, is_query=False)
+    chunked = E.chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size=16)
+    assert chunked.shape == (2, 4, 70, 5)
+    torch.testing.assert_close(chunked, E.prefix_sum_causal_attention_torch(phi_q, phi_k, v), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(E.favor_attention_torch(q, k, v, w, causal=True),
+                               E.favor_attention_torch(q, k, v, w, causal=True, chunk_size=1), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("C", [1, 4, 6, 50])
+def test_chunked_causal_gradients_equal_the_prefix_form(C):
+    phi_q, phi_k, v = _causal_features((2, 2, 13, 4), (2, 2, 13, 3), torch.float64, seed=C)
+    grads = []
+    for fn in (lambda a, b, c: E.chunked_causal_attention_torch(a, b, c, chunk_size=C),
+               E.prefix_sum_causal_attention_torch):
+        inputs = [t.clone().requires_grad_(True) for t in (phi_q, phi_k, v)]
+        out = fn(*inputs)
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape)).sum().backward()
+        grads.append([t.grad for t in inputs])
+    for chunked, prefix in zip(*grads):
+        torch.testing.assert_close(chunked, prefix, atol=1e-12, rtol=1e-10)
+
+
+def test_chunked_causal_passes_gradcheck():
+    phi_q, phi_k, v = _causal_features((1, 5, 3), (1, 5, 2), torch.float64, seed=9)
+    inputs = [t.clone().requires_grad_(True) for t in (phi_q, phi_k, v)]
+    assert torch.autograd.gradcheck(lambda a, b, c: E.chunked_causal_attention_torch(a, b, c, chunk_size=2), inputs)
+
+
+def test_causal_path_uses_the_chunked_form_by_default():
+    phi_q, phi_k, v = _causal_features((2, 300, 6), (2, 300, 5), torch.float64, seed=3)
+    default = E.attention_from_features_torch(phi_q, phi_k, v, causal=True)
+    torch.testing.assert_close(default, E.chunked_causal_attention_torch(phi_q, phi_k, v, E.DEFAULT_CHUNK_SIZE),
+                               atol=0, rtol=0)
+    q, k = torch.randn(2, 300, 6, dtype=torch.float64), torch.randn(2, 300, 6, dtype=torch.float64)
+    torch.testing.assert_close(E.linear_attention_torch(q, k, v, causal=True, chunk_size=7),
+                               E.prefix_sum_causal_attention_torch(E.elu_feature_map_torch(q),
+                                                                   E.elu_feature_map_torch(k), v),
+                               atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("C", [32, 256])
+def test_default_causal_path_never_builds_an_L_r_dv_or_L_L_tensor(C):
+    """The largest tensor any operation of the causal path builds (E.measure_torch_call) is the output
+    (or a chunk's C x C block / the (r, d_v) state, all smaller here); the prefix form's (L, r, d_v)
+    sums are 32x the output."""
+    L, r, dv = 1024, 32, 32
+    phi_q, phi_k, v = _causal_features((L, r), (L, dv), torch.float32, seed=1)
+    _, chunked = E.measure_torch_call(E.attention_from_features_torch, phi_q, phi_k, v, causal=True, chunk_size=C,
+                                      repeats=1)
+    assert chunked <= 4 * max(L * dv, C * C, r * dv), chunked
+    _, prefix = E.measure_torch_call(E.prefix_sum_causal_attention_torch, phi_q, phi_k, v, repeats=1)
+    assert prefix >= 4 * L * r * dv  # the measurement sees what the old form builds
+
+
+def test_measure_torch_call_counts_new_tensors_not_views():
+    x = torch.zeros(1000)
+    seconds, largest = E.measure_torch_call(lambda a: (a[:10] + 1, a.view(10, 100)), x, repeats=2)
+    assert largest == 10 * 4 and seconds >= 0  # the view of all 1000 floats allocates nothing
+    assert E.measure_torch_call(lambda a: torch.outer(a, a), x, repeats=1)[1] == 1000 * 1000 * 4
+    with pytest.raises(ValueError, match="repeats"):
+        E.measure_torch_call(torch.sin, x, repeats=0)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.0, True, None, "64"])
+def test_chunk_size_must_be_a_positive_int(bad):
+    phi_q, phi_k, v = _causal_features((5, 3), (5, 2), torch.float32)
+    with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+        E.chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size=bad)
+
+
+def test_chunked_causal_needs_as_many_queries_as_keys():
+    phi_q, phi_k, v = _causal_features((6, 3), (6, 2), torch.float32)
+    with pytest.raises(ValueError, match="T == S"):
+        E.chunked_causal_attention_torch(phi_q[:4], phi_k, v)
 
 
 # ---------------------------------------------------------------- projection draw

@@ -72,7 +72,8 @@ __all__ = [
 
 _REFERENCES = ("elu_feature_map", "elu_feature_map_torch", "linear_attention", "causal_linear_attention",
                "linear_attention_step", "recurrent_linear_attention", "quadratic_linear_attention",
-               "attention_from_features_torch", "linear_attention_torch", "positive_random_features",
+               "attention_from_features_torch", "prefix_sum_causal_attention_torch",
+               "chunked_causal_attention_torch", "linear_attention_torch", "positive_random_features",
                "trig_random_features", "softmax_kernel_estimate", "favor_features_torch", "favor_attention_torch")
 FORBIDDEN = tuple(f"course_lib.efficient.{name}" for name in _REFERENCES) + (
     "torch.nn.functional.elu",

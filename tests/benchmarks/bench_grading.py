@@ -219,6 +219,10 @@ def main() -> int:
     parser.add_argument("--no-plain", action="store_true", help="leave out the plain nbgrader run (the slowest)")
     parser.add_argument("--quick", action="store_true", help="accepted for `make bench`; same as the default")
     args = parser.parse_args()
+    # nbgrader calls `alembic` (and jupyter finds kernels) from PATH: this environment's bin first, as
+    # grading.pipeline.nbgrader_env does, so `.venv/bin/python` runs it without an activated environment.
+    # Every subprocess and the warm-kernel template below inherit it.
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     from grading import demo
 
     assignments = args.assignment or [a for a in demo.assignments_with_demo() if a[:2] <= "07"]
