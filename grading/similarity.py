@@ -1,0 +1,165 @@
+"""Which submissions' solution cells are unusually alike: a flag for a person to look at, never a grade.
+
+For one exercise (one solution cell, the same ``grade_id`` in every submission):
+
+1. each cell is read by Python's own tokenizer (``tokenize``); comments, blank lines and the
+   layout of a line are dropped, string literals become ``STR``, and every name the student
+   chose becomes ``v0, v1, ...`` in order of first use (builtins, keywords and attribute names
+   after a dot are kept: ``x.shape`` stays ``.shape``). The release cell is normalised first, so
+   the names it gives everyone (the function and its parameters) get the same canonical name in
+   every submission. Renaming variables, reformatting or re-commenting a copy changes nothing.
+   Example: ``def f(q):  # mine\\n    s = q @ q.T`` and ``def f(a):\\n    t=a@a.T`` give the
+   same tokens.
+2. the tokens are cut into overlapping n-grams (``N = 5``); the n-grams of the release cell
+   (the signature, the docstring, ``raise NotImplementedError()``: code everyone got) are
+   removed, and so are n-grams that more than ``COMMON_SHARE`` of the class, or more than
+   ``COMMON_MAX`` submissions, wrote (the usual way to write it: evidence of nothing). A blank submission keeps nothing and is never paired.
+3. a pair's similarity is the Jaccard index of what is left (shared / either). A pair is flagged
+   when it is at least ``THRESHOLD`` and shares at least ``MIN_SHARED`` n-grams (a one-line
+   answer is too short to say anything). Flagged pairs are ranked by similarity, then by shared
+   n-grams.
+
+Candidate pairs come from an inverted index of the n-grams (only pairs that share one are
+compared), so a class of hundreds stays fast.
+
+Does NOT cover: code copied across exercises or from outside the class, paraphrases that change
+the algorithm's token order, or deciding anything: the table goes to the instructor.
+"""
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import io
+import keyword
+import re
+import tokenize
+
+N = 5
+THRESHOLD = 0.7
+MIN_SHARED = 8
+# n-grams written by more than COMMON_SHARE of the class, or by more than COMMON_MAX submissions, are ignored
+# (from 6 submissions up; in a tiny class every n-gram would be "common")
+COMMON_SHARE = 0.5
+COMMON_MAX = 10
+
+_KEEP = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
+_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER, tokenize.TYPE_COMMENT} \
+    if hasattr(tokenize, "TYPE_COMMENT") else {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
+# a line tokenizer for code the tokenizer refuses (an unterminated string, a stray dedent): names,
+# numbers, strings and single operator characters, good enough to compare
+_FALLBACK = re.compile(r"""(?P<s>(?:[rRbBuUfF]{0,2})(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'[^'\n]*'|"[^"\n]*"))"""
+                       r"|(?P<c>#[^\n]*)|(?P<n>[A-Za-z_]\w*)|(?P<d>\d[\w.]*)|(?P<o>\S)")
+
+
+def _raw_tokens(source: str) -> list[tuple[str, str]]:
+    """(kind, text) pairs: kind is 'name', 'str', 'op', 'num' or 'layout'."""
+    out = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in _SKIP:
+                continue
+            if tok.type == tokenize.NAME:
+                out.append(("name", tok.string))
+            elif tok.type == tokenize.STRING or tok.type == getattr(tokenize, "FSTRING_START", -1):
+                out.append(("str", "STR"))
+            elif tok.type in (getattr(tokenize, "FSTRING_MIDDLE", -1), getattr(tokenize, "FSTRING_END", -1)):
+                continue
+            elif tok.type == tokenize.NUMBER:
+                out.append(("num", tok.string))
+            elif tok.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                out.append(("layout", {tokenize.NEWLINE: ";", tokenize.INDENT: "{", tokenize.DEDENT: "}"}[tok.type]))
+            else:
+                out.append(("op", tok.string))
+        return out
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        out = []
+        for m in _FALLBACK.finditer(source):
+            kind = m.lastgroup
+            if kind == "c":
+                continue
+            out.append({"s": ("str", "STR"), "n": ("name", m.group()), "d": ("num", m.group()),
+                        "o": ("op", m.group())}[kind])
+        return out
+
+
+def normalise(source: str, given: str = "") -> list[str]:
+    """The cell's tokens with comments, layout and strings normalised and chosen names renamed canonically.
+
+    ``given`` (the release cell) is normalised first, so its names map to the same canonical names.
+    >>> normalise("def f(q):  # mine\\n    s = q @ q.T\\n") == normalise("def f(a):\\n    t=a@a.T")
+    True
+    """
+    names: dict[str, str] = {}
+    for text in (given, source):
+        tokens = []
+        prev = ""
+        for kind, tok in _raw_tokens(text):
+            if kind == "name" and tok not in _KEEP and prev != ".":
+                tok = names.setdefault(tok, f"v{len(names)}")
+            tokens.append(tok)
+            prev = tok
+    return tokens
+
+
+def ngrams(tokens: list[str], n: int = N) -> set[tuple[str, ...]]:
+    return {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+
+
+@dataclasses.dataclass
+class Pair:
+    a: str
+    b: str
+    similarity: float  # Jaccard index of the kept n-grams
+    shared: int  # kept n-grams both wrote
+
+    def as_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "similarity": round(self.similarity, 3), "shared": self.shared}
+
+
+def fingerprints(cells: dict[str, str], given: str = "", n: int = N) -> dict[str, set]:
+    """{submission: its n-grams minus the release cell's}."""
+    released = ngrams(normalise(given, given), n) if given else set()
+    cache: dict[str, set] = {}
+    out = {}
+    for who, source in cells.items():
+        if source not in cache:
+            cache[source] = ngrams(normalise(source, given), n) - released
+        out[who] = cache[source]
+    return out
+
+
+def similar_pairs(cells: dict[str, str], given: str = "", n: int = N, threshold: float = THRESHOLD,
+                  min_shared: int = MIN_SHARED, common_share: float = COMMON_SHARE,
+                  common_max: int = COMMON_MAX) -> list[Pair]:
+    """Flagged pairs of one exercise, most similar first.
+
+    ``cells``: {submission id: the solution cell's source}; ``given``: the release cell's source.
+    """
+    prints = fingerprints(cells, given, n)
+    index: dict[tuple, list[str]] = {}
+    for who, grams in prints.items():
+        for g in grams:
+            index.setdefault(g, []).append(who)
+    common = set()
+    if len(prints) >= 6:  # in a tiny class every n-gram is "common": nothing would be left to compare
+        limit = min(common_share * len(prints), common_max)
+        common = {g for g, holders in index.items() if len(holders) > limit}
+    kept = {who: grams - common for who, grams in prints.items()}
+    shared: dict[tuple[str, str], int] = {}
+    for g, holders in index.items():
+        if g in common or len(holders) < 2:
+            continue
+        holders = sorted(holders)
+        for i, a in enumerate(holders):
+            for b in holders[i + 1:]:
+                shared[(a, b)] = shared.get((a, b), 0) + 1
+    pairs = []
+    for (a, b), count in shared.items():
+        if count < min_shared:
+            continue
+        union = len(kept[a]) + len(kept[b]) - count
+        sim = count / union if union else 0.0
+        if sim >= threshold:
+            pairs.append(Pair(a, b, sim, count))
+    pairs.sort(key=lambda p: (-p.similarity, -p.shared, p.a, p.b))
+    return pairs
