@@ -332,6 +332,7 @@ def plot_scores(a: dict) -> tuple[str, str]:
     ax.set_ylabel("submissions", fontsize=8)
     ax.tick_params(labelsize=6)
     ax.tick_params(axis="x", rotation=45)
+    ax.yaxis.get_major_locator().set_params(integer=True)
     alt = (f"Bar chart of {a['name']} scores in 10-point bins of percent: "
            + ", ".join(f"{e}-{e + 10}%: {c}" for e, c in zip(h["edges_percent"], h["counts"]) if c)
            + f". Median {a['median_percent']}%, mean {a['mean_percent']}%.")
@@ -376,6 +377,7 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; margin:
 .note { color: #555; font-size: 0.9em; }
 .example { font-family: monospace; font-size: 0.85em; overflow-wrap: anywhere; }
 img { max-width: 100%; }
+.plots { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
 """
 
 
@@ -414,8 +416,7 @@ def render(report: dict, plots: dict) -> str:
     b.append(f"<p class='note'>Time per exercise: {_e(report['timing'])}.</p>")
     for a in report["assignments"]:
         b.append(f"<h2>{_e(a['name'])}</h2>")
-        b.append(plot(("scores", a["name"])))
-        b.append(plot(("exercises", a["name"])))
+        b.append(f"<div class='plots'>{plot(('scores', a['name']))}{plot(('exercises', a['name']))}</div>")
         b.append("<table><thead><tr><th>exercise</th><th>points</th><th>passed visible tests</th>"
                  "<th>passed hidden tests</th><th>misconceptions seen (students; one example message)</th>"
                  "<th>other failures (students)</th><th>time, median / max (s)</th></tr></thead><tbody>")
