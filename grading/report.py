@@ -6,7 +6,9 @@ rebuilds, from the gradebook and the autograded notebooks (nothing is graded aga
 ``report/`` next to ``grades.csv``:
 
 * ``index.html``: one self-contained page (plots embedded as base64 PNG, each with alt text).
-  Per assignment: the score distribution; per exercise (the graded cells sharing a name stem:
+  Two plots (one figure each, so that a class of hundreds renders in seconds): every assignment's
+  score distribution (a heat-map row per assignment) and every exercise's passing share. Per
+  assignment, a table; per exercise (the graded cells sharing a name stem:
   ``softmax_impl``, ``softmax_visible``, ``softmax_hidden``): the share of submissions that passed
   its visible and its hidden tests, the misconceptions the failing tests named ("likely
   misconception '<name>'", the checks' messages, decided by ``grading/verify.py``) with the number
@@ -309,61 +311,76 @@ def similarity(data: dict) -> list[dict]:
 
 
 # ------------------------------------------------------------------ render: plots and the page
-def _png(fig) -> str:
-    import matplotlib.pyplot as plt
+def _pyplot():
+    """pyplot on the Agg backend (no display is probed) and seaborn."""
+    import matplotlib
 
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    return plt, sns
+
+
+def _png(fig) -> str:
+    plt, _ = _pyplot()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=72, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def plot_scores(a: dict) -> tuple[str, str]:
-    """(base64 PNG, alt text) of one assignment's score distribution."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
+def _cmap(sns):
+    """A sequential map from white to the first colour of the course's colour-blind palette."""
+    return sns.light_palette(sns.color_palette("colorblind", 1)[0], as_cmap=True)
 
-    h = a["histogram"]
-    colour = sns.color_palette("colorblind", 1)[0]
-    fig, ax = plt.subplots(figsize=(4.2, 2.4))
-    sns.barplot(x=[f"{e}-{e + 10}" for e in h["edges_percent"][:-1]], y=h["counts"], color=colour, ax=ax)
-    ax.set_title(f"{a['name']}: scores ({a['submissions']} submissions)", fontsize=9)
+
+def plot_scores(report: dict) -> tuple[str, str] | None:
+    """(base64 PNG, alt text): every assignment's score distribution, one row per assignment (one figure:
+    one heat-map row per assignment, counts of submissions per 10-point bin of percent)."""
+    rows = [a for a in report["assignments"] if a["submissions"]]
+    if not rows:
+        return None
+    plt, sns = _pyplot()
+    edges = rows[0]["histogram"]["edges_percent"]
+    counts = [a["histogram"]["counts"] for a in rows]
+    share = [[c / max(1, a["submissions"]) for c in row] for a, row in zip(rows, counts)]
+    fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.2))
+    sns.heatmap(share, annot=counts, fmt="d", cmap=_cmap(sns), vmin=0, vmax=1, cbar=False, linewidths=0.5,
+                linecolor="#dddddd", annot_kws={"fontsize": 7}, ax=ax,
+                xticklabels=[f"{e}-{e + 10}" for e in edges[:-1]], yticklabels=[a["name"] for a in rows])
+    ax.set_title("Score distribution: submissions per 10-point bin (shade: share of the assignment's submissions)",
+                 fontsize=8)
     ax.set_xlabel("score (% of the gradebook's maximum)", fontsize=8)
-    ax.set_ylabel("submissions", fontsize=8)
-    ax.tick_params(labelsize=6)
-    ax.tick_params(axis="x", rotation=45)
-    ax.yaxis.get_major_locator().set_params(integer=True)
-    alt = (f"Bar chart of {a['name']} scores in 10-point bins of percent: "
-           + ", ".join(f"{e}-{e + 10}%: {c}" for e, c in zip(h["edges_percent"], h["counts"]) if c)
-           + f". Median {a['median_percent']}%, mean {a['mean_percent']}%.")
+    ax.set_ylabel("")
+    ax.tick_params(labelsize=7)
+    alt = "Heat map of score distributions, submissions per 10-point bin of percent. " + " ".join(
+        f"{a['name']} ({a['submissions']} submissions, median {a['median_percent']}%): "
+        + ", ".join(f"{e}-{e + 10}%: {c}" for e, c in zip(edges, row) if c) + "." for a, row in zip(rows, counts))
     return _png(fig), alt
 
 
-def plot_exercises(a: dict) -> tuple[str, str] | None:
-    """(base64 PNG, alt text): the share of submissions passing each exercise's visible and hidden tests."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    names, kinds, shares = [], [], []
-    for ex in a["exercises"]:
-        for kind in ("visible", "hidden"):
-            p = ex.get(f"{kind}_passed")
-            if p:
-                names.append(ex["name"])
-                kinds.append(f"{kind} tests")
-                shares.append(100.0 * p["share"])
-    if not names:
+def plot_exercises(report: dict) -> tuple[str, str] | None:
+    """(base64 PNG, alt text): the percent of submissions passing each exercise's visible and hidden tests."""
+    labels, values = [], []
+    for a in report["assignments"]:
+        for ex in a["exercises"]:
+            v, h = ex.get("visible_passed"), ex.get("hidden_passed")
+            if v or h:
+                labels.append(f"{a['name']}: {ex['name']}")
+                values.append([100.0 * p["share"] if p else float("nan") for p in (v, h)])
+    if not labels:
         return None
-    fig, ax = plt.subplots(figsize=(5.5, 0.35 * len(set(names)) + 1.0))
-    sns.barplot(x=shares, y=names, hue=kinds, palette="colorblind", ax=ax, orient="h")
-    ax.set_xlim(0, 100)
-    ax.set_title(f"{a['name']}: who passed each exercise", fontsize=9)
-    ax.set_xlabel("submissions passing (%)", fontsize=8)
-    ax.set_ylabel("")
+    plt, sns = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.0, 0.22 * len(labels) + 1.0))
+    sns.heatmap(values, annot=True, fmt=".0f", cmap=_cmap(sns), vmin=0, vmax=100, cbar=False, linewidths=0.5,
+                linecolor="#dddddd", annot_kws={"fontsize": 7}, ax=ax, xticklabels=["visible tests", "hidden tests"],
+                yticklabels=labels)
+    ax.xaxis.tick_top()
+    ax.set_title("Submissions passing each exercise's tests (%)", fontsize=8)
     ax.tick_params(labelsize=7)
-    ax.legend(fontsize=7, loc="lower right")
-    alt = f"Horizontal bar chart of {a['name']}: the percent of submissions passing each exercise's tests: " + "; ".join(
-        f"{n} {k} {s:.0f}%" for n, k, s in zip(names, kinds, shares)) + "."
+    alt = "Heat map of the percent of submissions passing each exercise's visible and hidden tests: " + "; ".join(
+        f"{n}: visible {v:.0f}%, hidden {h:.0f}%" for n, (v, h) in zip(labels, values)) + "."
     return _png(fig), alt
 
 
@@ -413,10 +430,10 @@ def render(report: dict, plots: dict) -> str:
                  f"{a['max_score']:g}</td><td class='num'>{_e(a['median_percent'])}%</td>"
                  f"<td class='num'>{_e(a['mean_percent'])}%</td></tr>")
     b.append("</tbody></table>")
+    b.append(f"<div class='plots'>{plot('scores')}{plot('exercises')}</div>")
     b.append(f"<p class='note'>Time per exercise: {_e(report['timing'])}.</p>")
     for a in report["assignments"]:
         b.append(f"<h2>{_e(a['name'])}</h2>")
-        b.append(f"<div class='plots'>{plot(('scores', a['name']))}{plot(('exercises', a['name']))}</div>")
         b.append("<table><thead><tr><th>exercise</th><th>points</th><th>passed visible tests</th>"
                  "<th>passed hidden tests</th><th>misconceptions seen (students; one example message)</th>"
                  "<th>other failures (students)</th><th>time, median / max (s)</th></tr></thead><tbody>")
@@ -523,11 +540,7 @@ def write(out: str, data: dict, threshold: float = 50.0) -> dict:
     t = time.perf_counter()
     pairs = similarity(data)
     report = analyse(data, threshold, pairs)
-    plots = {}
-    for a in report["assignments"]:
-        if a["submissions"]:
-            plots[("scores", a["name"])] = plot_scores(a)
-            plots[("exercises", a["name"])] = plot_exercises(a)
+    plots = {"scores": plot_scores(report), "exercises": plot_exercises(report)}
     page = render(report, plots)
     paths = {"html": os.path.join(out, "index.html"), "json": os.path.join(out, "report.json"),
              "similarity": os.path.join(out, "similarity.csv")}
