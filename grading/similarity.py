@@ -61,18 +61,17 @@ def raw_tokens(source: str) -> list[tuple[str, str]]:
     [('name', 'x'), ('op', '='), ('str', 'STR')]
     """
     out = []
-    for m in _TOKEN.finditer(source):
-        kind = m.lastgroup
-        if kind == "c":
-            continue
-        if kind == "s":
+    for string, comment, number, name, operator, other in _TOKEN.findall(source):
+        if name:
+            out.append(("name", name))
+        elif operator:
+            out.append(("op", operator))
+        elif number:
+            out.append(("num", number))
+        elif string:
             out.append(("str", "STR"))
-        elif kind == "n":
-            out.append(("name", m.group()))
-        elif kind == "d":
-            out.append(("num", m.group()))
-        elif m.group() != "\\":  # a line continuation
-            out.append(("op", m.group()))
+        elif other and other != "\\":  # a stray character; a backslash continues a line
+            out.append(("op", other))
     return out
 
 
@@ -93,9 +92,10 @@ def tokenize_tokens(source: str) -> list[tuple[str, str]]:
 
 def _names(tokens, names: dict) -> list[str]:
     out, prev = [], ""
+    keep = _KEEP
     for kind, tok in tokens:
-        if kind == "name" and tok not in _KEEP and prev != ".":
-            tok = names.setdefault(tok, f"v{len(names)}")
+        if kind == "name" and prev != "." and tok not in keep:
+            tok = names.get(tok) or names.setdefault(tok, f"v{len(names)}")
         out.append(tok)
         prev = tok
     return out
