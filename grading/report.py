@@ -174,16 +174,23 @@ def collect(root: str = GRADING_DIR, db_url: str | None = None) -> dict:
 
 
 # ------------------------------------------------------------------ analyse: the numbers (report.json)
-def anonymise(message: str, students) -> str:
-    """The message with student ids and the grading machine's paths replaced, on one line, at most 300 characters."""
-    text = _ANSI.sub("", message)
-    for path in sorted({GRADING_DIR, REPO_DIR}, key=len, reverse=True):
-        text = text.replace(path, "<course>")
-    for s in sorted(students, key=len, reverse=True):
-        if len(s) >= 3:
-            text = text.replace(s, "<student>")
-    text = " ".join(text.split())
-    return text if len(text) <= 300 else text[:297] + "..."
+def anonymiser(students):
+    """A function that replaces, in a message, each student id (a whole word) with ``<student>`` and the
+    grading machine's paths with ``<course>``, and puts it on one line of at most 300 characters."""
+    ids = sorted((s for s in students if s), key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, ids)) + r")(?![\w-])") if ids else None
+    paths = sorted({GRADING_DIR, REPO_DIR}, key=len, reverse=True)
+
+    def anonymise(message: str) -> str:
+        text = _ANSI.sub("", message)
+        for path in paths:
+            text = text.replace(path, "<course>")
+        if pattern is not None:
+            text = pattern.sub("<student>", text)
+        text = " ".join(text.split())
+        return text if len(text) <= 300 else text[:297] + "..."
+
+    return anonymise
 
 
 def failure_kind(ename: str, message: str) -> tuple[str, str | None]:
@@ -211,6 +218,7 @@ def _histogram(values: list[float]) -> dict:
 def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None = None) -> dict:
     """The report's numbers from :func:`collect`'s data. ``threshold``: percent of the gradebook's maximum."""
     students = data["students"]
+    anonymise = anonymiser(students)
     by_assignment: dict[str, list] = {}
     for sub in data["submissions"]:
         by_assignment.setdefault(sub["assignment"], []).append(sub)
@@ -260,7 +268,7 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
                         seen_here.add((kind, label))
                         bucket["students"] += 1
                     if not bucket["example"] and message:
-                        bucket["example"] = anonymise(message, students)
+                        bucket["example"] = anonymise(message)
             row["misconceptions"] = sorted(mis.values(), key=lambda m: (-m["students"], m["name"]))
             row["other_failures"] = sorted(other.values(), key=lambda m: (-m["students"], m["kind"]))
             row["seconds"] = ({"median": round(statistics.median(times), 3), "max": round(max(times), 3),

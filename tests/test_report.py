@@ -157,6 +157,14 @@ def test_the_report_counts_ranks_and_escapes(tmp_path):
     assert rows[1][:4] == ["01_attention", "attention", "s1_original", "s2_near_copy"]
 
 
+def test_example_messages_name_no_student_and_no_path():
+    anonymise = report.anonymiser(["s1", "s10", "ana"])
+    message = f"\x1b[31ms1 and s10 wrote banana in {report.GRADING_DIR}/autograded/s1/x.ipynb\x1b[0m\n" + "x" * 400
+    text = anonymise(message)
+    assert text.startswith("<student> and <student> wrote banana in <course>/autograded/<student>/x.ipynb x")
+    assert len(text) == 300 and "\n" not in text and "\x1b" not in text
+
+
 # ---------------------------------------------------------------- LMS files
 ROSTER = ("nbgrader_id,name,canvas_id,sis_user_id,sis_login_id,section,moodle_idnumber,email\n"
           's1,"Doe, Jane",101,S-1,jdoe,A,S-1,jane@example.edu\n'
