@@ -136,6 +136,10 @@ def collect(root: str = GRADING_DIR, db_url: str | None = None) -> dict:
         from grading import pipeline
 
         db_url = pipeline.db_url()
+    if db_url.startswith("sqlite:///"):
+        path = db_url[len("sqlite:///"):].split("?", 1)[0]
+        if not os.path.isfile(path):  # nbgrader would create an empty one
+            raise FileNotFoundError(f"no gradebook at {path}: grade first (python -m grading grade)")
     data = {"assignments": [], "students": [], "submissions": []}
     with Gradebook(db_url) as gb:
         data["students"] = sorted(s.id for s in gb.students)

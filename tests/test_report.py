@@ -165,6 +165,12 @@ def test_example_messages_name_no_student_and_no_path():
     assert len(text) == 300 and "\n" not in text and "\x1b" not in text
 
 
+def test_no_gradebook_is_an_error_not_an_empty_one(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no gradebook at .*grade first"):
+        report.collect(str(tmp_path), db_url=f"sqlite:///{tmp_path / 'gradebook.db'}?timeout=60")
+    assert not (tmp_path / "gradebook.db").exists()
+
+
 # ---------------------------------------------------------------- LMS files
 ROSTER = ("nbgrader_id,name,canvas_id,sis_user_id,sis_login_id,section,moodle_idnumber,email\n"
           's1,"Doe, Jane",101,S-1,jdoe,A,S-1,jane@example.edu\n'
