@@ -406,6 +406,7 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; margin:
 .note { color: #555; font-size: 0.9em; }
 .example { font-family: monospace; font-size: 0.85em; overflow-wrap: anywhere; }
 img { max-width: 100%; }
+td ul { margin: 0; padding-left: 1.1em; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
 """
 
