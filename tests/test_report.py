@@ -209,11 +209,15 @@ def test_a_malformed_roster_says_what_was_expected(tmp_path):
 
 # ---------------------------------------------------------------- the demo class, graded once
 GRADED = ("02_masking", "04_positional", "07_efficient")
-# the named mistakes of s03_misconception (grading/demo/<assignment>.py), by assignment: (exercise, misconception)
+# every misconception the demo class's failing tests name, by assignment: (exercise, misconception), one student
+# each. s03_misconception's named mistake (grading/demo/<assignment>.py), plus two the checks also see: lesson 03's
+# multi_head_attention calls the student's wrong merge_heads, and lesson 11's s04_crash pileup raises IndexError on
+# the input where advancing the read on a deletion would (the checks name that misconception there).
 NAMED = {
     "01_attention": [("attention_numpy", "missing scaling")],
     "02_masking": [("masked_softmax", "mask after softmax")],
-    "03_multihead": [("merge_heads", "heads merged without transposing back")],
+    "03_multihead": [("merge_heads", "heads merged without transposing back"),
+                     ("multi_head_attention", "heads merged without transposing back")],
     "04_positional": [("sinusoidal_encoding", "sin and cos swapped")],
     "05_blocks": [("encoder_layer_forward", "residual added after the norm in a pre-norm block")],
     "06_bpe": [("decode_ids", "decoding token by token")],
@@ -222,7 +226,8 @@ NAMED = {
     "08_clinical_text": [("cosine_top_k", "unnormalised dot product")],
     "09_prompt_tuning": [("answer_only_labels", "labels shifted here")],
     "10_proteins": [("greedy_decode", "no causal mask")],
-    "11_read_consensus": [("soft_alignment_loss", "max instead of min")],
+    "11_read_consensus": [("soft_alignment_loss", "max instead of min"),
+                          ("pileup", "read position advanced on a deletion")],
     "12_long_range_dna": [("reverse_complement", "complemented but not reversed")],
 }
 
@@ -289,7 +294,8 @@ def test_the_report_matches_the_gradebook(demo_class):
             assert (exercise, name) in named, f"{a['name']}: '{name}' of {exercise} is not in the report: {named}"
             m = named[(exercise, name)]
             assert m["students"] == 1 and m["tests"] == 2, m
-            assert f"likely misconception '{name}'" in m["example"] and "s03_misconception" not in m["example"]
+            assert f"likely misconception '{name}'" in m["example"]
+            assert not any(s in m["example"] for s in ("s01_correct", "s02_blank", "s03_misconception", "s04_crash"))
         assert set(named) == set(NAMED[a["name"]]), f"{a['name']}: misconceptions nobody made: {set(named)}"
     below = {b["student"]: b for b in numbers["below_threshold"]}
     assert set(below) == {"s02_blank"}, below
