@@ -387,11 +387,11 @@ def plot_exercises(report: dict) -> tuple[str, str] | None:
     plt, sns = _pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 0.2 * len(labels) + 1.0))
     # no numbers in the cells (they are in the tables below and in the alt text): text is what costs time to draw
-    sns.heatmap(values, cmap=_cmap(sns), vmin=0, vmax=100, cbar=True, cbar_kws={"label": "% passing", "shrink": 0.5},
-                ax=ax, xticklabels=["visible tests", "hidden tests"],
+    sns.heatmap(values, cmap=_cmap(sns), vmin=0, vmax=100, cbar=False, ax=ax, xticklabels=["visible tests", "hidden tests"],
                 yticklabels=labels)
     ax.xaxis.tick_top()
-    ax.set_title("Submissions passing each exercise's tests (%)", fontsize=8)
+    ax.set_title("Passing each exercise's tests\n(white: no submission, darkest: all;\nnumbers in the tables below)",
+                 fontsize=8)
     ax.tick_params(labelsize=7)
     alt = "Heat map of the percent of submissions passing each exercise's visible and hidden tests: " + "; ".join(
         f"{n}: visible {v:.0f}%, hidden {h:.0f}%" for n, (v, h) in zip(labels, values)) + "."
