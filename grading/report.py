@@ -58,6 +58,7 @@ _STEM = re.compile(r"_(visible|hidden|impl|tests?|solution)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 MACHINE_ERRORS = ("CellTimeoutError", "KernelDied", "NotebookTimeout", "IntegrityError")
 SNIPPET_CHARS = 1500
+MAX_CODE = 100_000  # characters of a solution cell compared for similarity
 TABLE_PAIRS = 50
 TIMING_NOTE = ("wall-clock seconds from the kernel starting each test cell to its reply (nbclient's execution "
                "timestamps in the autograded notebook), summed over the exercise's test cells, which run the "
@@ -102,30 +103,37 @@ def read_autograded(folder: str, single: bool) -> dict:
         try:
             with open(path, encoding="utf-8") as fh:
                 nb = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        notebook = name[:-len(".ipynb")]
-        for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
-            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-                continue
-            meta = cell.get("metadata") or {}
-            nbg = meta.get("nbgrader") or {}
-            gid = nbg.get("grade_id")
-            if not isinstance(gid, str):
-                continue
-            key = _cell_key(notebook, gid, single)
-            if nbg.get("solution") and not nbg.get("grade"):
-                src = cell.get("source", "")
-                out["code"][key] = "".join(src) if isinstance(src, list) else str(src)
-            if nbg.get("grade") and not nbg.get("solution"):
-                seconds = _seconds(meta)
-                if seconds is not None:
-                    out["seconds"][key] = seconds
-                errors = [o for o in cell.get("outputs", []) if isinstance(o, dict) and o.get("output_type") == "error"]
-                if errors:
-                    out["errors"][key] = [str(errors[-1].get("ename", "Error"))[:100],
-                                          _ANSI.sub("", str(errors[-1].get("evalue", "")))[:2000]]
+            _read_notebook(nb, name[:-len(".ipynb")], single, out)
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue  # an unreadable notebook adds nothing; its scores still come from the gradebook
     return out
+
+
+def _read_notebook(nb: dict, notebook: str, single: bool, out: dict) -> None:
+    """Add one autograded notebook's errors, times and solution code to ``out``."""
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata") or {}
+        nbg = meta.get("nbgrader") or {}
+        gid = nbg.get("grade_id")
+        if not isinstance(gid, str):
+            continue
+        key = _cell_key(notebook, gid, single)
+        if nbg.get("solution") and not nbg.get("grade"):
+            src = cell.get("source", "")
+            out["code"][key] = ("".join(map(str, src)) if isinstance(src, list) else str(src))[:MAX_CODE]
+        if nbg.get("grade") and not nbg.get("solution"):
+            seconds = _seconds(meta)
+            if seconds is not None:
+                out["seconds"][key] = seconds
+            outputs = cell.get("outputs", [])
+            errors = [o for o in outputs if isinstance(o, dict) and o.get("output_type") == "error"] \
+                if isinstance(outputs, list) else []
+            if errors:
+                out["errors"][key] = [str(errors[-1].get("ename", "Error"))[:100],
+                                      _ANSI.sub("", str(errors[-1].get("evalue", "")))[:2000]]
 
 
 def collect(root: str = GRADING_DIR, db_url: str | None = None) -> dict:

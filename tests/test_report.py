@@ -165,6 +165,25 @@ def test_example_messages_name_no_student_and_no_path():
     assert len(text) == 300 and "\n" not in text and "\x1b" not in text
 
 
+def test_odd_autograded_notebooks_add_nothing_and_break_nothing(tmp_path):
+    """A submission's autograded folder is read as data: malformed notebooks, odd types and links are skipped."""
+    good = {"cells": [{"cell_type": "code", "source": ["x = 1\n", "y = 2"], "outputs": [],
+                       "metadata": {"nbgrader": {"grade_id": "f_impl", "solution": True, "grade": False}}},
+                      {"cell_type": "code", "source": "", "metadata": {
+                          "nbgrader": {"grade_id": "f_visible", "grade": True, "solution": False},
+                          "execution": {"iopub.execute_input": "2026-01-01T00:00:00.000Z",
+                                        "shell.execute_reply": "2026-01-01T00:00:01.500Z"}},
+                       "outputs": [{"output_type": "error", "ename": "AssertionError", "evalue": "\x1b[31mno\x1b[0m"}]}]}
+    (tmp_path / "a.ipynb").write_text(json.dumps(good))
+    (tmp_path / "b.ipynb").write_text(json.dumps({"cells": "not a list"}))
+    (tmp_path / "c.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": [], "outputs": 3}]}))
+    (tmp_path / "d.ipynb").write_text("{not json")
+    (tmp_path / "e.ipynb").symlink_to(tmp_path / "a.ipynb")
+    out = report.read_autograded(str(tmp_path), single=False)
+    assert out == {"code": {"a/f_impl": "x = 1\ny = 2"}, "seconds": {"a/f_visible": 1.5},
+                   "errors": {"a/f_visible": ["AssertionError", "no"]}}
+
+
 def test_no_gradebook_is_an_error_not_an_empty_one(tmp_path):
     with pytest.raises(FileNotFoundError, match="no gradebook at .*grade first"):
         report.collect(str(tmp_path), db_url=f"sqlite:///{tmp_path / 'gradebook.db'}?timeout=60")
