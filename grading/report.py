@@ -367,7 +367,8 @@ def plot_scores(report: dict) -> tuple[str, str] | None:
     counts = [a["histogram"]["counts"] for a in rows]
     share = [[c / max(1, a["submissions"]) for c in row] for a, row in zip(rows, counts)]
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.2))
-    sns.heatmap(share, annot=[[str(c) if c else "" for c in row] for row in counts], fmt="", cmap=_cmap(sns), vmin=0, vmax=1, cbar=False, linewidths=0.5,
+    sns.heatmap(share, annot=[[str(c) if c else "" for c in row] for row in counts], fmt="", cmap=_cmap(sns),
+                vmin=0, vmax=1, cbar=False, linewidths=0.5,
                 linecolor="#dddddd", annot_kws={"fontsize": 7}, ax=ax,
                 xticklabels=[f"{e}-{e + 10}" for e in edges[:-1]], yticklabels=[a["name"] for a in rows])
     ax.set_title("Score distribution: submissions per 10-point bin (shade: share of the assignment's submissions)",
@@ -395,7 +396,8 @@ def plot_exercises(report: dict) -> tuple[str, str] | None:
     plt, sns = _pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 0.2 * len(labels) + 1.0))
     # no numbers in the cells (they are in the tables below and in the alt text): text is what costs time to draw
-    sns.heatmap(values, cmap=_cmap(sns), vmin=0, vmax=100, cbar=False, ax=ax, xticklabels=["visible tests", "hidden tests"],
+    sns.heatmap(values, cmap=_cmap(sns), vmin=0, vmax=100, cbar=False, ax=ax,
+                xticklabels=["visible tests", "hidden tests"],
                 yticklabels=labels)
     ax.xaxis.tick_top()
     ax.set_title("Passing each exercise's tests\n(white: no submission, darkest: all;\nnumbers in the tables below)",
@@ -469,7 +471,8 @@ def render(report: dict, plots: dict) -> str:
             manual = " (graded by hand)" if ex["kinds"] == ["manual"] else ""
             b.append(f"<tr><td>{_e(ex['name'])}{manual}</td><td class='num'>{ex['points']:g}</td>"
                      f"<td>{_share(ex.get('visible_passed'))}</td><td>{_share(ex.get('hidden_passed'))}</td>"
-                     f"<td>{'<ul>' + mis + '</ul>' if mis else '-'}</td><td>{'<ul>' + other + '</ul>' if other else '-'}"
+                     f"<td>{'<ul>' + mis + '</ul>' if mis else '-'}</td>"
+                     f"<td>{'<ul>' + other + '</ul>' if other else '-'}"
                      f"</td><td class='num'>{timing}</td></tr>")
         b.append("</tbody></table>")
     below = report["below_threshold"]

@@ -3,8 +3,9 @@
 For one exercise (one solution cell, the same ``grade_id`` in every submission):
 
 1. each cell is cut into Python's tokens (a regular expression that gives what ``tokenize`` gives,
-   at a class's scale); comments, blank lines, indentation and the layout of a line are dropped, string literals become ``STR``, and every name the student
-   chose becomes ``v0, v1, ...`` in order of first use (builtins, keywords and attribute names
+   at a class's scale); comments, blank lines, indentation and the layout of a line are dropped,
+   string literals become ``STR``, and every name the student chose becomes ``v0, v1, ...`` in
+   order of first use (builtins, keywords and attribute names
    after a dot are kept: ``x.shape`` stays ``.shape``). The release cell is normalised first, so
    the names it gives everyone (the function and its parameters) get the same canonical name in
    every submission. Renaming variables, reformatting or re-commenting a copy changes nothing.
@@ -13,7 +14,8 @@ For one exercise (one solution cell, the same ``grade_id`` in every submission):
 2. the tokens are cut into overlapping n-grams (``N = 5``); the n-grams of the release cell
    (the signature, the docstring, ``raise NotImplementedError()``: code everyone got) are
    removed, and so are n-grams that more than ``COMMON_SHARE`` of the class, or more than
-   ``COMMON_MAX`` submissions, wrote (the usual way to write it: evidence of nothing). A blank submission keeps nothing and is never paired.
+   ``COMMON_MAX`` submissions, wrote (the usual way to write it: evidence of nothing). A blank
+   submission keeps nothing and is never paired.
 3. a pair's similarity is the Jaccard index of what is left (shared / either). A pair is flagged
    when it is at least ``THRESHOLD`` and shares at least ``MIN_SHARED`` n-grams (a one-line
    answer is too short to say anything). Flagged pairs are ranked by similarity, then by shared
@@ -102,7 +104,7 @@ def _names(tokens, names: dict) -> list[str]:
 
 
 def normalise(source: str, given: str = "") -> list[str]:
-    """The cell's tokens with comments, layout and strings normalised and chosen names renamed canonically.
+    r"""The cell's tokens with comments, layout and strings normalised and chosen names renamed canonically.
 
     ``given`` (the release cell) is read first, so its names map to the same canonical names.
     >>> normalise("def f(q):  # mine\n    s = q @ q.T\n") == normalise("def f(a):\n    t=a@a.T")

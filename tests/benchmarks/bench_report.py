@@ -7,14 +7,14 @@ notebooks, for a simulated class on the course's real structure (every assignmen
 points and hidden tests, from ``notebooks/``): ceil(N / 12) students, the last ones missing a few
 assignments so there are exactly N submissions. Each solution cell is the instructor's solution
 with one to three lines of the student's own (unique n-grams, as in a real class), a blank (the
-release stub) or a known wrong answer of the demo class; 1 % of the students hand in a renamed,
-re-commented copy of another's cells (the known wrong answers get lines of the student's own too). Each test cell passes, or fails with a named misconception,
-"not implemented yet" or a NameError. Then it times ``grading.report.write`` (similarity, numbers,
+release stub) or a known wrong answer of the demo class (with lines of the student's own too); 1 %
+of the students (student k*100 + 1) hand in student k*100's cells re-indented, with a comment added.
+Each test cell passes, or fails with a named misconception, "not implemented yet" or a NameError. Then it times ``grading.report.write`` (similarity, numbers,
 plots, page, JSON, CSV; seaborn and matplotlib imported inside the timing, as in a fresh
 ``python -m grading report``) and prints the seconds and the sizes of index.html and report.json
 against the targets (5 s, 5 MB), with the CPU seconds and the load average (on a shared machine the
-wall time measures the other jobs too). The data are simulated; no gradebook is read. ``--quick``: 200
-submissions.
+wall time measures the other jobs too). The data are simulated; no gradebook is read. ``--quick``:
+200 submissions.
 """
 from __future__ import annotations
 
