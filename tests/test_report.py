@@ -323,6 +323,23 @@ def test_the_report_matches_the_gradebook(demo_class):
 
 
 @pytest.mark.slow
+def test_collect_reads_what_the_gradebook_api_reads(demo_class):
+    """collect() reads the grades in one query per assignment: the same scores as nbgrader's own objects."""
+    from nbgrader.api import Gradebook
+
+    root, _ = demo_class
+    url = f"sqlite:///{root / 'gradebook.db'}"
+    data = report.collect(str(root), url)
+    assert len(data["submissions"]) == 4 * len(GRADED)
+    with Gradebook(url) as gb:
+        for r in data["submissions"]:
+            sub = gb.find_submission(r["assignment"], r["student"])
+            assert r["score"] == pytest.approx(sub.score, abs=1e-9)
+            grades = {g.name: g.score for nb in sub.notebooks for g in nb.grades}
+            assert r["cells"] == grades, (r["assignment"], r["student"])
+
+
+@pytest.mark.slow
 def test_the_canvas_file_has_one_row_per_student(demo_class):
     root, _ = demo_class
     rows = list(csv.reader(open(root / "report" / "canvas_grades.csv", newline="")))
