@@ -5,6 +5,8 @@
     python -m grading sandbox-install                     (the isolated grading kernel, see grading/sandbox.py)
     python -m grading demo --assignment 01_attention     (write the demo class into grading/submitted/)
     python -m grading bundle [--out grading/bundle]      (what students of a graded class receive: no solutions)
+    python -m grading report [--threshold 50] [--roster grading/roster.csv] [--lms-ids nbgrader]
+                                                         (class report, LMS files, similarity; grading/report.py)
 """
 from __future__ import annotations
 
@@ -44,6 +46,11 @@ def main(argv=None) -> int:
                                       "without the unreleased solutions (grading/bundle.py)")
     b.add_argument("--out", default=None, help="folder to write (replaced); default grading/bundle")
 
+    r = sub.add_parser("report", help="rebuild the class report, the LMS files and the similarity table from the "
+                                      "gradebook, without grading again (grading/report.py)")
+    from grading import report
+    report.add_arguments(r)
+
     args = parser.parse_args(argv)
     try:
         if args.command == "bundle":
@@ -52,6 +59,8 @@ def main(argv=None) -> int:
             for a in bundle.assignments():
                 pipeline.run_nbgrader("generate_assignment", a, "--force")
             return bundle.main(["--out", args.out] if args.out else [])
+        if args.command == "report":
+            return report.run(args)
         if args.command == "grade":
             if args.workers < 1:
                 parser.error(f"--workers must be at least 1, got {args.workers}")

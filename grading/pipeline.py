@@ -13,7 +13,8 @@ Steps (each reported on stdout):
 4. autograde + feedback: N worker processes share the (assignment, student) tasks
    (``grading.worker``), kernels over IPC sockets so no two race for a TCP port;
 5. export: ``nbgrader export`` to ``grading/grades.csv``;
-6. a table of students x assignments, the failures by name, where the feedback is.
+6. a table of students x assignments, the failures by name, where the feedback is;
+7. the class report, LMS files and similarity table (``grading.report``), and where they are.
 
 The command exits non-zero only when the machinery fails (preflight, release,
 a worker process crashing, export), or when the demo class does not get exactly
@@ -473,6 +474,9 @@ def _grade(opts: Options) -> int:
     if opts.feedback:
         log(f"[report] feedback: {os.path.relpath(os.path.join(GRADING_DIR, 'feedback'), REPO_DIR)}"
             "/<student>/<assignment>/<notebook>.html")
+    from grading import report  # the class report, LMS files and similarity table (grading/report.py)
+
+    report_failed = report.after_grading(log)
     log(f"[report] total time {time.perf_counter() - t0:.1f} s")
     if expected:
         if mismatches:
@@ -481,4 +485,4 @@ def _grade(opts: Options) -> int:
                 log(f"  {m}")
             return 1
         log("[demo] every demo score equals its expected value (grading/demo/*.py)")
-    return 0
+    return report_failed

@@ -11,7 +11,8 @@ Headless Chromium (the Debian package, driven by Playwright) at 1200 px wide:
   nbgrader's Validate button names exactly what is left to do.
 * The feedback page of the demo misconception student of lesson 01, graded by the real pipeline
   (``python -m grading grade``, in the background while the browser works), opened from file://:
-  the whole message shows without horizontal scrolling.
+  the whole message shows without horizontal scrolling. The class report the same run wrote
+  (``grading/report.py``) opens too: it names the misconception, its plots decode and have alt text.
 
 Skipped only when Chromium or the ``playwright`` package is missing. On failure, screenshots (and
 the server's and the grader's logs) go to the git-ignored ``tests/.browser-artifacts/``.
@@ -506,6 +507,33 @@ def test_the_feedback_page_shows_the_whole_message_without_scrolling(browser, co
                 page.evaluate("[document.scrollingElement.scrollWidth, window.innerWidth]")
             right_edges = [h.evaluate("el => el.getBoundingClientRect().right") for h in holders]
             assert max(right_edges) <= WIDTH, right_edges
+    finally:
+        page.context.close()
+
+
+def test_the_class_report_opens_and_names_the_misconception(browser, course):
+    """Issue 37: the class report the same grading run wrote (grading/report.py) opens from file://: lesson 01's
+    numpy attention row names 'missing scaling', both plots decode and have alt text, nothing scrolls sideways."""
+    grader = course["grader"]
+    try:
+        grader.wait(timeout=GRADING_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"grading did not finish in {GRADING_S} s:\n{open(course['log']).read()[-3000:]}")
+    report = course["root"] / "report" / "index.html"
+    assert grader.returncode == 0 and report.exists(), open(course["log"]).read()[-4000:]
+    page = _new_page(browser)
+    try:
+        with artifacts_on_failure("class-report", page, logs=[course["log"]]):
+            page.goto(report.as_uri(), wait_until="load")
+            assert page.locator("h1").inner_text() == "Class report"
+            row = page.locator("tr", has_text="attention_numpy").first
+            assert "missing scaling" in row.inner_text() and "likely misconception" in row.inner_text()
+            images = page.locator("img").all()
+            assert len(images) == 2, len(images)
+            for img in images:
+                assert img.get_attribute("alt").strip(), "a plot without alt text"
+                assert img.evaluate("el => el.complete && el.naturalWidth > 0"), "a plot that does not decode"
+            assert page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth")
     finally:
         page.context.close()
 

@@ -88,6 +88,7 @@ IMPORTS = textwrap.dedent("""
     import importlib, pkgutil
     import grading.pipeline, grading.worker, grading.execute, grading.feedback, grading.integrity
     import grading.preflight, grading.sandbox, grading.verify, grading.bundle, grading.demo
+    import grading.report, grading.lms, grading.similarity
     import nbgrader.apps, nbgrader.api, nbgrader.preprocessors, nbgrader.converters
     from nbgrader.apps import NbGraderAPI
     import nbconvert.exporters.html, nbclient, ipykernel.kernelapp, ipywidgets

@@ -1,0 +1,657 @@
+"""What the class got wrong: the class report, the LMS files and the similarity table, after grading.
+
+    python -m grading report [--threshold 50] [--roster grading/roster.csv] [--lms-ids nbgrader]
+
+rebuilds, from the gradebook and the autograded notebooks (nothing is graded again), the folder
+``report/`` next to ``grades.csv``:
+
+* ``index.html``: one self-contained page (plots embedded as base64 PNG, each with alt text).
+  Two plots (one figure each, so that a class of hundreds renders in seconds): every assignment's
+  score distribution (a heat-map row per assignment) and every exercise's passing share. Per
+  assignment, a table; per exercise (the graded cells sharing a name stem:
+  ``softmax_impl``, ``softmax_visible``, ``softmax_hidden``): the share of submissions that passed
+  its visible and its hidden tests, the misconceptions the failing tests named ("likely
+  misconception '<name>'", the checks' messages, decided by ``grading/verify.py``) with the number
+  of students and one anonymised example message, the other failures by kind, and the time its
+  test cells took; the students below ``--threshold`` with the exercises they missed; the similarity
+  table (``grading/similarity.py``). Everything that came from a submission (messages, code) is
+  escaped text, and the whole body goes through the feedback pages' sanitiser
+  (``grading.feedback.sanitise``) before the plots are put in.
+* ``report.json``: the same numbers.
+* ``canvas_grades.csv``, ``moodle_grades.csv``: the LMS import files (``grading/lms.py``), when a
+  roster says who is who (``grading/roster.csv``; the demo class uses ``grading/demo/roster.csv``).
+* ``similarity.csv``: every flagged pair (assignment, exercise, students, similarity, shared n-grams).
+
+Time measured: for each test cell, the wall-clock time from the kernel starting the cell to its
+reply (nbclient's ``execution`` timestamps in the autograded notebook); an exercise's time is the
+sum over its test cells, which call the student's function on the test inputs. It is taken on the
+grading machine, in the sandbox, with other kernels running: a guide to slow solutions, not a
+benchmark (grades never depend on it).
+
+Does NOT cover: hand grading (a written answer not graded yet counts 0, as in ``grades.csv``),
+trends across terms, or any change to a grade.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import datetime
+import html
+import io
+import json
+import os
+import re
+import secrets
+import statistics
+import sys
+import time
+
+from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR
+
+REPORT_DIR_NAME = "report"
+DEMO_ROSTER = os.path.join(PACKAGE_DIR, "demo", "roster.csv")
+HIDDEN_MARK = "BEGIN HIDDEN TESTS"
+_MISCONCEPTION = re.compile(r"likely misconception '([^'\n]{1,120})'")
+_NOT_IMPLEMENTED = re.compile(r"not implemented yet|NotImplementedError")
+_STEM = re.compile(r"_(visible|hidden|impl|tests?|solution)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+MACHINE_ERRORS = ("CellTimeoutError", "KernelDied", "NotebookTimeout", "IntegrityError")
+SNIPPET_CHARS = 1500
+MAX_CODE = 100_000  # characters of a solution cell compared for similarity
+TABLE_PAIRS = 50
+TIMING_NOTE = ("wall-clock seconds from the kernel starting each test cell to its reply (nbclient's execution "
+               "timestamps in the autograded notebook), summed over the exercise's test cells, which run the "
+               "student's function on the test inputs; measured on the grading machine under its load, so a "
+               "guide to slow solutions, never part of a grade")
+
+
+def exercise_of(grade_id: str) -> str:
+    """``softmax_visible`` -> ``softmax``; a name without a known suffix is its own exercise."""
+    return _STEM.sub("", grade_id)
+
+
+# ------------------------------------------------------------------ collect: gradebook + autograded notebooks
+def _cell_key(notebook: str, grade_id: str, single: bool) -> str:
+    return grade_id if single else f"{notebook}/{grade_id}"
+
+
+def _seconds(meta: dict) -> float | None:
+    ex = meta.get("execution") or {}
+    start, end = ex.get("iopub.execute_input"), ex.get("shell.execute_reply")
+    if not (isinstance(start, str) and isinstance(end, str)):
+        return None
+    try:
+        t0 = datetime.datetime.fromisoformat(start.replace("Z", "+00:00"))
+        t1 = datetime.datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0.0, (t1 - t0).total_seconds())
+
+
+def read_autograded(folder: str, single: bool) -> dict:
+    """From one submission's autograded notebooks: each graded cell's error, time and each solution cell's code."""
+    out = {"errors": {}, "seconds": {}, "code": {}}
+    try:
+        names = sorted(f for f in os.listdir(folder) if f.endswith(".ipynb"))
+    except OSError:
+        return out
+    for name in names:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path) or os.path.islink(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as fh:
+                nb = json.load(fh)
+            _read_notebook(nb, name[:-len(".ipynb")], single, out)
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue  # an unreadable notebook adds nothing; its scores still come from the gradebook
+    return out
+
+
+def _read_notebook(nb: dict, notebook: str, single: bool, out: dict) -> None:
+    """Add one autograded notebook's errors, times and solution code to ``out``."""
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata") or {}
+        nbg = meta.get("nbgrader") or {}
+        gid = nbg.get("grade_id")
+        if not isinstance(gid, str):
+            continue
+        key = _cell_key(notebook, gid, single)
+        if nbg.get("solution") and not nbg.get("grade"):
+            src = cell.get("source", "")
+            out["code"][key] = ("".join(map(str, src)) if isinstance(src, list) else str(src))[:MAX_CODE]
+        if nbg.get("grade") and not nbg.get("solution"):
+            seconds = _seconds(meta)
+            if seconds is not None:
+                out["seconds"][key] = seconds
+            outputs = cell.get("outputs", [])
+            errors = [o for o in outputs if isinstance(o, dict) and o.get("output_type") == "error"] \
+                if isinstance(outputs, list) else []
+            if errors:
+                out["errors"][key] = [str(errors[-1].get("ename", "Error"))[:100],
+                                      _ANSI.sub("", str(errors[-1].get("evalue", "")))[:2000]]
+
+
+def collect(root: str = GRADING_DIR, db_url: str | None = None) -> dict:
+    """The class as plain data: assignments (graded cells, release code), students, submissions."""
+    from nbgrader.api import Gradebook
+
+    if db_url is None:
+        from grading import pipeline
+
+        db_url = pipeline.db_url()
+    if db_url.startswith("sqlite:///"):
+        path = db_url[len("sqlite:///"):].split("?", 1)[0]
+        if not os.path.isfile(path):  # nbgrader would create an empty one
+            raise FileNotFoundError(f"no gradebook at {path}: grade first (python -m grading grade)")
+    data = {"assignments": [], "students": [], "submissions": []}
+    with Gradebook(db_url) as gb:
+        data["students"] = sorted(s.id for s in gb.students)
+        for a in sorted(gb.assignments, key=lambda x: x.name):
+            notebooks = sorted(a.notebooks, key=lambda n: n.name)
+            single = len(notebooks) == 1
+            cells, solutions = [], []
+            for nb in notebooks:
+                source = {sc.name: sc.source for sc in nb.source_cells}
+                solution_names = {sc.name for sc in nb.solution_cells}
+                for gc in nb.grade_cells:
+                    if gc.cell_type == "markdown" or gc.name in solution_names:
+                        kind = "manual"
+                    elif HIDDEN_MARK in (source.get(gc.name) or ""):
+                        kind = "hidden"
+                    else:
+                        kind = "visible"
+                    cells.append({"key": _cell_key(nb.name, gc.name, single), "exercise": exercise_of(gc.name),
+                                  "kind": kind, "points": float(gc.max_score)})
+                grade_names = {gc.name for gc in nb.grade_cells}
+                for name in sorted(solution_names - grade_names):
+                    solutions.append({"key": _cell_key(nb.name, name, single), "exercise": exercise_of(name),
+                                      "given": source.get(name) or ""})
+            data["assignments"].append({"name": a.name, "max_score": float(a.max_score), "cells": cells,
+                                        "solutions": solutions})
+            by_student: dict[str, dict] = {}
+            for student, notebook, cell, score in _grades(gb, a.id):
+                by_student.setdefault(student, {})[_cell_key(notebook, cell, single)] = float(score or 0.0)
+            for sub in a.submissions:
+                student = sub.student_id
+                scores = by_student.get(student, {})
+                # a submission's score is the sum of its grades' scores (nbgrader's SubmittedAssignment.score)
+                record = {"assignment": a.name, "student": student, "score": float(sum(scores.values())),
+                          "max_score": float(a.max_score), "cells": scores}
+                record.update(read_autograded(os.path.join(root, "autograded", student, a.name), single))
+                data["submissions"].append(record)
+    return data
+
+
+def _grades(gb, assignment_id: str):
+    """(student, notebook, grade cell, score) of every grade of one assignment, in one query (the ORM's
+    per-submission loading costs about 3 ms a submission)."""
+    from nbgrader.api import BaseCell, Grade, Notebook, SubmittedAssignment, SubmittedNotebook
+
+    return (gb.db.query(SubmittedAssignment.student_id, Notebook.name, BaseCell.name, Grade.score)
+            .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
+            .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+            .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
+            .join(BaseCell, Grade.cell_id == BaseCell.id)
+            .filter(SubmittedAssignment.assignment_id == assignment_id)
+            .all())
+
+
+# ------------------------------------------------------------------ analyse: the numbers (report.json)
+def anonymiser(students):
+    """A function that replaces, in a message, each student id (a whole word) with ``<student>`` and the
+    grading machine's paths with ``<course>``, and puts it on one line of at most 300 characters."""
+    ids = sorted((s for s in students if s), key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, ids)) + r")(?![\w-])") if ids else None
+    paths = sorted({GRADING_DIR, REPO_DIR}, key=len, reverse=True)
+
+    def anonymise(message: str) -> str:
+        text = _ANSI.sub("", message)
+        for path in paths:
+            text = text.replace(path, "<course>")
+        if pattern is not None:
+            text = pattern.sub("<student>", text)
+        text = " ".join(text.split())
+        return text if len(text) <= 300 else text[:297] + "..."
+
+    return anonymise
+
+
+def failure_kind(ename: str, message: str) -> tuple[str, str | None]:
+    """('misconception', name) or (a kind of failure, None) for one failing test cell."""
+    m = _MISCONCEPTION.search(message)
+    if m:
+        return "misconception", m.group(1)
+    if ename == "NotImplementedError" or _NOT_IMPLEMENTED.search(message):
+        return "not implemented", None
+    if ename in MACHINE_ERRORS:
+        return ename, None
+    if ename == "AssertionError":
+        return "failed, no misconception named", None
+    return ename or "failed", None
+
+
+def _histogram(values: list[float]) -> dict:
+    edges = list(range(0, 101, 10))
+    counts = [0] * 10
+    for v in values:
+        counts[min(9, max(0, int(v // 10)))] += 1
+    return {"edges_percent": edges, "counts": counts}
+
+
+def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None = None) -> dict:
+    """The report's numbers from :func:`collect`'s data. ``threshold``: percent of the gradebook's maximum."""
+    students = data["students"]
+    anonymise = anonymiser(students)
+    by_assignment: dict[str, list] = {}
+    for sub in data["submissions"]:
+        by_assignment.setdefault(sub["assignment"], []).append(sub)
+    report = {"generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "threshold_percent": threshold, "timing": TIMING_NOTE, "students": len(students),
+              "submissions": len(data["submissions"]), "assignments": []}
+    missed: dict[str, list[str]] = {s: [] for s in students}
+    totals = {s: [0.0, 0.0] for s in students}
+    for a in data["assignments"]:
+        subs = sorted(by_assignment.get(a["name"], []), key=lambda r: r["student"])
+        pct = [100.0 * s["score"] / a["max_score"] if a["max_score"] else 0.0 for s in subs]
+        exercises: dict[str, dict] = {}
+        for c in a["cells"]:
+            ex = exercises.setdefault(c["exercise"], {"name": c["exercise"], "points": 0.0, "cells": []})
+            ex["points"] += c["points"]
+            ex["cells"].append(c)
+        rows = []
+        for name, ex in exercises.items():
+            row = {"name": name, "points": ex["points"], "kinds": sorted({c["kind"] for c in ex["cells"]})}
+            for kind in ("visible", "hidden", "manual"):
+                kc = [c for c in ex["cells"] if c["kind"] == kind]
+                if not kc or not subs:
+                    row[f"{kind}_passed"] = None
+                    continue
+                passed = sum(all(s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9 for c in kc) for s in subs)
+                row[f"{kind}_passed"] = {"students": passed, "of": len(subs), "share": round(passed / len(subs), 3)}
+            mis: dict[str, dict] = {}
+            other: dict[str, dict] = {}
+            times = []
+            for s in subs:
+                seen_here = set()
+                t = [s["seconds"][c["key"]] for c in ex["cells"] if c["kind"] != "manual" and c["key"] in s["seconds"]]
+                if t:
+                    times.append(sum(t))
+                for c in ex["cells"]:
+                    if c["kind"] == "manual" or s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9:
+                        continue
+                    ename, message = s["errors"].get(c["key"], ["", ""])
+                    if not ename and not message:
+                        kind, label = "no error recorded (not run or not graded)", None
+                    else:
+                        kind, label = failure_kind(ename, message)
+                    bucket = mis.setdefault(label, {"name": label, "students": 0, "tests": 0, "example": ""}) \
+                        if label else other.setdefault(kind, {"kind": kind, "students": 0, "tests": 0, "example": ""})
+                    bucket["tests"] += 1
+                    if (kind, label) not in seen_here:
+                        seen_here.add((kind, label))
+                        bucket["students"] += 1
+                    if not bucket["example"] and message:
+                        bucket["example"] = anonymise(message)
+            row["misconceptions"] = sorted(mis.values(), key=lambda m: (-m["students"], m["name"]))
+            row["other_failures"] = sorted(other.values(), key=lambda m: (-m["students"], m["kind"]))
+            row["seconds"] = ({"median": round(statistics.median(times), 3), "max": round(max(times), 3),
+                               "submissions": len(times)} if times else None)
+            rows.append(row)
+            for s in subs:
+                if any(s["cells"].get(c["key"], 0.0) < c["points"] - 1e-9 for c in ex["cells"]):
+                    hand = " (graded by hand)" if row["kinds"] == ["manual"] else ""
+                    missed[s["student"]].append(f"{a['name']}: {name}{hand}")
+        submitted = {s["student"] for s in subs}
+        for s in subs:
+            totals[s["student"]][0] += s["score"]
+        for st in students:
+            totals[st][1] += a["max_score"]
+            if st not in submitted:
+                missed[st].append(f"{a['name']}: not submitted")
+        report["assignments"].append({
+            "name": a["name"], "max_score": a["max_score"], "submissions": len(subs),
+            "mean_percent": round(statistics.fmean(pct), 1) if pct else None,
+            "median_percent": round(statistics.median(pct), 1) if pct else None,
+            "histogram": _histogram(pct), "exercises": rows})
+    below = []
+    for st in students:
+        score, top = totals[st]
+        share = 100.0 * score / top if top else 0.0
+        if share < threshold:
+            below.append({"student": st, "score": score, "max_score": top, "percent": round(share, 1),
+                          "missed": missed[st]})
+    report["below_threshold"] = sorted(below, key=lambda b: (b["percent"], b["student"]))
+    report["similarity"] = [p for p in (similarity_pairs or [])]
+    return report
+
+
+def similarity(data: dict) -> list[dict]:
+    """Flagged pairs of every exercise, most similar first, with both cells' code (grading/similarity.py)."""
+    from grading import similarity as sim
+
+    out = []
+    for a in data["assignments"]:
+        subs = [s for s in data["submissions"] if s["assignment"] == a["name"]]
+        for sol in a["solutions"]:
+            cells = {s["student"]: s["code"][sol["key"]] for s in subs if sol["key"] in s["code"]}
+            for p in sim.similar_pairs(cells, sol["given"]):
+                out.append({"assignment": a["name"], "exercise": sol["exercise"], "cell": sol["key"], **p.as_dict(),
+                            "code_a": cells[p.a], "code_b": cells[p.b]})
+    out.sort(key=lambda p: (-p["similarity"], -p["shared"], p["assignment"], p["exercise"], p["a"], p["b"]))
+    return out
+
+
+# ------------------------------------------------------------------ render: plots and the page
+def _pyplot():
+    """pyplot on the Agg backend (no display is probed) and seaborn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    return plt, sns
+
+
+def _png(fig) -> str:
+    plt, _ = _pyplot()
+    buf = io.BytesIO()
+    fig.tight_layout(pad=0.3)
+    fig.savefig(buf, format="png", dpi=72)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _cmap(sns):
+    """A sequential map from white to the first colour of the course's colour-blind palette."""
+    return sns.light_palette(sns.color_palette("colorblind", 1)[0], as_cmap=True)
+
+
+def plot_scores(report: dict) -> tuple[str, str] | None:
+    """(base64 PNG, alt text): every assignment's score distribution, one row per assignment (one figure:
+    one heat-map row per assignment, counts of submissions per 10-point bin of percent)."""
+    rows = [a for a in report["assignments"] if a["submissions"]]
+    if not rows:
+        return None
+    plt, sns = _pyplot()
+    edges = rows[0]["histogram"]["edges_percent"]
+    counts = [a["histogram"]["counts"] for a in rows]
+    share = [[c / max(1, a["submissions"]) for c in row] for a, row in zip(rows, counts)]
+    fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.2))
+    sns.heatmap(share, annot=[[str(c) if c else "" for c in row] for row in counts], fmt="", cmap=_cmap(sns),
+                vmin=0, vmax=1, cbar=False, linewidths=0.5,
+                linecolor="#dddddd", annot_kws={"fontsize": 7}, ax=ax,
+                xticklabels=[f"{e}-{e + 10}" for e in edges[:-1]], yticklabels=[a["name"] for a in rows])
+    ax.set_title("Score distribution: submissions per 10-point bin (shade: share of the assignment's submissions)",
+                 fontsize=8)
+    ax.set_xlabel("score (% of the gradebook's maximum)", fontsize=8)
+    ax.set_ylabel("")
+    ax.tick_params(labelsize=7)
+    alt = "Heat map of score distributions, submissions per 10-point bin of percent. " + " ".join(
+        f"{a['name']} ({a['submissions']} submissions, median {a['median_percent']}%): "
+        + ", ".join(f"{e}-{e + 10}%: {c}" for e, c in zip(edges, row) if c) + "." for a, row in zip(rows, counts))
+    return _png(fig), alt
+
+
+def plot_exercises(report: dict) -> tuple[str, str] | None:
+    """(base64 PNG, alt text): the percent of submissions passing each exercise's visible and hidden tests."""
+    labels, values = [], []
+    for a in report["assignments"]:
+        for ex in a["exercises"]:
+            v, h = ex.get("visible_passed"), ex.get("hidden_passed")
+            if v or h:
+                labels.append(f"{a['name']}: {ex['name']}")
+                values.append([100.0 * p["share"] if p else float("nan") for p in (v, h)])
+    if not labels:
+        return None
+    plt, sns = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.0, 0.2 * len(labels) + 1.0))
+    # no numbers in the cells (they are in the tables below and in the alt text): text is what costs time to draw
+    sns.heatmap(values, cmap=_cmap(sns), vmin=0, vmax=100, cbar=False, ax=ax,
+                xticklabels=["visible tests", "hidden tests"],
+                yticklabels=labels)
+    ax.xaxis.tick_top()
+    ax.set_title("Passing each exercise's tests\n(white: no submission, darkest: all;\nnumbers in the tables below)",
+                 fontsize=8)
+    ax.tick_params(labelsize=7)
+    alt = "Heat map of the percent of submissions passing each exercise's visible and hidden tests: " + "; ".join(
+        f"{n}: visible {v:.0f}%, hidden {h:.0f}%" for n, (v, h) in zip(labels, values)) + "."
+    return _png(fig), alt
+
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1100px; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; }
+td.num { text-align: right; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; margin: 0; }
+.note { color: #555; font-size: 0.9em; }
+.example { font-family: monospace; font-size: 0.85em; overflow-wrap: anywhere; }
+img { max-width: 100%; }
+td ul { margin: 0; padding-left: 1.1em; }
+.plots { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+"""
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _share(p) -> str:
+    return "-" if not p else f"{100 * p['share']:.0f}% ({p['students']}/{p['of']})"
+
+
+def render(report: dict, plots: dict) -> str:
+    """The page: a sanitised body (feedback.sanitise), then the plots put in where their markers are."""
+    from grading.feedback import sanitise
+
+    nonce = secrets.token_hex(8)
+    marks = {}
+
+    def plot(key):
+        if key not in plots or plots[key] is None:
+            return ""
+        mark = f"@@plot-{nonce}-{len(marks)}@@"
+        marks[mark] = plots[key]
+        return f"<p>{mark}</p>"
+
+    b = [f"<h1>Class report</h1><p class='note'>{report['students']} students, {report['submissions']} submissions, "
+         f"generated {_e(report['generated'])} from the gradebook and the autograded notebooks "
+         "(<code>python -m grading report</code> rebuilds it). Student text and code below are shown as text.</p>"]
+    b.append("<h2>Assignments</h2><table><thead><tr><th>assignment</th><th>submissions</th><th>max points</th>"
+             "<th>median</th><th>mean</th></tr></thead><tbody>")
+    for a in report["assignments"]:
+        b.append(f"<tr><td>{_e(a['name'])}</td><td class='num'>{a['submissions']}</td><td class='num'>"
+                 f"{a['max_score']:g}</td><td class='num'>{_e(a['median_percent'])}%</td>"
+                 f"<td class='num'>{_e(a['mean_percent'])}%</td></tr>")
+    b.append("</tbody></table>")
+    b.append(f"<div class='plots'>{plot('scores')}{plot('exercises')}</div>")
+    b.append(f"<p class='note'>Time per exercise: {_e(report['timing'])}.</p>")
+    for a in report["assignments"]:
+        b.append(f"<h2>{_e(a['name'])}</h2>")
+        b.append("<table><thead><tr><th>exercise</th><th>points</th><th>passed visible tests</th>"
+                 "<th>passed hidden tests</th><th>misconceptions seen (students; one example message)</th>"
+                 "<th>other failures (students)</th><th>time, median / max (s)</th></tr></thead><tbody>")
+        for ex in a["exercises"]:
+            mis = "".join(f"<li><b>{_e(m['name'])}</b>: {m['students']}<br><span class='example'>{_e(m['example'])}"
+                          "</span></li>" for m in ex["misconceptions"])
+            other = "".join(f"<li>{_e(o['kind'])}: {o['students']}</li>" for o in ex["other_failures"])
+            sec = ex["seconds"]
+            timing = "-" if not sec else f"{sec['median']:.2f} / {sec['max']:.2f}"
+            manual = " (graded by hand)" if ex["kinds"] == ["manual"] else ""
+            b.append(f"<tr><td>{_e(ex['name'])}{manual}</td><td class='num'>{ex['points']:g}</td>"
+                     f"<td>{_share(ex.get('visible_passed'))}</td><td>{_share(ex.get('hidden_passed'))}</td>"
+                     f"<td>{'<ul>' + mis + '</ul>' if mis else '-'}</td>"
+                     f"<td>{'<ul>' + other + '</ul>' if other else '-'}"
+                     f"</td><td class='num'>{timing}</td></tr>")
+        b.append("</tbody></table>")
+    below = report["below_threshold"]
+    b.append(f"<h2>Students below {report['threshold_percent']:g}%</h2>")
+    if below:
+        b.append("<table><thead><tr><th>student</th><th>score</th><th>exercises missed</th></tr></thead><tbody>")
+        for r in below:
+            b.append(f"<tr><td>{_e(r['student'])}</td><td class='num'>{r['score']:g}/{r['max_score']:g} "
+                     f"({r['percent']:g}%)</td><td>{_e(', '.join(r['missed']))}</td></tr>")
+        b.append("</tbody></table>")
+    else:
+        b.append("<p>None.</p>")
+    pairs = report["similarity"]
+    b.append("<h2>Similar solutions</h2><p class='note'>Pairs of solution cells that are unusually alike after "
+             "names, comments and layout are normalised and the release code is removed (grading/similarity.py). "
+             "A flag for a person to look at: it changes no grade.</p>")
+    if pairs:
+        b.append("<table><thead><tr><th>#</th><th>assignment / exercise</th><th>similarity (shared n-grams)</th>"
+                 "<th>first</th><th>second</th></tr></thead><tbody>")
+        for i, p in enumerate(pairs[:TABLE_PAIRS], 1):
+            b.append(f"<tr><td class='num'>{i}</td><td>{_e(p['assignment'])} / {_e(p['exercise'])}</td>"
+                     f"<td class='num'>{p['similarity']:.2f} ({p['shared']})</td>"
+                     f"<td><b>{_e(p['a'])}</b><pre>{_e(p['code_a'][:SNIPPET_CHARS])}</pre></td>"
+                     f"<td><b>{_e(p['b'])}</b><pre>{_e(p['code_b'][:SNIPPET_CHARS])}</pre></td></tr>")
+        b.append("</tbody></table>")
+        if len(pairs) > TABLE_PAIRS:
+            b.append(f"<p class='note'>{len(pairs) - TABLE_PAIRS} more pair(s) in similarity.csv.</p>")
+    else:
+        b.append("<p>No pair flagged.</p>")
+    body = sanitise("".join(b))
+    for mark, (png, alt) in marks.items():
+        body = body.replace(mark, f'<img src="data:image/png;base64,{png}" alt="{_e(alt)}">')
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Class report</title>"
+            f"<style>{CSS}</style></head><body>{body}</body></html>")
+
+
+# ------------------------------------------------------------------ build: the files
+def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, root: str) -> dict:
+    """Write the Canvas and Moodle files; {'files': [...]} or {'error'/'note': why not}. Stale files are removed."""
+    from grading import lms
+
+    files = {"canvas": os.path.join(out, "canvas_grades.csv"), "moodle": os.path.join(out, "moodle_grades.csv")}
+    for f in files.values():
+        if os.path.exists(f):
+            os.remove(f)
+    students = data["students"]
+    default = os.path.join(root, "roster.csv")
+    demo_marker = os.path.join(root, "submitted", ".demo-class")
+    try:
+        if roster_path:
+            roster, source = lms.read_roster(roster_path), roster_path
+        elif os.path.exists(default):
+            roster, source = lms.read_roster(default), default
+        elif os.path.exists(demo_marker) and os.path.exists(DEMO_ROSTER):
+            roster, source = lms.read_roster(DEMO_ROSTER), DEMO_ROSTER
+        elif lms_ids == "nbgrader":
+            roster, source = lms.nbgrader_roster(students), "nbgrader ids (--lms-ids nbgrader)"
+        else:
+            return {"note": f"no roster at {default}: the Canvas and Moodle files are not written. Write it "
+                            f"(header {','.join(lms.ROSTER_FIELDS)}; README, 'After grading'), or pass --lms-ids "
+                            "nbgrader to use the nbgrader ids as the LMS ids"}
+        points = [(a["name"], a["max_score"]) for a in data["assignments"]]
+        grades = {(a["name"], s): 0.0 for a in data["assignments"] for s in students}
+        grades.update({(r["assignment"], r["student"]): r["score"] for r in data["submissions"]})
+        lms.write_canvas(files["canvas"], points, students, grades, roster)
+        lms.write_moodle(files["moodle"], points, students, grades, roster)
+    except lms.RosterError as err:
+        for f in files.values():
+            if os.path.exists(f):
+                os.remove(f)
+        return {"error": str(err)}
+    return {"roster": source, "files": list(files.values())}
+
+
+def build(root: str = GRADING_DIR, threshold: float = 50.0, roster: str | None = None, lms_ids: str | None = None,
+          db_url: str | None = None, data: dict | None = None) -> dict:
+    """Collect, analyse, render and write everything; {'paths': {...}, 'lms': {...}, 'seconds': ...}."""
+    t0 = time.perf_counter()
+    data = collect(root, db_url) if data is None else data
+    out = os.path.join(root, REPORT_DIR_NAME)
+    os.makedirs(out, exist_ok=True)
+    t1 = time.perf_counter()
+    result = write(out, data, threshold)
+    result["lms"] = _lms(out, data, roster, lms_ids, root)
+    result["seconds"] = {"collect": round(t1 - t0, 2), "render": round(result.pop("render_seconds"), 2)}
+    return result
+
+
+def write(out: str, data: dict, threshold: float = 50.0) -> dict:
+    """Analyse and render ``data`` into ``out``: index.html, report.json, similarity.csv."""
+    t = time.perf_counter()
+    pairs = similarity(data)
+    report = analyse(data, threshold, pairs)
+    plots = {"scores": plot_scores(report), "exercises": plot_exercises(report)}
+    page = render(report, plots)
+    paths = {"html": os.path.join(out, "index.html"), "json": os.path.join(out, "report.json"),
+             "similarity": os.path.join(out, "similarity.csv")}
+    with open(paths["html"], "w", encoding="utf-8") as fh:
+        fh.write(page)
+    slim = {**report, "similarity": [{k: v for k, v in p.items() if not k.startswith("code_")} for p in pairs]}
+    with open(paths["json"], "w", encoding="utf-8") as fh:
+        json.dump(slim, fh, indent=1)
+    with open(paths["similarity"], "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["assignment", "exercise", "student_a", "student_b", "similarity", "shared_ngrams"])
+        for p in pairs:
+            w.writerow([p["assignment"], p["exercise"], p["a"], p["b"], p["similarity"], p["shared"]])
+    return {"paths": paths, "report": slim, "render_seconds": time.perf_counter() - t}
+
+
+def after_grading(log) -> int:
+    """The last step of ``python -m grading grade``: rebuild the report and the LMS files, print where they are.
+    Returns 0, or 1 when the report could not be built (the grades in grades.csv stand either way)."""
+    try:
+        result = build()
+    except Exception as err:  # noqa: BLE001 - the grades are written; say what failed
+        log(f"[report] ERROR: the class report could not be built ({type(err).__name__}: {err}); "
+            "grades.csv stands; rerun `python -m grading report`")
+        return 1
+    _log_result(result, log)
+    return 0
+
+
+def _rel(path: str) -> str:
+    return os.path.relpath(path, REPO_DIR) if path.startswith(REPO_DIR) else path
+
+
+def _log_result(result: dict, log) -> None:
+    p = result["paths"]
+    log(f"[report] class report: {_rel(p['html'])} (numbers: {_rel(p['json'])}); "
+        f"similarity: {_rel(p['similarity'])} ({len(result['report']['similarity'])} flagged pair(s))")
+    lms_result = result["lms"]
+    if "files" in lms_result:
+        log(f"[report] LMS import files (roster: {_rel(lms_result['roster'])}): "
+            + ", ".join(_rel(f) for f in lms_result["files"]))
+    elif "error" in lms_result:
+        log(f"[report] ERROR: LMS files not written: {lms_result['error']}")
+    else:
+        log(f"[report] LMS files not written: {lms_result['note']}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grading report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--threshold", type=float, default=50.0,
+                        help="list the students below this percent of the gradebook's maximum (default 50)")
+    parser.add_argument("--roster", default=None,
+                        help="roster CSV for the LMS files (default: grading/roster.csv; the demo class: "
+                             "grading/demo/roster.csv)")
+    parser.add_argument("--lms-ids", choices=["nbgrader"], default=None,
+                        help="without a roster, write the LMS files with the nbgrader ids as the LMS ids")
+
+
+def run(args) -> int:
+    if not 0 <= args.threshold <= 100:
+        print(f"error: --threshold is a percent between 0 and 100, got {args.threshold:g}", file=sys.stderr)
+        return 2
+    result = build(threshold=args.threshold, roster=args.roster, lms_ids=args.lms_ids)
+    _log_result(result, print)
+    print(f"[report] built in {sum(result['seconds'].values()):.1f} s")
+    return 2 if "error" in result["lms"] else 0
