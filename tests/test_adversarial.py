@@ -546,9 +546,16 @@ def test_intake_keeps_regular_files_only_and_opens_nothing(tmp_path):
     t.start()
     t.join(30)
     assert not t.is_alive(), "intake blocked (it opened the FIFO)"
-    dropped = result["dropped"]
-    kept = sorted(str(p.relative_to(sub)) for p in sub.rglob("*") if not p.is_dir())
-    assert kept == ["attention.ipynb", "data/ok.csv", "f0.txt", "f1.txt", "f2.txt"], kept
+    dropped = [str(d) for d in result["dropped"]]
+    graded = sorted(str(p.relative_to(sub)) for p in sub.rglob("*") if not p.is_dir()
+                    and str(p.relative_to(sub)) not in {d.path for d in result["dropped"]})
+    assert graded == ["attention.ipynb", "data/ok.csv", "f0.txt", "f1.txt", "f2.txt"], graded
+    # the files over a bound stay in the submission (issue 43.4), copied for the instructor and held from grading
+    held = sorted(d.path for d in result["dropped"] if not d.moved)
+    assert held == ["big.bin", "f3.txt", "f4.txt"], held
+    for name in held:
+        assert (sub / name).exists() and (tmp_path / "quarantine" / name).read_bytes() == (sub / name).read_bytes()
+    assert not any(os.path.lexists(sub / name) for name in ("link.db", "hard.db", "pipe", "data/dirlink"))
     assert [d for d in dropped if "(symbolic link)" in d] == ["data/dirlink (symbolic link)", "link.db (symbolic link)"]
     assert "hard.db (hard link (2 names))" in dropped and "pipe (named pipe)" in dropped
     assert any(d.startswith("big.bin (5,000 bytes") for d in dropped), dropped
