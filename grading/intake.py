@@ -283,9 +283,9 @@ def _json_problem(name: str, data: bytes) -> tuple[str, str] | None:
     try:
         nb = json.loads(text)
     except json.JSONDecodeError as err:
-        lines = text.count("\n") + 1
-        if err.pos >= len(text.rstrip()) - 1:
-            return (f"{name} is not a valid notebook: the JSON ends early, at line {err.lineno} of {lines} "
+        body = text.rstrip()
+        if err.pos >= len(body) - 1 or err.msg.startswith("Unterminated string") or not body.endswith("}"):
+            return (f"{name} is not a valid notebook: the JSON ends early, at line {body.count(chr(10)) + 1} "
                     "(the file was cut short while saving, copying or downloading)", DOWNLOAD_AGAIN)
         return (f"{name} is not a valid notebook: broken JSON at line {err.lineno}, column {err.colno} "
                 f"({err.msg}; edited by hand?)", DOWNLOAD_AGAIN)
