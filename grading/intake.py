@@ -431,7 +431,11 @@ def intake_class(tasks: list[tuple[str, str]], assignments: list[str] | None = N
     (:func:`held_patterns`) and ``findings.json`` under ``intake_dir``."""
     findings: list[dict] = []
     held: list[str] = []
-    students = sorted({s for _, s in tasks})
+    try:  # the class: every student folder in submitted/ (not links, not hidden)
+        students = sorted(e.name for e in os.scandir(submitted) if e.is_dir(follow_symlinks=False)
+                          and not e.name.startswith("."))
+    except OSError:
+        students = sorted({s for _, s in tasks})
     submitted_by = {}
     for a, s in tasks:
         submitted_by.setdefault(a, set()).add(s)

@@ -299,3 +299,78 @@ def test_a_missing_notebook_and_a_missing_assignment_are_named(tmp_path):
         assert set(f) >= {"student", "assignment", "kind", "message", "fix"} and f["fix"]
     lines = intake_mod.report_lines(findings)
     assert any("06_bpe/ben: missing: no submission for 06_bpe; fix:" in line for line in lines), lines
+
+
+# ====================================================================== slow: the messy class, graded
+BOM = b"\xef\xbb\xbf"
+
+
+def _messy_class(ctx) -> dict:
+    """student -> (files of the submission folder, exact expected score of 9, words its report lines show)."""
+    ok = nbformat.writes(correct(ctx))
+
+    def edited(*edits):
+        nb = correct(ctx)
+        for e in edits:
+            e(nb)
+        return nbformat.writes(nb)
+
+    return {
+        "s01_correct": ({NOTEBOOK: ok}, 9.0, ()),
+        "m01_honest_edits": ({NOTEBOOK: edited(edit_sentence, honest_extras)}, 9.0, ()),
+        "m02_fresh_copy": ({NOTEBOOK: edited(fresh_copy)}, 9.0, ()),
+        "m03_copy1": ({NOTEBOOK: nbformat.writes(ctx.release), "attention-Copy1.ipynb": ok}, 0.0,
+                      ("extra: attention-Copy1.ipynb was not graded", "rename it to attention.ipynb")),
+        "m04_renamed": ({"attention (1).ipynb": ok}, 0.0,
+                        ("misnamed: found 'attention (1).ipynb', expected 'attention.ipynb'", "rename it")),
+        "m05_bom": ({NOTEBOOK: BOM + ok.encode()}, 9.0, ("repaired: attention.ipynb began with a byte-order mark",)),
+        "m06_truncated": ({NOTEBOOK: ok[: len(ok) // 2]}, 0.0, ("unreadable: attention.ipynb is not a valid notebook: "
+                                                                 "the JSON ends early, at line",)),
+        "m07_big_outputs": ({NOTEBOOK: nbformat.writes(big_outputs(ctx, 60))}, 9.0, ()),
+        "m08_late_reference": ({NOTEBOOK: edited(late_reference)}, 3.0, ("IntegrityError: ", "course_lib.attention")),
+        "m09_folder": ({NOTEBOOK + "/attention.ipynb": ok}, 0.0, ("unreadable: attention.ipynb is a folder",)),
+    }
+
+
+@pytest.fixture(scope="module")
+def messy_run(ctx):
+    submitted = os.path.join(ctx.root, "submitted")
+    cls = _messy_class(ctx)
+    for student, (files, _, _) in cls.items():
+        for name, data in files.items():
+            _write(os.path.join(submitted, student, ASSIGNMENT, name), data)
+    _write(os.path.join(submitted, "m10_missing", "02_masking", "masking.ipynb"), "{}")  # nothing for lesson 01
+    return cls, classrun.grade(ctx.root, workers=2, timeout=1200)
+
+
+@pytest.mark.slow
+def test_the_messy_class_gets_the_grades_a_fair_instructor_gives(messy_run):
+    cls, outcome = messy_run
+    assert outcome.returncode == 0, outcome.stdout[-3000:] + outcome.stderr[-3000:]
+    got = {s: outcome.grades.get(s, (None,))[0] for s in cls}
+    assert got == {s: score for s, (_, score, _) in cls.items()}, outcome.stdout[-4000:]
+
+
+@pytest.mark.slow
+def test_every_submission_not_graded_completely_is_named_with_its_fix(messy_run):
+    cls, outcome = messy_run
+    for student, (_, _, words) in cls.items():
+        said = "\n".join(outcome.report_lines(student))
+        for w in words:
+            assert w in said, f"{student}: {w!r} not in its report lines:\n{said}"
+    assert "01_attention/m10_missing: missing: no submission for 01_attention" in outcome.stdout
+    with open(os.path.join(outcome.root, "logs", "intake", "findings.json")) as fh:
+        kinds = {(f["student"], f["kind"]) for f in json.load(fh)}
+    assert kinds == {("m03_copy1", "extra"), ("m04_renamed", "misnamed"), ("m05_bom", "repaired"),
+                     ("m06_truncated", "unreadable"), ("m09_folder", "unreadable"), ("m10_missing", "missing")}, kinds
+
+
+@pytest.mark.slow
+def test_honest_edits_and_restorations_read_as_notes_not_accusations(messy_run):
+    _, outcome = messy_run
+    for student in ("m01_honest_edits", "m02_fresh_copy", "m05_bom", "m07_big_outputs"):
+        assert "integrity check failed" not in outcome.feedback_text(student), student
+        assert not [line for line in outcome.report_lines(student) if "IntegrityError" in line], student
+    assert "matched to the release by its content" in outcome.feedback_text("m02_fresh_copy")
+    assert os.path.getsize(os.path.join(outcome.root, "submitted", "m07_big_outputs", ASSIGNMENT, NOTEBOOK)) \
+        > 60_000_000, "the notebook stays in submitted/ as handed in"
