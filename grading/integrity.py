@@ -161,10 +161,15 @@ def _allow_harmless_magics(tree):
             if name in _DISPLAY_MAGICS:
                 return ast.copy_location(ast.Pass(), node)
             if name in _TIMING_MAGICS:
-                code = "\n".join(a for a in args if a.strip())
+                line, body = (args + ["", ""])[:2]
+                words = line.split()
+                while words and words[0].startswith("-"):  # %timeit -n 10 -r 3 f(x): the options, then the code
+                    words = words[(2 if words[0] in ("-n", "-r", "-p") else 1):]
+                code = "\n".join(filter(None, [" ".join(words) if kind == "run_line_magic" else "", body]))
+                if kind == "run_cell_magic" and words:
+                    code = " ".join(words) + "\n" + body  # %%timeit setup-statement, then the body
                 try:
-                    inner = ast.parse(code).body if kind == "run_cell_magic" or not code.strip().startswith("-") \
-                        else None
+                    inner = ast.parse(code).body
                 except SyntaxError:
                     inner = None
                 if inner is not None:
