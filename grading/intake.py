@@ -317,6 +317,12 @@ def _answers(data: bytes | None) -> int | None:
     return n
 
 
+def _from_logs(path: str) -> str:
+    """'.../logs/intake/01_attention/ana' -> 'logs/intake/01_attention/ana' (whatever the course root)."""
+    parts = os.path.normpath(path).split(os.sep)
+    return os.path.join(*parts[len(parts) - 1 - parts[::-1].index("logs"):]) if "logs" in parts else path
+
+
 def check_notebooks(folder: str, expected: list[str], originals: str) -> list[tuple[str, str, str]]:
     """(kind, message, fix) for each way ``folder`` departs from holding exactly ``expected``.
 
@@ -370,7 +376,7 @@ def check_notebooks(folder: str, expected: list[str], originals: str) -> list[tu
             os.replace(tmp, path)
             out.append(("repaired", f"{name} began with a byte-order mark (an editor's UTF-8 signature); it was "
                         "removed and the notebook graded",
-                        f"nothing to do (the original is in {os.path.relpath(originals, GRADING_DIR)})"))
+                        f"nothing to do (the original is in {_from_logs(originals)})"))
         data[name] = raw
         problem = _json_problem(name, raw)
         if problem:
@@ -459,14 +465,14 @@ def intake_class(tasks: list[tuple[str, str]], assignments: list[str] | None = N
         expected = expected_notebooks(a)
         dropped = intake(folder, quarantine, first=tuple(expected))  # first: links and pipes are never opened
         held += [os.path.join(folder, d.path) for d in dropped if not d.moved]
+        where = _from_logs(quarantine)
         for d in dropped:
-            where = os.path.relpath(quarantine, os.path.dirname(intake_dir.rstrip(os.sep)))
             if d.moved:
-                add(a, s, "dropped", f"intake removed {d} from the submission (moved to logs/{where})",
+                add(a, s, "dropped", f"intake removed {d} from the submission (moved to {where})",
                     "nothing: grading never follows or opens such an entry", entries=[str(d)], path=d.path, held=False)
             else:
                 bound = "COURSE_INTAKE_MAX_FILES" if "more than" in d.why else "COURSE_INTAKE_MAX_BYTES"
-                add(a, s, "dropped", f"{d} was not graded; it stays in submitted/ (a copy in logs/{where})",
+                add(a, s, "dropped", f"{d} was not graded; it stays in submitted/ (a copy in {where})",
                     f"raise {bound} and regrade to include it", entries=[str(d)], path=d.path, held=True)
         for kind, message, fix in check_notebooks(folder, expected, quarantine):
             add(a, s, kind, message, fix)
@@ -490,7 +496,7 @@ def report_lines(findings: list[dict]) -> list[str]:
     if not shown:
         return []
     lines = [f"[report] {len(shown)} intake finding(s): submissions not graded completely, or files not graded "
-             f"(also in {os.path.relpath(os.path.join(INTAKE_DIR, FINDINGS_FILE), GRADING_DIR)}):"]
+             f"(also in logs/intake/{FINDINGS_FILE}):"]
     for f in sorted(shown, key=lambda f: (f["assignment"], f["student"], f["kind"])):
         lines.append(f"  {f['assignment']}/{f['student']}: {f['kind']}: {f['message']}; fix: {f['fix']}")
     return lines

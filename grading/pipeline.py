@@ -327,7 +327,7 @@ def _grade(opts: Options) -> int:
             if not name.startswith(".") and not _real_dir(os.path.join(SUBMITTED, name)):
                 log(f"[intake] ignored submitted/{name}: not a folder (a link or a file), not graded")
     tasks = [(a, s) for a in opts.assignments for s in submissions(a)]
-    intake_findings = intake_mod.intake_class(tasks, opts.assignments)
+    intake_findings = intake_mod.intake_class(tasks, opts.assignments, submitted=SUBMITTED, intake_dir=INTAKE_DIR)
     dropped: dict = {}
     for f in intake_findings:
         log(f"[intake] {f['assignment']}/{f['student']}: {f['kind']}: {f['message']}")

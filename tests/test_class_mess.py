@@ -171,6 +171,36 @@ def test_restorations_cost_nothing_and_say_so(ctx):
     assert "integrity check failed" not in out.cells[0].source
 
 
+@pytest.mark.slow
+def test_no_demo_student_of_any_lesson_gets_a_finding_or_a_note(tmp_path):
+    """The demo class of every lesson (correct, blank, misconception, crash) reads as handed in."""
+    import subprocess
+
+    from grading import demo
+
+    env = dict(classrun.env_for(str(tmp_path)),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    said = {}
+    for a in sorted(demo.assignments_with_demo()):
+        subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", a, "--force"],
+                       cwd=os.path.join(classrun.REPO, "grading"), env=env, capture_output=True, check=True)
+        spec = demo.load_spec(a)
+        for f in sorted(os.listdir(tmp_path / "release" / a)):
+            if not f.endswith(".ipynb"):
+                continue
+            release = nbformat.read(str(tmp_path / "release" / a / f), as_version=4)
+            sols = demo.solutions_from_source(nbformat.read(os.path.join(classrun.REPO, "notebooks", a, f),
+                                                            as_version=4))
+            for student, answers in [("s01", sols), ("s02", {}), ("s03", {**sols, **spec.MISCONCEPTION}),
+                                     ("s04", {**sols, **spec.CRASH})]:
+                res = {"nbgrader": {"db_url": f"sqlite:///{tmp_path / 'gradebook.db'}", "notebook": f[:-6],
+                                    "assignment": a}}
+                nb, _ = integrity.ScanSubmission().preprocess(demo.build_submission(release, answers), res)
+                if nb.metadata[integrity.META_KEY] or nb.metadata[integrity.NOTES_KEY]:
+                    said[(a, student)] = nb.metadata[integrity.META_KEY] + nb.metadata[integrity.NOTES_KEY]
+    assert said == {}, said
+
+
 # ====================================================================== intake (43.4) and every notebook (43.2, 43.7)
 def _write(path, data) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
