@@ -359,6 +359,8 @@ def _messy_class(ctx) -> dict:
         "m07_big_outputs": ({NOTEBOOK: nbformat.writes(big_outputs(ctx, 60))}, 9.0, ()),
         "m08_late_reference": ({NOTEBOOK: edited(late_reference)}, 3.0, ("IntegrityError: ", "course_lib.attention")),
         "m09_folder": ({NOTEBOOK + "/attention.ipynb": ok}, 0.0, ("unreadable: attention.ipynb is a folder",)),
+        "m11_big_file": ({NOTEBOOK: ok, "scan.bin": b"\0" * 51_000_000}, 9.0,
+                         ("dropped: scan.bin (51,000,000 bytes", "it stays in submitted/", "raise COURSE_INTAKE_MAX_BYTES")),
     }
 
 
@@ -392,7 +394,19 @@ def test_every_submission_not_graded_completely_is_named_with_its_fix(messy_run)
     with open(os.path.join(outcome.root, "logs", "intake", "findings.json")) as fh:
         kinds = {(f["student"], f["kind"]) for f in json.load(fh)}
     assert kinds == {("m03_copy1", "extra"), ("m04_renamed", "misnamed"), ("m05_bom", "repaired"),
-                     ("m06_truncated", "unreadable"), ("m09_folder", "unreadable"), ("m10_missing", "missing")}, kinds
+                     ("m06_truncated", "unreadable"), ("m09_folder", "unreadable"), ("m10_missing", "missing"),
+                     ("m11_big_file", "dropped")}, kinds
+
+
+@pytest.mark.slow
+def test_a_file_over_the_bound_stays_in_submitted_and_never_reaches_grading(messy_run):
+    _, outcome = messy_run
+    kept = os.path.join(outcome.root, "submitted", "m11_big_file", ASSIGNMENT, "scan.bin")
+    assert os.path.getsize(kept) == 51_000_000, "never moved out of submitted/"
+    assert os.path.getsize(os.path.join(outcome.root, "logs", "intake", ASSIGNMENT, "m11_big_file", "scan.bin")) \
+        == 51_000_000, "a copy for the instructor"
+    assert not os.path.exists(os.path.join(outcome.root, "autograded", "m11_big_file", ASSIGNMENT, "scan.bin")), \
+        "held back from grading (nbgrader's ignore list)"
 
 
 @pytest.mark.slow
