@@ -181,24 +181,34 @@ def _allow_harmless_magics(tree):
 
 # ------------------------------------------------------------ which course_lib modules an answer may import
 def _solution_defs(source: str) -> set[str]:
-    tree = _parse(source)
+    """Top-level functions and classes a cell defines (magic and shell lines left out)."""
+    import re
+
+    try:
+        tree = ast.parse(re.sub(r"^[ \t]*[%!].*$", "", source, flags=re.M))
+    except (SyntaxError, ValueError):
+        tree = None
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} \
         if tree is not None else set()
 
 
 @functools.lru_cache(maxsize=1)
 def exercise_names() -> frozenset:
-    """Names every source notebook's solution cells define (the graded exercises of the course)."""
-    import nbformat
+    """Names every source notebook's solution cells define (the graded exercises of the course). Read
+    as plain JSON (the instructor's own files; nbformat's validation would take seconds)."""
+    import json
 
     names: set[str] = set()
     for folder in sorted(os.listdir(NOTEBOOKS_DIR)) if os.path.isdir(NOTEBOOKS_DIR) else []:
         path = os.path.join(NOTEBOOKS_DIR, folder)
         for f in sorted(os.listdir(path)) if os.path.isdir(path) else []:
             if f.endswith(".ipynb"):
-                for cell in nbformat.read(os.path.join(path, f), as_version=4).cells:
-                    if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
-                        names |= _solution_defs(cell.source)
+                with open(os.path.join(path, f), encoding="utf-8") as fh:
+                    cells = json.load(fh).get("cells", [])
+                for cell in cells:
+                    if cell.get("cell_type") == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                        src = cell.get("source", "")
+                        names |= _solution_defs("".join(src) if isinstance(src, list) else src)
     return frozenset(names)
 
 
@@ -294,12 +304,17 @@ def _statement_key(node) -> str:
 
 def instructor_statements(sources) -> frozenset:
     """The syntax trees (dumped) of every top-level statement of these instructor cells."""
-    keys = set()
+    keys: set[str] = set()
     for src in sources:
-        tree = _parse(src)
-        if tree is not None:
-            keys |= {_statement_key(n) for n in tree.body}
+        keys |= _statements_in(src) if len(src) <= _CACHED_SOURCE else _statements_in.__wrapped__(src)
     return frozenset(keys)
+
+
+@functools.lru_cache(maxsize=1024)
+def _statements_in(source: str) -> frozenset:
+    """Kept per text: the source notebook's cells are the same for every submission of a class."""
+    tree = _parse(source)
+    return frozenset(_statement_key(n) for n in tree.body) if tree is not None else frozenset()
 
 
 def scan_code(source: str, where: str, imported, protected: dict[str, str],
@@ -406,11 +421,6 @@ def _source_notebook(assignment: str, notebook: str) -> list:
     if not os.path.exists(path):
         return []
     return list(nbformat.read(path, as_version=4).cells)
-
-
-def _source_notebook_cells(assignment: str, notebook: str) -> list[str]:
-    """Sources of every cell of the instructor's notebook."""
-    return [c.source for c in _source_notebook(assignment, notebook)]
 
 
 def _gid(cell):
