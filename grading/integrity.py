@@ -1,35 +1,53 @@
-"""Integrity checks: cheating becomes a visible zero with a reason, not full marks.
+"""Integrity checks in proportion: what could change a test's verdict costs that test, nothing more.
 
 Two nbgrader preprocessors, wired in ``nbgrader_config.py``:
 
 ``ScanSubmission`` (first step of autograde's sanitize pass, before nbgrader
-restores the locked cells) compares the submission with the gradebook and reads
-the code a student could write, and records its findings in the notebook's
-metadata (``course_integrity``):
+restores the locked cells) compares the submission with the gradebook and the
+instructor's source notebook, puts the notebook's structure back as released, and
+reads the code a student could write.
 
-* a locked cell (setup, tests) whose source or metadata was edited;
-* nbgrader metadata changed (a test cell turned into a solution, points edited);
-* a graded cell deleted; cells from another assignment;
-* in student-editable code (solution cells, cells the student added or changed):
-  monkeypatching (assigning attributes of imported names: ``np.allclose = ...``,
-  ``checks.attention.check_softmax = ...``), rebinding names the setup cell
-  imported (``checks = ...``), ``setattr``/``delattr`` on anything but self/cls,
-  redefining exception classes (``AssertionError``), ``builtins``/``__builtins__``,
-  ``sys.modules``, ``ctypes``, ``gc``, ``importlib``, ``eval``/``exec``/``compile``/
-  ``__import__``, frame and history introspection (``inspect``, ``sys._getframe``,
-  ``get_ipython``, ``_ih``), IPython magics and shell escapes, importing the checks,
-  and calling PyTorch's built-in attention (``scaled_dot_product_attention``,
-  ``multi_head_attention_forward``).
+*Restored, at no cost* (the release notebook tells students "grading restores test
+cells"; each restoration is a note in the feedback, never an accusation):
 
-``ApplyIntegrity`` (autograde pass, right after execution) turns every autograded
-test of a notebook with findings into 0 with an ``IntegrityError`` output naming
-the reasons, and puts a note at the top of the notebook, so the student's
-feedback shows why. Calling the course's reference implementation at run time is
-caught separately by ``course_lib.checks`` (that test scores 0, ``IntegrityError``).
+* a locked cell (setup, tests) that was edited: nbgrader's ``OverwriteCells`` puts the
+  released source back and it runs;
+* a locked or graded cell that was deleted: inserted again where the release has it;
+* nbgrader metadata that was changed (points, a test turned into a solution, the cell
+  type): put back as released;
+* cells whose nbgrader metadata is gone (copied into a fresh notebook): matched to the
+  release by their content (a locked cell by its text, an answer by the functions it
+  defines, a written answer by the prompt above it) and graded as those cells;
+* a cell with a grade id of no cell of this assignment: graded as a plain cell.
+
+*A cell is the instructor's* when it matches one of the source notebook's cells up to
+whitespace and line endings; in a cell the student edited (the clinical-sentence cell
+of lesson 01 invites it), every top-level statement equal to one of the instructor's
+(same syntax tree) stays the instructor's, and only the rest is read as the student's.
+
+*Costs points* (found in code the student wrote): monkeypatching (assigning attributes
+of imported names: ``np.allclose = ...``, ``checks.attention.check_softmax = ...``),
+rebinding names the setup cell imported (``checks = ...``), ``setattr``/``delattr`` on
+anything but self/cls, redefining exception classes (``AssertionError``),
+``builtins``/``__builtins__``, ``sys.modules``, ``ctypes``, ``gc``, ``importlib``,
+``eval``/``exec``/``compile``/``__import__``, frame and history introspection
+(``inspect``, ``sys._getframe``, ``get_ipython``, ``_ih``), shell escapes and magics
+other than display and timing ones, importing the checks, ``course_lib`` itself or a
+``course_lib`` module that holds a graded exercise's reference (:func:`reference_modules`),
+and calling PyTorch's built-in attention. Allowed: ``%matplotlib``, ``%time``/``%timeit``
+(their code is read), ``obj?``, ``help(...)``, and importing the ``course_lib`` modules
+that hold no graded reference (``plotting``, ``pretrained``, the data loaders).
+
+``ApplyIntegrity`` (autograde pass, right after execution) turns every autograded test
+that runs after the first cell with a finding into 0 with an ``IntegrityError`` output
+naming the finding (cells run in order: code can only change the tests after it), and
+puts a note at the top of the notebook listing the findings and the restorations.
+Calling the course's reference implementation at run time is caught separately by
+``course_lib.checks`` (that test scores 0, ``IntegrityError``).
 
 Static checks cannot see everything a determined student could write; together
-with the sandbox (grading/sandbox.py) and the checks binding their comparison
-functions at import, they close the routes that need no effort to take.
+with the sandbox (grading/sandbox.py) and the verifier outside the kernel
+(grading/verify.py) they close the routes that need no effort to take.
 """
 from __future__ import annotations
 
@@ -48,8 +66,7 @@ from grading import NOTEBOOKS_DIR
 META_KEY = "course_integrity"
 
 _EXCEPTIONS = {name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
-_FORBIDDEN_MODULES = {"builtins": "uses the builtins module",
-                      "course_lib": "imports course_lib in an answer (the reference implementations and checks)", "ctypes": "uses ctypes (raw memory access)",
+_FORBIDDEN_MODULES = {"builtins": "uses the builtins module", "ctypes": "uses ctypes (raw memory access)",
                       "gc": "uses the garbage collector's object graph", "importlib": "uses importlib",
                       "inspect": "uses frame/source introspection", "grading": "imports the grading tools"}
 _FORBIDDEN_NAMES = {"__builtins__": "touches __builtins__", "eval": "calls eval", "exec": "calls exec",
@@ -108,16 +125,208 @@ def _parse(source: str):
     from IPython.core.inputtransformer2 import TransformerManager
 
     try:
-        return ast.parse(TransformerManager().transform_cell(source))
+        return _allow_harmless_magics(ast.parse(TransformerManager().transform_cell(source)))
     except (SyntaxError, ValueError, TypeError):
         return None
 
 
-def scan_code(source: str, where: str, imported, protected: dict[str, str]) -> list[str]:
-    """Findings in one student-editable code cell (``where`` names it in messages)."""
+# magics that only display or time: `%matplotlib inline`, `obj?`; %time / %timeit run code, which is read
+_DISPLAY_MAGICS = {"matplotlib", "pinfo", "pinfo2", "pdef", "pdoc", "psource", "who", "whos", "who_ls", "precision"}
+_TIMING_MAGICS = {"time", "timeit"}
+
+
+def _magic_call(node) -> tuple[str, str, list] | None:
+    """(kind, magic name, other args) of ``get_ipython().run_line_magic('name', ...)`` and its cell twin."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return None
+    call = node.value
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr in ("run_line_magic", "run_cell_magic")
+            and isinstance(call.func.value, ast.Call) and isinstance(call.func.value.func, ast.Name)
+            and call.func.value.func.id == "get_ipython" and not call.func.value.args and call.args
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in call.args)):
+        return None
+    return call.func.attr, call.args[0].value, [a.value for a in call.args[1:]]
+
+
+def _allow_harmless_magics(tree):
+    """Replace display magics by ``pass`` and timing magics by the code they time (then read as any
+    code); every other magic, and shell escapes, stay ``get_ipython()`` calls (a finding)."""
+
+    class Rewrite(ast.NodeTransformer):
+        def visit_Expr(self, node):
+            magic = _magic_call(node)
+            if magic is None:
+                return node
+            kind, name, args = magic
+            if name in _DISPLAY_MAGICS:
+                return ast.copy_location(ast.Pass(), node)
+            if name in _TIMING_MAGICS:
+                line, body = (args + ["", ""])[:2]
+                words = line.split()
+                while words and words[0].startswith("-"):  # %timeit -n 10 -r 3 f(x): the options, then the code
+                    words = words[(2 if words[0] in ("-n", "-r", "-p") else 1):]
+                code = "\n".join(filter(None, [" ".join(words) if kind == "run_line_magic" else "", body]))
+                if kind == "run_cell_magic" and words:
+                    code = " ".join(words) + "\n" + body  # %%timeit setup-statement, then the body
+                try:
+                    inner = ast.parse(code).body
+                except SyntaxError:
+                    inner = None
+                if inner is not None:
+                    return inner or ast.copy_location(ast.Pass(), node)
+            return node
+
+    return ast.fix_missing_locations(Rewrite().visit(tree))
+
+
+# ------------------------------------------------------------ which course_lib modules an answer may import
+def _solution_defs(source: str) -> set[str]:
+    """Top-level functions and classes a cell defines (magic and shell lines left out)."""
+    import re
+
+    try:
+        tree = ast.parse(re.sub(r"^[ \t]*[%!].*$", "", source, flags=re.M))
+    except (SyntaxError, ValueError):
+        tree = None
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} \
+        if tree is not None else set()
+
+
+@functools.lru_cache(maxsize=1)
+def exercise_names() -> frozenset:
+    """Names every source notebook's solution cells define (the graded exercises of the course). Read
+    as plain JSON (the instructor's own files; nbformat's validation would take seconds)."""
+    import json
+
+    names: set[str] = set()
+    for folder in sorted(os.listdir(NOTEBOOKS_DIR)) if os.path.isdir(NOTEBOOKS_DIR) else []:
+        path = os.path.join(NOTEBOOKS_DIR, folder)
+        for f in sorted(os.listdir(path)) if os.path.isdir(path) else []:
+            if f.endswith(".ipynb"):
+                with open(os.path.join(path, f), encoding="utf-8") as fh:
+                    cells = json.load(fh).get("cells", [])
+                for cell in cells:
+                    if cell.get("cell_type") == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                        src = cell.get("source", "")
+                        names |= _solution_defs("".join(src) if isinstance(src, list) else src)
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=1)
+def reference_modules() -> frozenset:
+    """The ``course_lib`` modules an answer may not import: ``course_lib`` itself, the checks, and
+    every module that binds a graded exercise's name at its top level (its reference, or an alias
+    of one) or imports such a module. The others (``plotting``, ``pretrained``, the data loaders)
+    hold no answer: importing them is harmless (a call that reaches a reference by any route is
+    still caught at run time by the checks)."""
+    import course_lib
+
+    root = os.path.dirname(os.path.abspath(course_lib.__file__))
+    exercises = exercise_names()
+    modules: dict[str, tuple[set, set]] = {}  # module -> (names bound at top level, course_lib modules imported)
+    for folder, _, files in os.walk(root):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            rel = os.path.relpath(os.path.join(folder, f), os.path.dirname(root))[:-3].replace(os.sep, ".")
+            name = rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
+            try:
+                with open(os.path.join(folder, f), encoding="utf-8") as fh:
+                    tree = ast.parse(fh.read())
+            except (OSError, SyntaxError, ValueError):
+                modules[name] = ({"?"} | set(exercises), set())
+                continue
+            bound, uses = set(), set()
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    bound.add(node.name)
+                elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                        bound |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+            for node in tree.body:  # what the module's attributes reach (a function's own imports bind nothing there)
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    bound |= set(_bindings(node))
+                    if isinstance(node, ast.Import):
+                        uses |= {a.name for a in node.names if a.name.startswith("course_lib")}
+                    elif node.module and node.module.startswith("course_lib"):
+                        uses.add(node.module)
+                        uses |= {f"{node.module}.{a.name}" for a in node.names}
+            modules[name] = (bound, uses)
+    unsafe = {"course_lib", "course_lib.checks"} | {m for m in modules if m.startswith("course_lib.checks.")}
+    unsafe |= {m for m, (bound, _) in modules.items() if bound & exercises}
+    changed = True
+    while changed:  # a module that imports one holding a reference reaches it as an attribute
+        changed = False
+        for m, (_, uses) in modules.items():
+            if m not in unsafe and any(u in unsafe for u in uses):
+                unsafe.add(m)
+                changed = True
+    return frozenset(unsafe)
+
+
+def _course_lib_finding(node) -> list[str]:
+    """What an import of course_lib reaches, when it reaches a reference or the checks."""
+    unsafe = reference_modules()
+    found = []
+    if isinstance(node, ast.Import):
+        for a in node.names:
+            if not a.name.startswith("course_lib") or a.name.split(".")[0] != "course_lib":
+                continue
+            if a.name.startswith("course_lib.checks"):
+                found.append("imports the grading checks")
+            elif a.asname is None or a.name in unsafe or a.name == "course_lib":
+                # `import course_lib.plotting` binds course_lib itself, which reaches every loaded module
+                found.append(f"imports {a.name} in an answer (course_lib holds the reference implementations)")
+    elif node.module and node.module.split(".")[0] == "course_lib" and not node.level:
+        targets = [] if node.module == "course_lib" else [node.module]  # the package: what it hands out counts
+        targets += [f"{node.module}.{a.name}" for a in node.names
+                    if node.module == "course_lib" or f"{node.module}.{a.name}" in unsafe]
+        for t in dict.fromkeys(targets):
+            if t.startswith("course_lib.checks"):
+                found.append("imports the grading checks")
+            elif t in unsafe or (node.module == "course_lib" and t not in _known_modules()):
+                found.append(f"imports {t} in an answer (it holds the reference of a graded exercise)")
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _known_modules() -> frozenset:
+    import course_lib
+
+    root = os.path.dirname(os.path.abspath(course_lib.__file__))
+    return frozenset("course_lib." + (f[:-3] if f.endswith(".py") else f) for f in os.listdir(root)
+                     if (f.endswith(".py") and f != "__init__.py") or os.path.isdir(os.path.join(root, f)))
+
+
+def _statement_key(node) -> str:
+    return ast.dump(node, include_attributes=False)
+
+
+def instructor_statements(sources) -> frozenset:
+    """The syntax trees (dumped) of every top-level statement of these instructor cells."""
+    keys: set[str] = set()
+    for src in sources:
+        keys |= _statements_in(src) if len(src) <= _CACHED_SOURCE else _statements_in.__wrapped__(src)
+    return frozenset(keys)
+
+
+@functools.lru_cache(maxsize=1024)
+def _statements_in(source: str) -> frozenset:
+    """Kept per text: the source notebook's cells are the same for every submission of a class."""
+    tree = _parse(source)
+    return frozenset(_statement_key(n) for n in tree.body) if tree is not None else frozenset()
+
+
+def scan_code(source: str, where: str, imported, protected: dict[str, str],
+              instructor: frozenset = frozenset()) -> list[str]:
+    """Findings in one student-editable code cell (``where`` names it in messages). Top-level
+    statements whose syntax tree is one of ``instructor`` (the instructor's own, in a cell the
+    student edited) are not the student's and are not read."""
     tree = _parse(source)
     if tree is None:
         return []  # a syntax error is a broken answer, not cheating: its tests fail on their own
+    if instructor:
+        tree.body = [n for n in tree.body if _statement_key(n) not in instructor]
     found = []
 
     def add(msg):
@@ -163,13 +372,10 @@ def scan_code(source: str, where: str, imported, protected: dict[str, str]) -> l
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for m in mods:
                 top = m.split(".")[0]
-                if top == "course_lib":
-                    add(f"imports {m} in an answer (the course's reference implementations and checks)")
-                elif top in _FORBIDDEN_MODULES:
+                if top in _FORBIDDEN_MODULES:
                     add(_FORBIDDEN_MODULES[top])
-                if m.startswith("course_lib.checks") or (isinstance(node, ast.ImportFrom) and m == "course_lib"
-                                                         and any(a.name == "checks" for a in node.names)):
-                    add("imports the grading checks")
+            for msg in _course_lib_finding(node):
+                add(msg)
             for bound, target in _bindings(node).items():
                 if bound in protected and protected[bound] != target:  # `import math` again is fine
                     add(f"rebinds {bound!r}, which the locked setup cell imported")
@@ -203,22 +409,32 @@ def _normalise(source: str) -> str:
     return "\n".join(line.rstrip() for line in source.strip().splitlines() if line.strip())
 
 
-def _source_notebook_cells(assignment: str, notebook: str) -> list[str]:
-    """Sources of every cell of the instructor's notebook (unlocked instructor cells are not the student's)."""
+NOTES_KEY = "course_integrity_notes"  # restorations: shown in the feedback, cost nothing
+CELL_KEY = "course_integrity"  # on the cell where a finding is: the autograded tests after it score 0
+
+
+def _source_notebook(assignment: str, notebook: str) -> list:
+    """The instructor's notebook's cells (unlocked instructor cells are not the student's)."""
     import nbformat
 
     path = os.path.join(NOTEBOOKS_DIR, assignment, f"{notebook}.ipynb")
     if not os.path.exists(path):
         return []
-    return [c.source for c in nbformat.read(path, as_version=4).cells]
+    return list(nbformat.read(path, as_version=4).cells)
+
+
+def _gid(cell):
+    meta = cell.metadata.get("nbgrader")
+    return meta.get("grade_id") if isinstance(meta, dict) else None
 
 
 class ScanSubmission(NbGraderPreprocessor):
-    """Record tampering and forbidden code in the notebook metadata (runs before nbgrader restores cells)."""
+    """Put the notebook's structure back as released (restorations are notes), and record what in the
+    student's code could change a later test's verdict (findings, on the cell where each is).
+    Runs before nbgrader restores the locked cells' sources."""
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
-        findings: list[str] = []
         try:
             with Gradebook(info["db_url"]) as gb:
                 stored = gb.find_notebook(info["notebook"], info["assignment"])
@@ -228,42 +444,128 @@ class ScanSubmission(NbGraderPreprocessor):
         except MissingEntry:
             nb.metadata[META_KEY] = [f"notebook {info['notebook']!r} is not part of assignment {info['assignment']!r}"]
             return nb, resources
-        instructor_sources = set(_source_notebook_cells(info["assignment"], info["notebook"]))
+        source_nb = _source_notebook(info["assignment"], info["notebook"])
+        order = [g for g in (_gid(c) for c in source_nb) if g in source_cells] or list(source_cells)
+        notes: list[str] = []
+        self._adopt_cells_without_metadata(nb, source_nb, source_cells, grade_cells, solution_cells, notes)
+
+        instructor = [c for c in source_nb if c.cell_type == "code"]
+        instructor_sources = {_normalise(c.source) for c in instructor}
+        # the statements of the instructor's own cells (not answers): an edited demo cell keeps them
+        shared = instructor_statements([c.source for c in instructor if not c.metadata.get("nbgrader", {}).get("solution")])
         locked_sources = [c.source for c in nb.cells if c.cell_type == "code"
-                          and source_cells.get(c.metadata.get("nbgrader", {}).get("grade_id"), (False,))[0]]
-        protected = imported_names([s for s in instructor_sources] + locked_sources)
+                          and source_cells.get(_gid(c), (False,))[0]]
+        protected = imported_names([c.source for c in instructor] + locked_sources)
         imported = set(protected) | set(imported_names([c.source for c in nb.cells if c.cell_type == "code"]))
+        findings: list[str] = []
         seen = set()
         for i, cell in enumerate(nb.cells):
             meta = cell.metadata.get("nbgrader", {})
-            gid = meta.get("grade_id")
-            editable = False
+            gid = _gid(cell)
+            editable, solution = False, False
             if gid is not None and gid in source_cells:
                 seen.add(gid)
                 locked, stored_source, cell_type = source_cells[gid]
                 if bool(meta.get("solution", False)) != (gid in solution_cells) or \
                         bool(meta.get("grade", False)) != (gid in grade_cells) or bool(meta.get("locked", False)) != locked:
-                    findings.append(f"cell {gid}: its nbgrader metadata (grade/solution/locked) was changed")
+                    notes.append(f"cell {gid}: its nbgrader metadata (grade/solution/locked) had changed; "
+                                 "it was put back as released")
                 elif gid in grade_cells and meta.get("points") is not None and \
                         float(meta["points"]) != float(grade_cells[gid]):
-                    findings.append(f"cell {gid}: its points were changed from {grade_cells[gid]:g} to {meta['points']}")
+                    notes.append(f"cell {gid}: its points had been changed to {meta['points']}; "
+                                 f"graded out of {grade_cells[gid]:g} as released")
                 if locked and _normalise(cell.source) != _normalise(_without_hidden_tests(stored_source)):
-                    findings.append(f"cell {gid}: a locked cell was edited")
+                    notes.append(f"cell {gid}: this locked cell was edited; the released cell was restored and run")
                 if cell.cell_type != cell_type:
-                    findings.append(f"cell {gid}: its type was changed from {cell_type} to {cell.cell_type}")
-                editable = not locked
+                    notes.append(f"cell {gid}: its type had been changed from {cell_type} to {cell.cell_type}; "
+                                 "put back as released")
+                editable, solution = not locked, gid in solution_cells
             elif gid is not None:
-                findings.append(f"cell {gid}: not a cell of this assignment (notebook from elsewhere?)")
+                notes.append(f"cell {gid}: not a cell of this assignment (a notebook from elsewhere?); "
+                             "run as an ordinary cell")
+                editable = True
             else:
-                editable = cell.source not in instructor_sources  # a cell the student added or changed
+                editable = _normalise(cell.source) not in instructor_sources  # a cell the student added or changed
             if editable and cell.cell_type == "code":
-                findings += scan_code(cell.source, f"cell {gid or i}", imported, protected)
-        for gid in grade_cells:
-            if gid not in seen:
-                findings.append(f"cell {gid}: a graded cell was deleted")
+                found = scan_code(cell.source, f"cell {gid or i}", imported, protected,
+                                  frozenset() if solution else shared)
+                if found:
+                    cell.metadata[CELL_KEY] = found
+                    findings += found
+        self._restore_deleted(nb, order, source_cells, grade_cells, solution_cells, seen, notes)
         nb.metadata[META_KEY] = findings
+        nb.metadata[NOTES_KEY] = notes
         self._repair_metadata(nb, source_cells, grade_cells, solution_cells)
         return nb, resources
+
+    @staticmethod
+    def _adopt_cells_without_metadata(nb, source_nb, source_cells, grade_cells, solution_cells, notes) -> None:
+        """Cells copied into a fresh notebook lose their nbgrader metadata: give each graded, locked or
+        answer cell of the release that is missing the cell that matches it by content (a locked cell
+        by its text, an answer by the functions it defines, a written answer by the prompt above it)."""
+        present = {_gid(c) for c in nb.cells}
+        missing = [g for g in source_cells if g not in present]
+        if not missing:
+            return
+        bare = [c for c in nb.cells if _gid(c) is None]
+        taken = set()
+        source_by_gid = {_gid(c): (k, c) for k, c in enumerate(source_nb) if _gid(c)}
+        for gid in missing:
+            locked, stored_source, cell_type = source_cells[gid]
+            match = None
+            for cell in bare:
+                if id(cell) in taken or cell.cell_type != cell_type:
+                    continue
+                if locked and _normalise(cell.source) == _normalise(_without_hidden_tests(stored_source)):
+                    match = cell
+                elif gid in solution_cells and cell_type == "code":
+                    names = _solution_defs(stored_source)
+                    if names and names <= _solution_defs(cell.source):
+                        match = cell
+                if match is not None:
+                    break
+            if match is None and gid in solution_cells and cell_type == "markdown" and gid in source_by_gid:
+                k = source_by_gid[gid][0]
+                prompt = _normalise(source_nb[k - 1].source) if k > 0 else None
+                for j, cell in enumerate(nb.cells[:-1]):
+                    after = nb.cells[j + 1]
+                    if prompt and _normalise(cell.source) == prompt and _gid(after) is None \
+                            and after.cell_type == "markdown" and id(after) not in taken:
+                        match = after
+                        break
+            if match is not None:
+                taken.add(id(match))
+                match.metadata["nbgrader"] = {"grade_id": gid, "grade": gid in grade_cells,
+                                              "solution": gid in solution_cells, "locked": bool(locked)}
+                if gid in grade_cells:
+                    match.metadata["nbgrader"]["points"] = float(grade_cells[gid])
+                notes.append(f"cell {gid}: it had lost its nbgrader metadata (copied into a new notebook?); "
+                             "matched to the release by its content and graded as that cell")
+
+    @staticmethod
+    def _restore_deleted(nb, order, source_cells, grade_cells, solution_cells, seen, notes) -> None:
+        """Insert every deleted locked or graded cell again, as released, after the cell that precedes it
+        in the release (nbgrader then restores its full source, hidden tests included)."""
+        from nbformat.v4 import new_code_cell
+
+        for k, gid in enumerate(order):
+            locked, stored_source, cell_type = source_cells[gid]
+            if gid in seen or not (locked or gid in grade_cells):
+                continue
+            source = _without_hidden_tests(stored_source)
+            cell = new_code_cell(source) if cell_type == "code" else new_markdown_cell(source)
+            cell.metadata["nbgrader"] = {"grade_id": gid, "grade": gid in grade_cells,
+                                         "solution": gid in solution_cells, "locked": bool(locked)}
+            before = {g for g in order[:k]}
+            at = 0
+            for i, c in enumerate(nb.cells):
+                if _gid(c) in before:
+                    at = i + 1
+            nb.cells.insert(at, cell)
+            seen.add(gid)
+            what = "written answer (left blank)" if gid in solution_cells else "cell"
+            notes.append(f"cell {gid}: this {'graded ' if gid in grade_cells else ''}{what} was deleted; "
+                         "the released cell was put back" + (" and run" if cell_type == "code" else ""))
 
     @staticmethod
     def _repair_metadata(nb, source_cells, grade_cells, solution_cells) -> None:
@@ -316,21 +618,38 @@ def quote(text: str) -> str:
 
 
 class ApplyIntegrity(NbGraderPreprocessor):
-    """Zero every autograded test of a notebook with integrity findings, with the reasons shown."""
+    """Zero the autograded tests that run after a cell with a finding, with the finding shown there; a
+    note at the top lists the findings (what they cost) and the cells grading restored (no cost)."""
 
     def preprocess(self, nb, resources):
         findings = list(nb.metadata.get(META_KEY, []))
-        if not findings:
+        notes = list(nb.metadata.get(NOTES_KEY, []))
+        if not findings and not notes:
             return nb, resources
-        reason = "; ".join(findings[:6]) + (f"; and {len(findings) - 6} more" if len(findings) > 6 else "")
+        whole = findings and not any(c.metadata.get(CELL_KEY) for c in nb.cells)  # not of this assignment
+        seen: list[str] = []
+        zeroed: list[str] = []
         for cell in nb.cells:
-            if cell.cell_type == "code" and utils.is_grade(cell):
+            seen += [f for f in cell.metadata.get(CELL_KEY, []) if f not in seen]
+            if (seen or whole) and cell.cell_type == "code" and utils.is_grade(cell):
+                shown = seen or findings
+                reason = "; ".join(shown[:6]) + (f"; and {len(shown) - 6} more" if len(shown) > 6 else "")
                 cell.outputs = list(cell.get("outputs", [])) + [new_output(
                     "error", ename="IntegrityError", evalue=f"integrity check failed: {reason}",
-                    traceback=[f"IntegrityError: integrity check failed: {reason}"])]
-        note = new_markdown_cell(
-            "**Grading note: integrity check failed, so every autograded test of this notebook scores 0.**\n\n"
-            + "\n".join(f"- {quote(f)}" for f in findings)
-            + "\n\nIf you believe this is a mistake, talk to your instructor; they can review and regrade.")
-        nb.cells.insert(0, note)
+                    traceback=[f"IntegrityError: integrity check failed: {reason}",
+                               "This test runs after that code, which can change how it runs, so it scores 0."])]
+                zeroed.append(str(cell.metadata.get("nbgrader", {}).get("grade_id", "?")))
+        parts = []
+        if findings:
+            parts.append(
+                "**Grading note: integrity check failed for the tests after this code, so they score 0** "
+                f"({', '.join(quote(z) for z in zeroed) or 'none'}). The check reads the code you wrote for "
+                "what can change how a later test runs (patching a module or the checks, redefining names "
+                "the setup cell imported, reaching the course's reference implementation); the tests before "
+                "it count as they ran.\n\n" + "\n".join(f"- {quote(f)}" for f in findings)
+                + "\n\nIf you believe this is a mistake, talk to your instructor; they can review and regrade.")
+        if notes:
+            parts.append("**Grading note: restored as released** (test and locked cells are always graded as "
+                         "released; this costs nothing).\n\n" + "\n".join(f"- {quote(n)}" for n in notes))
+        nb.cells.insert(0, new_markdown_cell("\n\n".join(parts)))
         return nb, resources

@@ -53,6 +53,11 @@ import sys  # noqa: E402
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
+# intake (grading/intake.py) holds back files over its bounds: they stay in submitted/, nbgrader copies none
+from grading.intake import held_patterns  # noqa: E402
+
+c.CourseDirectory.ignore = c.CourseDirectory.ignore + held_patterns(ROOT)
+
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,

@@ -36,6 +36,7 @@ import tempfile
 import time
 
 from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight, sandbox, warm
+from grading import intake as intake_mod
 
 SUBMITTED = os.path.join(GRADING_DIR, "submitted")
 RESULTS = os.path.join(GRADING_DIR, "logs", "results")
@@ -136,108 +137,9 @@ def submissions(assignment: str) -> list[str]:
                   if _real_dir(os.path.join(SUBMITTED, s)) and _real_dir(os.path.join(SUBMITTED, s, assignment)))
 
 
-# ------------------------------------------------------------------ intake: submissions are data
-INTAKE_DIR = os.path.join(GRADING_DIR, "logs", "intake")
-
-
-def _limit(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
-def _kind(mode: int, nlink: int) -> str | None:
-    """Why an entry is not a plain file of the submission (None: it is one)."""
-    if stat.S_ISLNK(mode):
-        return "symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "named pipe"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if not stat.S_ISREG(mode):
-        return "not a regular file"
-    if nlink > 1:
-        return f"hard link ({nlink} names)"
-    return None
-
-
-def intake(folder: str, quarantine: str, max_files: int | None = None, max_bytes: int | None = None,
-           max_depth: int = 6) -> list[str]:
-    """Make one submission folder plain data before anything grades it; return what was dropped.
-
-    Keeps regular files with one name only (no symbolic links, hard links to elsewhere,
-    FIFOs, devices or sockets), at most ``max_files`` (``COURSE_INTAKE_MAX_FILES``, 100)
-    of at most ``max_bytes`` in total (``COURSE_INTAKE_MAX_BYTES``, 50 MB; notebooks first,
-    then by name). Nothing is followed or opened: entries are examined with lstat relative
-    to an O_NOFOLLOW directory descriptor. What is dropped is moved (renamed, not copied)
-    into ``quarantine`` for the instructor, or removed when it cannot be moved.
-    """
-    max_files = _limit("COURSE_INTAKE_MAX_FILES", 100) if max_files is None else max_files
-    max_bytes = _limit("COURSE_INTAKE_MAX_BYTES", 50_000_000) if max_bytes is None else max_bytes
-    dropped: list[str] = []
-    keep: list[tuple[int, str, int, str, int]] = []  # (not a notebook, relpath, dir fd, name, size)
-    fds: list[int] = []
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-
-    def drop(dir_fd: int, name: str, rel: str, why: str) -> None:
-        dropped.append(f"{rel} ({why})")
-        os.makedirs(quarantine, exist_ok=True)
-        target = os.path.join(quarantine, rel.replace(os.sep, "__"))
-        try:
-            os.rename(name, target, src_dir_fd=dir_fd)
-        except OSError:
-            try:
-                shutil.rmtree(name, dir_fd=dir_fd) if why.startswith("folder") else os.unlink(name, dir_fd=dir_fd)
-            except OSError:
-                pass
-
-    def walk(dir_fd: int, prefix: str, depth: int) -> None:
-        for name in sorted(os.listdir(dir_fd)):
-            rel = os.path.join(prefix, name) if prefix else name
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                if depth >= max_depth:
-                    drop(dir_fd, name, rel, f"folder nested deeper than {max_depth}")
-                    continue
-                sub = os.open(name, flags, dir_fd=dir_fd)
-                fds.append(sub)
-                walk(sub, rel, depth + 1)
-                continue
-            why = _kind(st.st_mode, st.st_nlink)
-            if why:
-                drop(dir_fd, name, rel, why)
-            else:
-                keep.append((not name.endswith(".ipynb"), rel, dir_fd, name, st.st_size))
-
-    top = os.open(folder, flags)
-    fds.append(top)
-    try:
-        walk(top, "", 0)
-        count = total = 0
-        for _, rel, dir_fd, name, size in sorted(keep, key=lambda k: (k[0], k[1])):
-            if count + 1 > max_files:
-                drop(dir_fd, name, rel, f"more than {max_files} files")
-            elif total + size > max_bytes:
-                drop(dir_fd, name, rel, f"{size:,} bytes: the submission would exceed {max_bytes:,} bytes")
-            else:
-                count, total = count + 1, total + size
-    finally:
-        for fd in fds:
-            os.close(fd)
-    return dropped
-
-
-def intake_class(tasks: list[tuple[str, str]]) -> dict:
-    """Intake for every (assignment, student) task; {task: [dropped entries]} for those that lost something."""
-    out = {}
-    for a, s in tasks:
-        dropped = intake(os.path.join(SUBMITTED, s, a), os.path.join(INTAKE_DIR, a, s))
-        if dropped:
-            out[(a, s)] = dropped
-    return out
+# intake: submissions are data, and every notebook is accounted for (grading/intake.py)
+INTAKE_DIR = intake_mod.INTAKE_DIR
+intake = intake_mod.intake
 
 
 def _task_done(assignment: str, student: str) -> bool:
@@ -426,11 +328,15 @@ def _grade(opts: Options) -> int:
             if not name.startswith(".") and not _real_dir(os.path.join(SUBMITTED, name)):
                 log(f"[intake] ignored submitted/{name}: not a folder (a link or a file), not graded")
     tasks = [(a, s) for a in opts.assignments for s in submissions(a)]
-    dropped = intake_class(tasks)
-    for (a, s), what in sorted(dropped.items()):
-        log(f"[intake] {a}/{s}: dropped {len(what)} entr{'y' if len(what) == 1 else 'ies'}: {'; '.join(what[:5])}"
-            + (f"; (+{len(what) - 5} more)" if len(what) > 5 else ""))
+    intake_findings = intake_mod.intake_class(tasks, opts.assignments, submitted=SUBMITTED, intake_dir=INTAKE_DIR)
+    dropped: dict = {}
+    for f in intake_findings:
+        log(f"[intake] {f['assignment']}/{f['student']}: {f['kind']}: {f['message']}")
+        if f["kind"] == "dropped":
+            dropped.setdefault((f["assignment"], f["student"]), []).extend(f["entries"])
     register_students(sorted({s for _, s in tasks}))
+    held = intake_mod.held_tasks(intake_findings)  # the notebook itself is over the bound: nothing to grade
+    tasks = [t for t in tasks if t not in held]
     if not tasks:
         log("[autograde] nothing submitted: no tasks")
         return 0
@@ -470,6 +376,8 @@ def _grade(opts: Options) -> int:
             "or not gradable; each scored on what ran):")
         for (a, s), why in failures:
             log(f"  {a}/{s}: {why}")
+    for line in intake_mod.report_lines(intake_findings):
+        log(line)
     log(f"[report] grades: {os.path.relpath(GRADES_CSV, REPO_DIR)}")
     if opts.feedback:
         log(f"[report] feedback: {os.path.relpath(os.path.join(GRADING_DIR, 'feedback'), REPO_DIR)}"

@@ -56,8 +56,11 @@ def test_table_is_well_formed():
         assert 0 <= case.score <= C.MAX_SCORE and float(case.score).is_integer(), case
         assert case.feedback or case.report, f"{case.student}: an outcome without a visible reason"
         if case.integrity:
-            assert case.score == 0 and C.INTEGRITY_FEEDBACK in case.feedback and C.INTEGRITY_REPORT in case.report, \
-                case.student
+            assert C.INTEGRITY_FEEDBACK in case.feedback and C.INTEGRITY_REPORT in case.report, case.student
+        if case.restored:
+            assert C.RESTORED in case.feedback, case.student
+        if case.restored and not case.integrity:
+            assert C.INTEGRITY_FEEDBACK in case.absent, f"{case.student}: a restoration is no finding"
     # the workers take students in name order: the honest ones first, then the slow timeouts
     assert sorted(students) == students
 
@@ -116,13 +119,15 @@ def test_case_builds_a_submission_that_does_what_it_says(release_ctx, case):
         assert not set(filter(None, ids)) & set(filter(None, release_ids)) - {"setup"}
 
 
-def _scan(ctx, nb):
+def _scan(ctx, nb, notes=False):
+    """The scan's findings (what costs points) of one notebook, or with ``notes`` (findings, restorations)."""
     integrity = pytest.importorskip("grading.integrity")
 
     resources = {"nbgrader": {"db_url": f"sqlite:///{os.path.join(ctx.root, 'gradebook.db')}",
                               "notebook": C.NOTEBOOK[:-6], "assignment": C.ASSIGNMENT}}
     nb, _ = integrity.ScanSubmission().preprocess(nb, resources)
-    return list(nb.metadata.get(integrity.META_KEY, []))
+    findings = list(nb.metadata.get(integrity.META_KEY, []))
+    return (findings, list(nb.metadata.get(integrity.NOTES_KEY, []))) if notes else findings
 
 
 def _honest_notebooks(ctx):
@@ -156,15 +161,22 @@ SCANNABLE = [c for c in C.HOSTILE if c.student not in UNREADABLE | {"x30_wrong_f
 @pytest.mark.parametrize("case", [_xfail(c, c.scan_gap) for c in SCANNABLE])
 def test_static_scan_flags_exactly_the_cheating(release_ctx, case):
     (text,) = [t for n, t in _built(release_ctx, case).items() if n.endswith(".ipynb") and isinstance(t, str)]
-    findings = _scan(release_ctx, nbformat.reads(text, as_version=4))
+    findings, notes = _scan(release_ctx, nbformat.reads(text, as_version=4), notes=True)
+    if case.restored:
+        assert notes, f"{case.student} ({case.what}): nothing restored"
+    else:
+        assert notes == [], f"{case.student}: nothing to restore, but the scan says {notes}"
     if not case.integrity:
         assert findings == [], f"{case.student} is not cheating, but the scan says {findings}"
+    else:
+        assert findings, f"{case.student} cheats ({case.what}) but the scan finds nothing"
+    if not (case.integrity or case.restored):
         return
-    assert findings, f"{case.student} cheats ({case.what}) but the scan finds nothing"
-    said = " ".join(findings)
+    said = " ".join(findings + notes)
     for reason in case.feedback + case.report:
-        if reason not in (C.INTEGRITY_FEEDBACK, C.INTEGRITY_REPORT, "KernelDied", "unstable softmax"):
-            assert reason in said, f"{case.student}: findings {findings} do not mention {reason!r}"
+        if reason not in (C.INTEGRITY_FEEDBACK, C.INTEGRITY_REPORT, C.RESTORED, "KernelDied", "unstable softmax") \
+                and "tests passed" not in reason:
+            assert reason in said, f"{case.student}: findings {findings} and notes {notes} do not mention {reason!r}"
 
 
 # ====================================================================== fast part: the sandbox itself
@@ -534,9 +546,16 @@ def test_intake_keeps_regular_files_only_and_opens_nothing(tmp_path):
     t.start()
     t.join(30)
     assert not t.is_alive(), "intake blocked (it opened the FIFO)"
-    dropped = result["dropped"]
-    kept = sorted(str(p.relative_to(sub)) for p in sub.rglob("*") if not p.is_dir())
-    assert kept == ["attention.ipynb", "data/ok.csv", "f0.txt", "f1.txt", "f2.txt"], kept
+    dropped = [str(d) for d in result["dropped"]]
+    graded = sorted(str(p.relative_to(sub)) for p in sub.rglob("*") if not p.is_dir()
+                    and str(p.relative_to(sub)) not in {d.path for d in result["dropped"]})
+    assert graded == ["attention.ipynb", "data/ok.csv", "f0.txt", "f1.txt", "f2.txt"], graded
+    # the files over a bound stay in the submission (issue 43.4), copied for the instructor and held from grading
+    held = sorted(d.path for d in result["dropped"] if not d.moved)
+    assert held == ["big.bin", "f3.txt", "f4.txt"], held
+    for name in held:
+        assert (sub / name).exists() and (tmp_path / "quarantine" / name).read_bytes() == (sub / name).read_bytes()
+    assert not any(os.path.lexists(sub / name) for name in ("link.db", "hard.db", "pipe", "data/dirlink"))
     assert [d for d in dropped if "(symbolic link)" in d] == ["data/dirlink (symbolic link)", "link.db (symbolic link)"]
     assert "hard.db (hard link (2 names))" in dropped and "pipe (named pipe)" in dropped
     assert any(d.startswith("big.bin (5,000 bytes") for d in dropped), dropped

@@ -14,9 +14,12 @@
   student (so the instructor learns why, by name);
 * ``absent`` / ``absent_html``: what must not be in the feedback's outputs / raw HTML (a
   secret the sandbox must keep, "ESCAPED", "LEAK", an injected ``<script>``);
-* ``integrity``: the expectation rests on ``grading/integrity.py`` (cheating = 0 for the
-  whole notebook, with "integrity check failed" in the feedback and "IntegrityError: " in
-  the report); otherwise on the sandbox, the resilient executor or nbgrader itself;
+* ``integrity``: the expectation rests on a finding of ``grading/integrity.py`` (the tests that
+  run after the cell with the finding score 0, with "integrity check failed" in the feedback and
+  "IntegrityError: " in the report); otherwise on the sandbox, the resilient executor or nbgrader;
+* ``restored``: grading put the notebook's structure back as released (a deleted or edited test
+  cell, edited nbgrader metadata, a cell of no assignment): no cost, "restored as released" in
+  the feedback;
 * ``scan_gap`` / ``xfail``: grading lacks the behaviour; the static-scan test / the class-run
   test of that case is ``xfail(strict=True)`` with that reason, so it fails loudly once
   grading gains the behaviour (then the mark is removed).
@@ -28,10 +31,11 @@ How the expectations were decided:
   what ran; the cells it broke score 0, everything else counts;
 * cheating (patching the checks or np.allclose, rebinding ``checks`` or AssertionError,
   hiding errors through IPython, exec/ctypes/sys.modules, calling the reference or
-  PyTorch's built-in attention, editing locked cells or nbgrader metadata, deleting or
-  adding graded cells, another assignment's notebook): 0 for the whole notebook, with
-  the reason in the feedback and in the report. A segfault through ``ctypes`` is both
-  a crash and a finding: the finding wins (0);
+  PyTorch's built-in attention): the tests after that code score 0 (code changes only the
+  tests after it), with the reason in the feedback and in the report;
+* what grading restores (editing or deleting test cells, editing nbgrader metadata, adding
+  graded cells, another assignment's notebook): graded as released, with a note; the score is
+  what the student's own code earns (issue 43);
 * not gradable (corrupt, empty, not a notebook, wrong file name, empty folder): 0, and
   the report names the student;
 * the sandbox must keep every secret (source notebook, gradebook, release, demo answers,

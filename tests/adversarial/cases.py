@@ -11,8 +11,12 @@ what the submission does, and fixes what grading must make of it:
                 that name the student (its list of problems);
 ``absent``      substrings the feedback's outputs must NOT show ("LEAK", "ESCAPED", ...);
 ``absent_html`` substrings the feedback's raw HTML must not contain (an unescaped <script>);
-``integrity``   True when the expectation rests on ``grading/integrity.py``: cheating scores 0
-                for the whole notebook with a visible ``IntegrityError``;
+``integrity``   True when the expectation rests on a finding of ``grading/integrity.py``: the
+                autograded tests that run after the cell with the finding score 0, with a
+                visible ``IntegrityError`` (the tests before it count as they ran);
+``restored``    True when grading put the notebook's structure back as released (a deleted or
+                edited test cell, changed nbgrader metadata, a cell of no assignment): no cost,
+                a "restored as released" note in the feedback;
 ``scan_gap``    the static scan (``grading.integrity.ScanSubmission``) misses this case: its
                 unit test is ``xfail(strict=True)`` with this reason;
 ``xfail``       grading lacks the behaviour the case demands: the class-run test of the case
@@ -33,9 +37,11 @@ How the expectations were decided (also in tests/adversarial/__init__.py):
   cells it broke score 0, the rest count;
 * cheating (patching the checks or np.allclose, rebinding ``checks`` or AssertionError,
   hiding errors through IPython, exec/ctypes/sys.modules, calling the reference or PyTorch's
-  built-in attention, editing locked cells or nbgrader metadata, deleting or adding graded
-  cells, another assignment's notebook): 0 for the whole notebook with the reason shown;
-  a segfault through ``ctypes`` is a crash AND a finding: the finding wins (0);
+  built-in attention): the tests after the code score 0 with the reason shown (issue 43:
+  code can only change the tests that run after it);
+* what grading restores (editing or deleting test cells, editing nbgrader metadata, adding
+  graded cells, another assignment's notebook): graded as released, with a note; the score
+  is what the student's own code earns;
 * not gradable (corrupt, empty, not a notebook, wrong file name, empty folder): 0, a row in
   grades.csv, and the report says why;
 * the sandbox keeps every secret and every folder but the student's own out of reach.
@@ -84,6 +90,7 @@ class Case:
     absent: Tuple[str, ...] = ()  # must not be in the feedback's outputs
     absent_html: Tuple[str, ...] = ()  # must not be in the feedback's raw HTML
     integrity: bool = False
+    restored: bool = False
     scan_gap: Optional[str] = None
     xfail: Optional[str] = None
 
@@ -830,6 +837,7 @@ _NOT_JSON = "does not appear to be JSON"
 # (a bare "IntegrityError" would also match the checks' own source quoted in any traceback)
 INTEGRITY_FEEDBACK = "integrity check failed"
 INTEGRITY_REPORT = "IntegrityError: "
+RESTORED = "restored as released"  # ApplyIntegrity's note for what grading put back (no cost)
 
 HOSTILE = [
     # ---- time (the slow ones first: the workers take students in name order)
@@ -848,8 +856,8 @@ HOSTILE = [
          feedback=("KernelDied",), report=("KernelDied in attention_torch_impl",)),
     Case("x06_builtin_exit", "exit() after the torch function", 6.0, build=builtin_exit,
          feedback=("KernelDied", "exit()"), report=("KernelDied in attention_torch_impl",)),
-    Case("x07_segfault_ctypes", "ctypes.string_at(0) after the torch function: a crash AND an integrity finding",
-         0.0, build=segfault_ctypes, integrity=True, feedback=(INTEGRITY_FEEDBACK, "ctypes", "KernelDied"),
+    Case("x07_segfault_ctypes", "ctypes.string_at(0) after the torch function: a crash AND an integrity finding "
+         "(its tests, after it, score 0)", 6.0, build=segfault_ctypes, integrity=True, feedback=(INTEGRITY_FEEDBACK, "ctypes", "KernelDied"),
          report=(INTEGRITY_REPORT, "ctypes")),
     Case("x08_deep_recursion_crash", "repr of a 10^6-deep list with the recursion limit raised: C-stack segfault",
          6.0, build=deep_recursion_crash, feedback=("KernelDied",), report=("KernelDied in attention_torch_impl",)),
@@ -872,20 +880,22 @@ HOSTILE = [
          "subclass (neither is an Exception)", 0.0, build=keyboard_interrupt_subclass,
          feedback=("softmax stops the grader", "torch attention escapes the checks")),
     # ---- the notebook's structure
-    Case("x17_delete_test_cell", "softmax_visible deleted", 0.0, build=delete_test_cell, integrity=True,
-         feedback=(INTEGRITY_FEEDBACK, "deleted"), report=(INTEGRITY_REPORT, "softmax_visible")),
+    Case("x17_delete_test_cell", "softmax_visible deleted: put back and run", 9.0, build=delete_test_cell,
+         restored=True, feedback=(RESTORED, "softmax_visible", "deleted", "softmax: visible tests passed"),
+         absent=(INTEGRITY_FEEDBACK,)),
     Case("x18_delete_solution_cell", "softmax_impl deleted (its own loss, not cheating)", 3.0,
          build=delete_solution_cell, feedback=("NameError",), absent=(INTEGRITY_FEEDBACK,)),
-    Case("x19_tests_replaced_by_pass", "wrong softmax, both softmax tests replaced by `pass`: restored and run",
-         0.0, build=test_cells_replaced_by_pass, integrity=True,
-         feedback=(INTEGRITY_FEEDBACK, "locked cell", "unstable softmax"), report=(INTEGRITY_REPORT, "locked cell")),
-    Case("x20_points_100", "softmax_visible worth 100 points", 0.0, build=points_100, integrity=True,
-         feedback=(INTEGRITY_FEEDBACK, "points"), report=(INTEGRITY_REPORT, "points")),
-    Case("x21_test_to_solution", "softmax_hidden turned into a solution cell holding `pass`", 0.0,
-         build=test_to_solution, integrity=True, feedback=(INTEGRITY_FEEDBACK, "metadata"),
-         report=(INTEGRITY_REPORT, "metadata")),
-    Case("x22_bonus_cell", "an added graded cell worth 50 points", 0.0, build=bonus_cell, integrity=True,
-         feedback=(INTEGRITY_FEEDBACK, "bonus"), report=(INTEGRITY_REPORT, "bonus")),
+    Case("x19_tests_replaced_by_pass", "wrong softmax, both softmax tests replaced by `pass`: restored and run "
+         "(the wrong softmax also fails numpy attention's hidden fully-masked row)", 4.0,
+         build=test_cells_replaced_by_pass, restored=True,
+         feedback=(RESTORED, "locked cell was edited", "unstable softmax"), absent=(INTEGRITY_FEEDBACK,)),
+    Case("x20_points_100", "softmax_visible worth 100 points: graded out of 1 as released", 9.0, build=points_100,
+         restored=True, feedback=(RESTORED, "points"), absent=(INTEGRITY_FEEDBACK,)),
+    Case("x21_test_to_solution", "wrong softmax; softmax_hidden turned into a solution cell holding `pass`: "
+         "put back as released and run", 4.0, build=test_to_solution, restored=True,
+         feedback=(RESTORED, "metadata", "unstable softmax"), absent=(INTEGRITY_FEEDBACK,)),
+    Case("x22_bonus_cell", "an added graded cell worth 50 points: run as an ordinary cell", 9.0, build=bonus_cell,
+         restored=True, feedback=(RESTORED, "bonus"), absent=(INTEGRITY_FEEDBACK,)),
     Case("x23_duplicate_test_cell", "softmax_visible duplicated, e.g. by copy-paste (harmless)", 9.0,
          build=duplicate_test_cell, feedback=("softmax: visible tests passed",), absent=(INTEGRITY_FEEDBACK,)),
     Case("x24_write_outside", "writes into course_lib, the repo, the course root, another student", 9.0,
@@ -904,9 +914,10 @@ HOSTILE = [
          report=("attention-Copy1",)),
     Case("x31_empty_folder", "an empty assignment folder", 0.0, build=empty_folder,
          report=("No notebooks were matched",)),
-    Case("x32_other_assignment", "lesson 02's notebook handed in as attention.ipynb", 0.0, build=other_assignment,
-         integrity=True, feedback=(INTEGRITY_FEEDBACK, "not a cell of this assignment"),
-         report=(INTEGRITY_REPORT, "not a cell of this assignment")),
+    Case("x32_other_assignment", "lesson 02's notebook handed in as attention.ipynb: lesson 01's tests put back "
+         "and run (NameError), lesson 02's tests read as the student's cells", 0.0, build=other_assignment,
+         integrity=True, restored=True, feedback=(INTEGRITY_FEEDBACK, RESTORED, "not a cell of this assignment"),
+         report=(INTEGRITY_REPORT, "grading checks")),
     # ---- the sandbox
     Case("x33_read_secrets", "asks for the python3 kernel; reads the source notebook, gradebook, release, "
          "demo answers, .git, docs, home", 9.0, build=read_secrets,
@@ -942,9 +953,11 @@ HOSTILE = [
          report=(INTEGRITY_REPORT, "course_lib.attention")),
     Case("x45_reference_via_checks", "softmax calls checks.attention.ref.softmax", 0.0, build=reference_via_checks,
          integrity=True, feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,)),
-    Case("x46_call_sdpa", "torch attention calls F.scaled_dot_product_attention", 0.0, build=call_sdpa,
+    Case("x46_call_sdpa", "torch attention calls F.scaled_dot_product_attention (its tests score 0)", 6.0,
+         build=call_sdpa,
          integrity=True, feedback=(INTEGRITY_FEEDBACK, "built-in attention"), report=(INTEGRITY_REPORT, "built-in")),
-    Case("x47_shell_escape", "`!ls /` and `%env` in an added cell", 0.0, build=shell_escape, integrity=True,
+    Case("x47_shell_escape", "`!ls /` and `%env` in a cell added before the torch tests (they score 0)", 6.0,
+         build=shell_escape, integrity=True,
          feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,)),
     Case("x48_exec_answer", "softmax defined through exec(...)", 0.0, build=exec_answer, integrity=True,
          feedback=(INTEGRITY_FEEDBACK, "exec"), report=(INTEGRITY_REPORT, "exec")),
@@ -983,10 +996,10 @@ HOSTILE = [
          feedback=("x57 outputs shown", "x57 html link", "click me", "x57 fake png"),
          # what would be live markup (the student's source is shown escaped, so these never appear there)
          absent_html=("<script>alert", "<img src=x", "<svg", "<iframe", "<form", 'href="javascript:')),
-    Case("x58_hostile_grade_id", "an added cell whose grade_id is an <img onerror> tag, quoted by the integrity "
-         "note", 0.0, build=hostile_grade_id, integrity=True,
-         feedback=(INTEGRITY_FEEDBACK, "not a cell of this assignment"),
-         report=(INTEGRITY_REPORT, "not a cell of this assignment"), absent_html=("<img src=x onerror",)),
+    Case("x58_hostile_grade_id", "an added cell whose grade_id is an <img onerror> tag, quoted by the "
+         "restoration note", 9.0, build=hostile_grade_id, restored=True,
+         feedback=(RESTORED, "not a cell of this assignment"), absent=(INTEGRITY_FEEDBACK,),
+         absent_html=("<img src=x onerror",)),
 ]
 
 CASES = HONEST + HOSTILE

@@ -1,0 +1,420 @@
+"""The mess of a real class never costs an honest student (issues 43 and 40): lesson 01.
+
+Fast part: the integrity scan on honest edits (grading/integrity.py), intake and the accounting
+of every notebook (grading/intake.py) on folders built here. Slow part: a class of messy
+submissions graded with the real command beside a correct control student, each with its exact
+grade and the finding the report names.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from adversarial import classrun  # noqa: E402
+from adversarial.cases import ASSIGNMENT, NOTEBOOK  # noqa: E402
+
+from grading import integrity  # noqa: E402
+from grading import intake as intake_mod  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory):
+    """A course root with lesson 01's release and its tests in a gradebook (~5 s)."""
+    return classrun.prepare(str(tmp_path_factory.mktemp("mess-release")))
+
+
+def _gid(cell):
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def correct(ctx) -> nbformat.NotebookNode:
+    """The release notebook with the instructor's solutions (the control student's)."""
+    nb = copy.deepcopy(ctx.release)
+    for cell in nb.cells:
+        if _gid(cell) in ctx.solutions:
+            cell.source = ctx.solutions[_gid(cell)].strip("\n")
+    return nb
+
+
+def _explorer(nb) -> int:
+    return next(i for i, c in enumerate(nb.cells) if "from course_lib import pretrained" in c.source)
+
+
+def edit_sentence(nb) -> None:
+    """The clinical-sentence cell invites its sentence edited (and a trailing newline comes with it)."""
+    cell = nb.cells[_explorer(nb)]
+    assert 'sentence = " ".join(plotting.CLINICAL_SENTENCE)' in cell.source
+    cell.source = cell.source.replace('" ".join(plotting.CLINICAL_SENTENCE)',
+                                      '"The patient denies chest pain but reports shortness of breath"') + "\n"
+
+
+def honest_extras(nb) -> None:
+    """`%matplotlib inline` at the top and a scratch cell with help() after the softmax tests."""
+    nb.cells.insert(1, new_code_cell("%matplotlib inline"))
+    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
+    nb.cells.insert(at + 1, new_code_cell("from course_lib import plotting\nhelp(plotting.attention_heatmap)\nsoftmax?"))
+
+
+def fresh_copy(nb) -> None:
+    """Every cell copied into a new notebook: no nbgrader metadata, no tags, new ids."""
+    for k, cell in enumerate(nb.cells):
+        cell.metadata = {}
+        cell["id"] = f"fresh-{k}"
+    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+
+
+def late_reference(nb) -> None:
+    """After the softmax tests, a cell imports the module holding the references: the later tests pay."""
+    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
+    nb.cells.insert(at + 1, new_code_cell("from course_lib import attention as ref"))
+
+
+def _scan(ctx, nb):
+    resources = {"nbgrader": {"db_url": f"sqlite:///{os.path.join(ctx.root, 'gradebook.db')}",
+                              "notebook": NOTEBOOK[:-6], "assignment": ASSIGNMENT}}
+    nb, _ = integrity.ScanSubmission().preprocess(copy.deepcopy(nb), resources)
+    return nb, list(nb.metadata[integrity.META_KEY]), list(nb.metadata[integrity.NOTES_KEY])
+
+
+# ====================================================================== integrity in proportion (43.1, 40.4)
+@pytest.mark.parametrize("edit", [edit_sentence, honest_extras, lambda nb: (edit_sentence(nb), honest_extras(nb))],
+                         ids=["sentence", "magic-and-help", "both"])
+def test_honest_edits_are_no_finding(ctx, edit):
+    nb = correct(ctx)
+    edit(nb)
+    _, findings, notes = _scan(ctx, nb)
+    assert findings == [] and notes == [], (findings, notes)
+
+
+def test_an_edited_instructor_cell_still_reads_the_students_statements(ctx):
+    nb = correct(ctx)
+    cell = nb.cells[_explorer(nb)]
+    cell.source += "\nimport ctypes"  # the instructor's statements stay the instructor's, this one is not
+    _, findings, _ = _scan(ctx, nb)
+    assert len(findings) == 1 and "ctypes" in findings[0], findings
+
+
+def test_a_fresh_notebook_is_matched_to_the_release_by_content(ctx):
+    nb = correct(ctx)
+    fresh_copy(nb)
+    scanned, findings, notes = _scan(ctx, nb)
+    assert findings == [], findings
+    assert not [n for n in notes if "deleted" in n], notes
+    release_ids = [_gid(c) for c in ctx.release.cells if _gid(c)]
+    assert [_gid(c) for c in scanned.cells if _gid(c)] == release_ids, "every graded, locked and answer cell found"
+    assert all("matched to the release by its content" in n for n in notes) and len(notes) == len(release_ids)
+
+
+def test_a_deleted_test_cell_is_put_back_where_it_was(ctx):
+    nb = correct(ctx)
+    nb.cells = [c for c in nb.cells if _gid(c) != "attention_numpy_visible"]
+    scanned, findings, notes = _scan(ctx, nb)
+    assert findings == [] and notes == ["cell attention_numpy_visible: this graded cell was deleted; "
+                                        "the released cell was put back and run"], notes
+    ids = [_gid(c) for c in scanned.cells if _gid(c)]
+    assert ids == [_gid(c) for c in ctx.release.cells if _gid(c)]
+    restored = next(c for c in scanned.cells if _gid(c) == "attention_numpy_visible")
+    assert restored.metadata.nbgrader["points"] == 1.0 and restored.metadata.nbgrader["locked"]
+
+
+@pytest.mark.parametrize("source", ["from course_lib import attention", "import course_lib.plotting",
+                                    "from course_lib.checks import attention", "from course_lib import *",
+                                    "%env", "!ls"])
+def test_what_reaches_a_reference_or_the_kernel_is_still_a_finding(ctx, source):
+    nb = correct(ctx)
+    nb.cells.insert(len(nb.cells), new_code_cell(source))
+    _, findings, _ = _scan(ctx, nb)
+    assert findings, source
+
+
+def test_allowed_course_lib_modules_hold_no_reference():
+    unsafe = integrity.reference_modules()
+    for module in ("course_lib.plotting", "course_lib.pretrained", "course_lib.bio.hpo", "course_lib.training"):
+        assert module not in unsafe, module
+    for module in ("course_lib", "course_lib.attention", "course_lib.checks", "course_lib.checks.attention",
+                   "course_lib.masking", "course_lib.bio.pacbio"):
+        assert module in unsafe, module
+
+
+def _applied(ctx, nb):
+    scanned, _, _ = _scan(ctx, nb)
+    out, _ = integrity.ApplyIntegrity().preprocess(scanned, {})
+    zeroed = [_gid(c) for c in out.cells if c.cell_type == "code"
+              and any(o.get("ename") == "IntegrityError" for o in c.get("outputs", []))]
+    return out, zeroed
+
+
+def test_a_finding_costs_only_the_tests_after_it(ctx):
+    nb = correct(ctx)
+    late_reference(nb)
+    out, zeroed = _applied(ctx, nb)
+    assert zeroed == ["attention_numpy_visible", "attention_numpy_hidden", "attention_torch_visible",
+                      "attention_torch_hidden"], zeroed
+    note = out.cells[0].source
+    assert "integrity check failed for the tests after this code" in note and "course\\_lib.attention" in note
+    assert "cheat" not in note.lower()
+
+
+def test_restorations_cost_nothing_and_say_so(ctx):
+    nb = correct(ctx)
+    nb.cells = [c for c in nb.cells if _gid(c) != "softmax_visible"]
+    out, zeroed = _applied(ctx, nb)
+    assert zeroed == []
+    assert "restored as released" in out.cells[0].source and "softmax\\_visible" in out.cells[0].source
+    assert "integrity check failed" not in out.cells[0].source
+
+
+@pytest.mark.slow
+def test_no_demo_student_of_any_lesson_gets_a_finding_or_a_note(tmp_path):
+    """The demo class of every lesson (correct, blank, misconception, crash) reads as handed in."""
+    import subprocess
+
+    from grading import demo
+
+    env = dict(classrun.env_for(str(tmp_path)),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    said = {}
+    for a in sorted(demo.assignments_with_demo()):
+        subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", a, "--force"],
+                       cwd=os.path.join(classrun.REPO, "grading"), env=env, capture_output=True, check=True)
+        spec = demo.load_spec(a)
+        for f in sorted(os.listdir(tmp_path / "release" / a)):
+            if not f.endswith(".ipynb"):
+                continue
+            release = nbformat.read(str(tmp_path / "release" / a / f), as_version=4)
+            sols = demo.solutions_from_source(nbformat.read(os.path.join(classrun.REPO, "notebooks", a, f),
+                                                            as_version=4))
+            for student, answers in [("s01", sols), ("s02", {}), ("s03", {**sols, **spec.MISCONCEPTION}),
+                                     ("s04", {**sols, **spec.CRASH})]:
+                res = {"nbgrader": {"db_url": f"sqlite:///{tmp_path / 'gradebook.db'}", "notebook": f[:-6],
+                                    "assignment": a}}
+                nb, _ = integrity.ScanSubmission().preprocess(demo.build_submission(release, answers), res)
+                if nb.metadata[integrity.META_KEY] or nb.metadata[integrity.NOTES_KEY]:
+                    said[(a, student)] = nb.metadata[integrity.META_KEY] + nb.metadata[integrity.NOTES_KEY]
+    assert said == {}, said
+
+
+# ====================================================================== intake (43.4) and every notebook (43.2, 43.7)
+def _write(path, data) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+
+def big_outputs(ctx, megabytes: int = 60) -> nbformat.NotebookNode:
+    """The correct notebook with ``megabytes`` MB of saved outputs (grading clears them)."""
+    nb = correct(ctx)
+    cell = next(c for c in nb.cells if _gid(c) == "softmax_impl")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 1_000_000) for _ in range(megabytes)]
+    return nb
+
+
+def test_intake_counts_a_notebook_without_its_outputs(ctx, tmp_path):
+    folder = tmp_path / "s" / ASSIGNMENT
+    _write(str(folder / NOTEBOOK), nbformat.writes(big_outputs(ctx, 60)))
+    assert os.path.getsize(folder / NOTEBOOK) > 60_000_000
+    assert intake_mod.intake(str(folder), str(tmp_path / "q"), max_bytes=50_000_000, first=(NOTEBOOK,)) == []
+
+
+def test_a_file_over_the_bound_stays_and_comes_back_when_the_bound_is_raised(tmp_path):
+    folder = tmp_path / "s" / ASSIGNMENT
+    _write(str(folder / "attention.ipynb"), "{}")
+    _write(str(folder / "scan.npy"), b"x" * 3000)
+    dropped = intake_mod.intake(str(folder), str(tmp_path / "q"), max_bytes=2000)
+    assert [(d.path, d.moved) for d in dropped] == [("scan.npy", False)]
+    assert (folder / "scan.npy").read_bytes() == b"x" * 3000 == (tmp_path / "q" / "scan.npy").read_bytes()
+    assert intake_mod.intake(str(folder), str(tmp_path / "q"), max_bytes=4000) == []  # raised: graded again
+
+
+def test_held_files_are_what_nbgrader_ignores(tmp_path):
+    from nbgrader.utils import find_all_files
+
+    folder = tmp_path / "submitted" / "al[ei]ce" / ASSIGNMENT
+    _write(str(folder / "attention.ipynb"), "{}")
+    _write(str(folder / "data" / "big [1].bin"), b"x")
+    _write(str(folder / "small.txt"), b"x")
+    intake_mod.write_held([str(folder / "data" / "big [1].bin")], str(tmp_path))
+    files = find_all_files(str(folder), [".ipynb_checkpoints", "*.ipynb"] + intake_mod.held_patterns(str(tmp_path)))
+    found = sorted(os.path.relpath(f, folder) for f in files)
+    assert "small.txt" in found and os.path.join("data", "big [1].bin") not in found, found  # escaped: exact
+
+
+def _check(tmp_path, files: dict, expected=(NOTEBOOK,)):
+    folder = tmp_path / "sub"
+    folder.mkdir(exist_ok=True)
+    for name, data in files.items():
+        if data is None:
+            (folder / name).mkdir(parents=True)
+        else:
+            _write(str(folder / name), data)
+    return intake_mod.check_notebooks(str(folder), list(expected), str(tmp_path / "originals"))
+
+
+def test_a_byte_order_mark_is_removed_and_the_notebook_graded(ctx, tmp_path):
+    text = nbformat.writes(correct(ctx))
+    found = _check(tmp_path, {NOTEBOOK: b"\xef\xbb\xbf" + text.encode()})
+    assert [k for k, _, _ in found] == ["repaired"], found
+    assert (tmp_path / "sub" / NOTEBOOK).read_text() == text
+    assert (tmp_path / "originals" / f"original-{NOTEBOOK}").read_bytes() == b"\xef\xbb\xbf" + text.encode()
+    nbformat.read(str(tmp_path / "sub" / NOTEBOOK), as_version=4)
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"", ["attention.ipynb is empty (0 bytes)", "download it again"]),
+    (None, ["attention.ipynb is a folder", "put the notebook file itself"]),
+    (b"%PDF-1.4\n\xff\xfe\x00", ["not UTF-8", "another kind of file"]),
+    ('{"cells": [], "nbformat": 4', ["the JSON ends early, at line 1 ", "download it again"]),
+    ('{"cells": "softmax", "answers": [1, 2, 3]}', ["JSON but not a notebook"]),
+    ('{"cells": [],\n "metadata": {},\n oops\n}', ["broken JSON at line 3, column 2"]),
+], ids=["empty", "folder", "binary", "truncated", "not-a-notebook", "broken"])
+def test_an_unreadable_notebook_is_named_with_the_problem_and_the_fix(tmp_path, data, words):
+    found = _check(tmp_path, {NOTEBOOK: data})
+    assert [k for k, _, _ in found] == ["unreadable"], found
+    text = " ".join(found[0][1:])
+    for w in words:
+        assert w in text, (w, text)
+
+
+def test_a_truncated_notebook_names_the_line_where_the_json_ends(ctx, tmp_path):
+    text = nbformat.writes(correct(ctx))
+    cut = text[: len(text) // 2]
+    (kind, message, fix), = _check(tmp_path, {NOTEBOOK: cut})
+    assert kind == "unreadable" and f"ends early, at line {cut.rstrip().count(chr(10)) + 1} " in message, message
+    assert "download it again from JupyterLab" in fix
+
+
+@pytest.mark.parametrize("name", ["attention (1).ipynb", "Copy of attention.ipynb", "attention-Copy1.ipynb"])
+def test_a_renamed_notebook_is_named_with_the_expected_name(ctx, tmp_path, name):
+    (kind, message, fix), = _check(tmp_path, {name: nbformat.writes(correct(ctx))})
+    assert kind == "misnamed" and message == f"found {name!r}, expected 'attention.ipynb': not graded", message
+    assert fix == "rename it to attention.ipynb and regrade"
+
+
+def test_a_notebook_in_a_subfolder_is_named(ctx, tmp_path):
+    (kind, message, fix), = _check(tmp_path, {"01_attention/attention.ipynb": nbformat.writes(correct(ctx))})
+    assert kind == "misnamed" and "01_attention/attention.ipynb" in message and "move it" in fix
+
+
+def test_a_second_notebook_with_more_work_says_so(ctx, tmp_path):
+    found = _check(tmp_path, {NOTEBOOK: nbformat.writes(ctx.release),
+                              "attention-Copy1.ipynb": nbformat.writes(correct(ctx))})
+    (kind, message, fix), = found
+    assert kind == "extra" and message.startswith("attention-Copy1.ipynb was not graded (only attention.ipynb is)")
+    assert "answers filled in: attention-Copy1.ipynb 4, attention.ipynb 0" in message, message
+    assert fix.startswith("the work seems to be in attention-Copy1.ipynb: rename it to attention.ipynb")
+
+
+def test_a_missing_notebook_and_a_missing_assignment_are_named(tmp_path):
+    submitted = tmp_path / "submitted"
+    _write(str(submitted / "ana" / "01_attention" / "attention.ipynb"), "{}")
+    _write(str(submitted / "ana" / "06_bpe" / "bpe.ipynb"), "{}")
+    _write(str(submitted / "ben" / "01_attention" / "notes.txt"), "my answers are on paper")
+    tasks = [("01_attention", "ana"), ("01_attention", "ben"), ("06_bpe", "ana")]
+    findings = intake_mod.intake_class(tasks, ["01_attention", "06_bpe"], submitted=str(submitted),
+                                       intake_dir=str(tmp_path / "logs" / "intake"))
+    by = {(f["assignment"], f["student"], f["kind"]): f for f in findings}
+    assert by[("06_bpe", "ben", "missing")]["message"] == "no submission for 06_bpe"
+    assert by[("01_attention", "ben", "missing")]["message"] == "no attention.ipynb in the submission (found: notes.txt)"
+    assert {k for k in by if k[1] == "ana"} == {("01_attention", "ana", "unreadable"), ("06_bpe", "ana", "unreadable")}
+    with open(tmp_path / "logs" / "intake" / "findings.json") as fh:
+        assert json.load(fh) == findings
+    for f in findings:
+        assert set(f) >= {"student", "assignment", "kind", "message", "fix"} and f["fix"]
+    lines = intake_mod.report_lines(findings)
+    assert any("06_bpe/ben: missing: no submission for 06_bpe; fix:" in line for line in lines), lines
+
+
+# ====================================================================== slow: the messy class, graded
+BOM = b"\xef\xbb\xbf"
+
+
+def _messy_class(ctx) -> dict:
+    """student -> (files of the submission folder, exact expected score of 9, words its report lines show)."""
+    ok = nbformat.writes(correct(ctx))
+
+    def edited(*edits):
+        nb = correct(ctx)
+        for e in edits:
+            e(nb)
+        return nbformat.writes(nb)
+
+    return {
+        "s01_correct": ({NOTEBOOK: ok}, 9.0, ()),
+        "m01_honest_edits": ({NOTEBOOK: edited(edit_sentence, honest_extras)}, 9.0, ()),
+        "m02_fresh_copy": ({NOTEBOOK: edited(fresh_copy)}, 9.0, ()),
+        "m03_copy1": ({NOTEBOOK: nbformat.writes(ctx.release), "attention-Copy1.ipynb": ok}, 0.0,
+                      ("extra: attention-Copy1.ipynb was not graded", "rename it to attention.ipynb")),
+        "m04_renamed": ({"attention (1).ipynb": ok}, 0.0,
+                        ("misnamed: found 'attention (1).ipynb', expected 'attention.ipynb'", "rename it")),
+        "m05_bom": ({NOTEBOOK: BOM + ok.encode()}, 9.0, ("repaired: attention.ipynb began with a byte-order mark",)),
+        "m06_truncated": ({NOTEBOOK: ok[: len(ok) // 2]}, 0.0, ("unreadable: attention.ipynb is not a valid notebook: "
+                                                                 "the JSON ends early, at line",)),
+        "m07_big_outputs": ({NOTEBOOK: nbformat.writes(big_outputs(ctx, 60))}, 9.0, ()),
+        "m08_late_reference": ({NOTEBOOK: edited(late_reference)}, 3.0, ("IntegrityError: ", "course_lib.attention")),
+        "m09_folder": ({NOTEBOOK + "/attention.ipynb": ok}, 0.0, ("unreadable: attention.ipynb is a folder",)),
+        "m11_big_file": ({NOTEBOOK: ok, "scan.bin": b"\0" * 51_000_000}, 9.0,
+                         ("dropped: scan.bin (51,000,000 bytes", "it stays in submitted/", "raise COURSE_INTAKE_MAX_BYTES")),
+    }
+
+
+@pytest.fixture(scope="module")
+def messy_run(ctx):
+    submitted = os.path.join(ctx.root, "submitted")
+    cls = _messy_class(ctx)
+    for student, (files, _, _) in cls.items():
+        for name, data in files.items():
+            _write(os.path.join(submitted, student, ASSIGNMENT, name), data)
+    _write(os.path.join(submitted, "m10_missing", "02_masking", "masking.ipynb"), "{}")  # nothing for lesson 01
+    return cls, classrun.grade(ctx.root, workers=2, timeout=1200)
+
+
+@pytest.mark.slow
+def test_the_messy_class_gets_the_grades_a_fair_instructor_gives(messy_run):
+    cls, outcome = messy_run
+    assert outcome.returncode == 0, outcome.stdout[-3000:] + outcome.stderr[-3000:]
+    got = {s: outcome.grades.get(s, (None,))[0] for s in cls}
+    assert got == {s: score for s, (_, score, _) in cls.items()}, outcome.stdout[-4000:]
+
+
+@pytest.mark.slow
+def test_every_submission_not_graded_completely_is_named_with_its_fix(messy_run):
+    cls, outcome = messy_run
+    for student, (_, _, words) in cls.items():
+        said = "\n".join(outcome.report_lines(student))
+        for w in words:
+            assert w in said, f"{student}: {w!r} not in its report lines:\n{said}"
+    assert "01_attention/m10_missing: missing: no submission for 01_attention" in outcome.stdout
+    with open(os.path.join(outcome.root, "logs", "intake", "findings.json")) as fh:
+        kinds = {(f["student"], f["kind"]) for f in json.load(fh)}
+    assert kinds == {("m03_copy1", "extra"), ("m04_renamed", "misnamed"), ("m05_bom", "repaired"),
+                     ("m06_truncated", "unreadable"), ("m09_folder", "unreadable"), ("m10_missing", "missing"),
+                     ("m11_big_file", "dropped")}, kinds
+
+
+@pytest.mark.slow
+def test_a_file_over_the_bound_stays_in_submitted_and_never_reaches_grading(messy_run):
+    _, outcome = messy_run
+    kept = os.path.join(outcome.root, "submitted", "m11_big_file", ASSIGNMENT, "scan.bin")
+    assert os.path.getsize(kept) == 51_000_000, "never moved out of submitted/"
+    assert os.path.getsize(os.path.join(outcome.root, "logs", "intake", ASSIGNMENT, "m11_big_file", "scan.bin")) \
+        == 51_000_000, "a copy for the instructor"
+    assert not os.path.exists(os.path.join(outcome.root, "autograded", "m11_big_file", ASSIGNMENT, "scan.bin")), \
+        "held back from grading (nbgrader's ignore list)"
+
+
+@pytest.mark.slow
+def test_honest_edits_and_restorations_read_as_notes_not_accusations(messy_run):
+    _, outcome = messy_run
+    for student in ("m01_honest_edits", "m02_fresh_copy", "m05_bom", "m07_big_outputs"):
+        assert "integrity check failed" not in outcome.feedback_text(student), student
+        assert not [line for line in outcome.report_lines(student) if "IntegrityError" in line], student
+    assert "matched to the release by its content" in outcome.feedback_text("m02_fresh_copy")
+    assert os.path.getsize(os.path.join(outcome.root, "submitted", "m07_big_outputs", ASSIGNMENT, NOTEBOOK)) \
+        > 60_000_000, "the notebook stays in submitted/ as handed in"
