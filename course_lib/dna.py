@@ -18,8 +18,12 @@ Covers
       substitution, the attribution map used to read what a DNA model learned.
     * ``SoftmaxPool1d``, ``RelativeSelfAttention`` (lesson 04's Enformer basis
       ``course_lib.positional.enformer_relative_features``, imported), ``DNAConvNet``
-      and ``DNATransformer``: the two models lesson 12 compares. Both read one
-      prediction at the central bin (the simulated gene's transcription start site).
+      and ``DNATransformer``: the models lesson 12 compares. Each reads one prediction
+      at the central bin (the simulated gene's transcription start site).
+    * ``lesson12_models`` and ``LESSON12_RUN`` / ``LESSON12_FULL_RUN``: the three models
+      lesson 12 trains (a CNN whose field ends inside the sequence, a dilated CNN whose
+      field covers it, a CNN + transformer) and their training budgets, in steps, shared
+      by the notebook and its test.
 
 Does NOT cover
     * Enformer's size (196,608 bp input, 1,536 channels, 11 layers) or its 5,313 human
@@ -54,6 +58,9 @@ __all__ = [
     "RelativeSelfAttention",
     "DNAConvNet",
     "DNATransformer",
+    "LESSON12_RUN",
+    "LESSON12_FULL_RUN",
+    "lesson12_models",
 ]
 
 BASES = "ACGT"
@@ -298,16 +305,21 @@ class DNAConvNet(nn.Module):
 
 
 class DNATransformer(nn.Module):
-    """The same stem, then ``num_layers`` pre-norm transformer layers with relative positions, centre readout.
+    """The same stem, ``conv_blocks`` residual convolutions, ``num_layers`` pre-norm transformer layers, centre readout.
 
+    The residual convolutions are the CNN's blocks (BatchNorm, GELU, kernel 5, dilation 1),
+    a short conv tower before attention as in Enformer (whose transformer reads the output of
+    a convolution tower); they see 46 + 64 * ``conv_blocks`` bases, the attention every bin.
     Input (B, L, 4) with L = ``seq_len`` (divisible by 16); output (B, num_classes) logits.
     """
 
     def __init__(self, seq_len: int, channels: int = 32, num_layers: int = 1, num_heads: int = 4,
-                 num_classes: int = 2, num_rel_features: int = 12):
+                 num_classes: int = 2, num_rel_features: int = 12, conv_blocks: int = 1):
         super().__init__()
         self.stem = _Stem(channels)
         bins = seq_len // 16
+        self.conv_norms = nn.ModuleList(nn.BatchNorm1d(channels) for _ in range(conv_blocks))
+        self.convs = nn.ModuleList(nn.Conv1d(channels, channels, 5, padding=2) for _ in range(conv_blocks))
         self.attn = nn.ModuleList(RelativeSelfAttention(channels, num_heads, bins, num_rel_features)
                                   for _ in range(num_layers))
         self.norm1 = nn.ModuleList(nn.LayerNorm(channels) for _ in range(num_layers))
@@ -316,8 +328,11 @@ class DNATransformer(nn.Module):
                                               nn.Linear(2 * channels, channels)) for _ in range(num_layers))
         self.head = nn.Linear(channels, num_classes)
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.stem(x)
+    def features(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, 4) -> (B, L / 16, C)
+        h = self.stem(x).transpose(1, 2)  # (B, C, L / 16)
+        for norm, conv in zip(self.conv_norms, self.convs):
+            h = h + conv(F.gelu(norm(h)))
+        h = h.transpose(1, 2)  # (B, L / 16, C)
         for attn, n1, n2, ff in zip(self.attn, self.norm1, self.norm2, self.ff):
             h = h + attn(n1(h))
             h = h + ff(n2(h))
@@ -326,3 +341,28 @@ class DNATransformer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.features(x)
         return self.head(h[:, h.shape[1] // 2])
+
+
+# ---------------------------------------------------------------- lesson 12's experiment, shared with its test
+# Training budgets in sequences and epochs (steps = n_train / batch_size * epochs), never in seconds:
+# the same numbers come out on any machine. The default: 450 steps per model.
+LESSON12_RUN = {"n_train": 7200, "epochs": 2, "batch_size": 32, "lr": 1e-2}
+LESSON12_FULL_RUN = {"n_train": 28800, "epochs": 2, "batch_size": 32, "lr": 1e-2}
+
+
+def lesson12_models(seed: int = 0, channels: int = 24, seq_len: int = 512) -> dict[str, nn.Module]:
+    """Lesson 12's three models, each initialised right after ``torch.manual_seed(seed)``.
+
+    "CNN": dilations (1, 2), a receptive field of 238 bases (it ends inside 512);
+    "dilated CNN": dilations (1, 2, 4, 8), a field of 1,006 bases: the centre bin sees all
+    512 (the control for "a field that covers the sequence");
+    "CNN + transformer": the stem, one residual convolution and one relative-position
+    attention layer, which reaches every bin.
+    """
+    torch.manual_seed(seed)
+    cnn = DNAConvNet(channels=channels, dilations=(1, 2))
+    torch.manual_seed(seed)
+    dilated = DNAConvNet(channels=channels, dilations=(1, 2, 4, 8))
+    torch.manual_seed(seed)
+    transformer = DNATransformer(seq_len=seq_len, channels=channels, num_layers=1, num_heads=4)
+    return {"CNN": cnn, "dilated CNN": dilated, "CNN + transformer": transformer}

@@ -153,15 +153,144 @@ def test_simulated_data_is_deterministic_and_follows_the_rule():
     sp1 = motifs["SP1"].consensus
     assert [m.matrix_id for m in motifs.values()] == ["MA0079.5", "MA1494.2", "MA0139.2"]
     assert sp1 == "GGGGCGGGG"
-    for s, fwd, name, d, y in zip(a.sequences, a.promoter_forward, a.distal_motif, a.distance, a.labels):
+    for i, (s, fwd, y) in enumerate(zip(a.sequences, a.promoter_forward, a.labels)):
         assert len(s) == 512 and set(s) <= set("ACGT")
         site = s[a.tss - R.PROMOTER_END_UPSTREAM - len(sp1):a.tss - R.PROMOTER_END_UPSTREAM]
         assert site == (sp1 if fwd else dna.reverse_complement(sp1))
-        element = s[a.tss + d:a.tss + d + len(motifs[name].consensus)]
-        assert element in (motifs[name].consensus, dna.reverse_complement(motifs[name].consensus))
-        assert 48 <= abs(d) <= 256 - 15 - 1  # the 15-base CTCF element must fit
-        assert y == int(fwd and name == "HNF4A")
-    assert R.simulated_label(True, "HNF4A", 200, max_effect_distance=100) == 0
+        for present, d, name in ((a.has_enhancer[i], a.enhancer_distance[i], "HNF4A"),
+                                 (a.has_decoy[i], a.decoy_distance[i], "CTCF")):
+            if present:
+                element = s[a.tss + d:a.tss + d + len(motifs[name].consensus)]
+                assert element in (motifs[name].consensus, dna.reverse_complement(motifs[name].consensus))
+                assert 48 <= abs(d) <= 256 - 15 - 1  # the 15-base CTCF element must fit
+            else:
+                assert d == 0
+        assert y == int(fwd and a.has_enhancer[i])  # the decoy never enters the label
+    assert R.simulated_label(True, True, 200, max_effect_distance=100) == 0
     assert R.regulatory_dataset(20, seed=3, max_effect_distance=100).labels.tolist() == [
-        int(f and n == "HNF4A" and abs(d) <= 100) for f, n, d in zip(a.promoter_forward[:20], a.distal_motif[:20],
-                                                                      a.distance[:20])]
+        int(f and e and abs(d) <= 100) for f, e, d in zip(a.promoter_forward[:20], a.has_enhancer[:20],
+                                                          a.enhancer_distance[:20])]
+
+
+def test_enhancer_and_decoy_are_independent_so_the_decoy_is_no_shortcut():
+    """All four combinations occur about equally often; the decoy says nothing about the label."""
+    d = R.regulatory_dataset(4000, seed=11)
+    e, c, y = d.has_enhancer, d.has_decoy, d.labels
+    for combo in ((True, True), (True, False), (False, True), (False, False)):
+        share = np.mean((e == combo[0]) & (c == combo[1]))
+        assert 0.22 < share < 0.28, f"combination enhancer={combo[0]}, decoy={combo[1]}: {share:.3f}, expected 0.25"
+    assert abs(np.corrcoef(e, c)[0, 1]) < 0.05, "enhancer and decoy presence must be independent"
+    assert abs(y[c].mean() - y[~c].mean()) < 0.04, "the decoy's presence must not predict the label"
+    assert y[e & d.promoter_forward].all() and not y[~e].any()
+    # both elements never overlap, and both orientations and sides occur
+    both = e & c
+    for de, dd in zip(d.enhancer_distance[both], d.decoy_distance[both]):
+        assert dd + 15 <= de or de + 14 <= dd
+    assert (d.enhancer_distance[e] < 0).any() and (d.enhancer_distance[e] > 0).any()
+
+
+def test_element_spans_background_spans_and_knock_out():
+    d = R.regulatory_dataset(60, seed=5)
+    x = torch.from_numpy(np.stack([dna.one_hot_dna(s) for s in d.sequences]))
+    enh, dec = R.element_spans(d, "enhancer"), R.element_spans(d, "decoy")
+    assert (enh[~d.has_enhancer] == -1).all() and (enh[d.has_enhancer, 1] - enh[d.has_enhancer, 0] == 14).all()
+    for i in np.flatnonzero(d.has_decoy):
+        a, b = dec[i]
+        assert d.sequences[i][a:b] in ("GCCACCAGGGGGCGC", dna.reverse_complement("GCCACCAGGGGGCGC"))
+    bg = R.background_spans(d, 15, seed=1)
+    for i, (a, b) in enumerate(bg):
+        assert b - a == 15
+        for s in (enh[i], dec[i], R.element_spans(d, "promoter")[i]):
+            if s[0] >= 0:
+                assert b <= s[0] or s[1] <= a, "a background window must not touch an element"
+    before = x.clone()
+    out = R.knock_out(x, enh)
+    assert torch.equal(x, before), "knock_out must not modify its input"
+    for i in range(len(d.labels)):
+        a, b = enh[i]
+        if a >= 0:
+            assert out[i, a:b].sum() == 0 and torch.equal(out[i, :a], x[i, :a]) and torch.equal(out[i, b:], x[i, b:])
+        else:
+            assert torch.equal(out[i], x[i])
+    with pytest.raises(ValueError, match="promoter"):
+        R.element_spans(d, "silencer")
+
+
+def test_accuracy_interval_and_mcnemar():
+    acc, lo, hi = R.accuracy_interval([1] * 30 + [0] * 10)
+    assert acc == 0.75 and lo < 0.75 < hi and round(lo, 3) == 0.598 and round(hi, 3) == 0.858
+    assert R.mcnemar_exact([1, 1, 1, 0], [0, 0, 0, 0]) == (3, 0, 0.25)
+    assert R.mcnemar_exact([1, 0], [1, 0]) == (0, 0, 1.0)
+    only_a, only_b, p = R.mcnemar_exact([1] * 1500 + [0] * 600, [0] * 1500 + [1] * 600)  # large counts: no overflow
+    assert (only_a, only_b) == (1500, 600) and 0 < p < 1e-50
+    _, _, p_even = R.mcnemar_exact([1] * 10 + [0] * 10, [0] * 10 + [1] * 10)
+    assert p_even == 1.0
+    with pytest.raises(ValueError, match="same items"):
+        R.mcnemar_exact([1, 0], [1])
+
+
+def test_lesson12_models_and_budget_in_steps():
+    models = dna.lesson12_models()
+    assert list(models) == ["CNN", "dilated CNN", "CNN + transformer"]
+    assert models["CNN"].receptive_field_bases == 238
+    assert models["dilated CNN"].receptive_field_bases >= 512 + 16  # the centre bin sees all 512 bases
+    assert dna.measured_receptive_field(models["dilated CNN"].eval().features, length=512) == 512
+    again = dna.lesson12_models()
+    for name in models:
+        for p, q in zip(models[name].parameters(), again[name].parameters()):
+            assert torch.equal(p, q), f"{name}: lesson12_models(seed) must give the same weights every time"
+    for run in (dna.LESSON12_RUN, dna.LESSON12_FULL_RUN):
+        assert "max_seconds" not in run and run["n_train"] % run["batch_size"] == 0
+    assert dna.LESSON12_RUN["n_train"] // dna.LESSON12_RUN["batch_size"] * dna.LESSON12_RUN["epochs"] == 450
+
+
+def test_the_notebook_trains_with_the_shared_models_and_budget():
+    """The knock-out test below trains what the notebook trains: same models, same budget, same seeds."""
+    import json
+    import pathlib
+    nb = pathlib.Path(__file__).resolve().parent.parent / "notebooks" / "12_long_range_dna" / "long_range_dna.ipynb"
+    code = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+    for needle in ("lesson12_models(seed=SEED", "LESSON12_FULL_RUN if FULL_RUN else LESSON12_RUN",
+                   "regulatory_dataset(RUN[\"n_train\"], seed=1)", "regulatory_dataset(2000, seed=2)",
+                   "TrainConfig(epochs=RUN[\"epochs\"], batch_size=RUN[\"batch_size\"], lr=RUN[\"lr\"], seed=SEED"):
+        assert needle in code, f"the notebook no longer contains {needle!r}: keep it and this test in step"
+    assert "max_seconds" not in code
+
+
+def test_the_default_transformer_uses_the_enhancer_not_the_decoy():
+    """Train the CNN + transformer as the notebook does by default (450 steps, seed 0), then knock out
+    the enhancer, the decoy and a background window in the expressed test sequences that carry both:
+    removing the enhancer must flip most expressed calls, the decoy and background almost none."""
+    from torch.utils.data import TensorDataset
+    from course_lib.training import TrainConfig, train
+    run = dna.LESSON12_RUN
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the notebook
+    try:
+        train_data = R.regulatory_dataset(run["n_train"], seed=1)
+        test_data = R.regulatory_dataset(2000, seed=2)
+        x_train = torch.from_numpy(np.stack([dna.one_hot_dna(s) for s in train_data.sequences]))
+        model = dna.lesson12_models(seed=0, channels=24)["CNN + transformer"]
+        train(model, TensorDataset(x_train, torch.from_numpy(train_data.labels)),
+              TrainConfig(epochs=run["epochs"], batch_size=run["batch_size"], lr=run["lr"], seed=0, progress=False,
+                          device="cpu"))
+        both = np.flatnonzero(test_data.promoter_forward & test_data.has_enhancer & test_data.has_decoy)
+        x = torch.from_numpy(np.stack([dna.one_hot_dna(test_data.sequences[i]) for i in both]))
+
+        def score(t):
+            with torch.no_grad():
+                out = model(t)
+            return out[:, 1] - out[:, 0]
+
+        ref = score(x)
+        called = ref > 0
+        assert called.float().mean() > 0.9, f"the default model calls only {called.float().mean():.0%} of them expressed"
+        flips = {}
+        for what, spans in (("enhancer", R.element_spans(test_data, "enhancer")[both]),
+                            ("decoy", R.element_spans(test_data, "decoy")[both]),
+                            ("background", R.background_spans(test_data, 15, seed=0)[both])):
+            flips[what] = float((called & (score(R.knock_out(x, spans)) <= 0)).sum() / called.sum())
+    finally:
+        torch.set_num_threads(threads)
+    assert flips["enhancer"] > 0.8, f"removing the enhancer flips only {flips['enhancer']:.0%} of expressed calls"
+    assert flips["decoy"] < 0.05 and flips["background"] < 0.05, f"decoy/background knock-outs flip calls: {flips}"

@@ -1,35 +1,50 @@
-"""Simulated regulatory sequences: real DNA, real JASPAR motifs, SIMULATED labels.
+"""Simulated regulatory sequences: real DNA, real JASPAR motifs, SIMULATED labels and placements.
 
 Real expression measurements (CAGE, RNA-seq tracks) do not ship offline, so lesson 12
 simulates a label with a known long-range rule and asks whether a model finds it.
 
+What is real and what is simulated
+    * real: the background DNA (windows of the Arabidopsis thaliana chloroplast genome,
+      ``course_lib.bio.corpus.chloroplast_genome``) and the three JASPAR 2024 motifs
+      (CC BY 4.0), extracted into ``course_lib/data/jaspar_motifs.json`` by
+      ``tests/data_scripts/jaspar_motifs.py``: SP1 MA0079.5 (GC box, a promoter element),
+      HNF4A MA1494.2 (a liver enhancer factor), CTCF MA0139.2 (a decoy that does nothing
+      here). Each motif is implanted as its consensus (the most frequent base of each column);
+    * simulated: where the motifs are written (presence, distance, orientation) and the
+      labels (``simulated_label``). Nothing here is a measurement.
+
 Covers
-    * ``load_motifs()``: three real JASPAR 2024 motifs (CC BY 4.0), extracted into
-      ``course_lib/data/jaspar_motifs.json`` by ``tests/data_scripts/jaspar_motifs.py``:
-      SP1 MA0079.5 (GC box, a promoter element), HNF4A MA1494.2 (a liver enhancer
-      factor), CTCF MA0139.2 (used as a decoy that does nothing here). Each motif is
-      implanted as its consensus (the most frequent base of each column).
-    * ``simulated_label(promoter_forward, distal_motif, distance, max_effect_distance)``:
-      the rule that defines "expressed".
-    * ``regulatory_dataset(n, length=512, seed=0)``: n sequences and their labels.
+    * ``load_motifs()``: the three motifs;
+    * ``simulated_label(promoter_forward, has_enhancer, enhancer_distance, max_effect_distance)``:
+      the rule that defines "expressed";
+    * ``regulatory_dataset(n, length=512, seed=0)``: n sequences, their labels and where
+      each element sits;
+    * ``element_spans``, ``background_spans`` and ``knock_out``: the windows of an element
+      (or of plain background) and a copy of one-hot sequences with those windows set to N,
+      for the knock-out experiment of lesson 12;
+    * ``accuracy_interval`` (Wilson) and ``mcnemar_exact``: an interval for one model's
+      accuracy and a paired test of two models on the same test sequences.
 
 How one sequence is made (all draws from ``numpy.random.default_rng(seed)``)
-    1. background: a window of ``length`` bases of the real Arabidopsis thaliana
-       chloroplast genome (``course_lib.bio.corpus.chloroplast_genome``) at a random
+    1. background: a window of ``length`` bases of the real chloroplast genome at a random
        start, from a random strand (reverse complement with probability 1/2);
     2. the transcription start site (TSS) is position ``length // 2``; the SP1 consensus
-       is written ending 20 bases upstream of it, forward (probability 0.7) or reverse
-       complemented (0.3);
-    3. one distal element is written at a distance |d| drawn uniformly from
-       [``min_distance``, ``max_distance``] bases from the TSS (to the element's first
-       base), upstream or downstream with probability 1/2 each: HNF4A (probability 1/2)
-       or the CTCF decoy, in a random orientation.
+       is written ending 20 bases upstream of it, forward (probability ``p_forward``,
+       0.7) or reverse complemented;
+    3. the HNF4A enhancer is present with probability ``p_enhancer`` (1/2) and the CTCF
+       decoy, independently, with probability ``p_decoy`` (1/2): all four combinations
+       occur. Each present element starts at a distance |d| drawn uniformly from
+       [``min_distance``, ``max_distance``] bases from the TSS, upstream or downstream
+       with probability 1/2, in either orientation (1/2 each), every draw independent;
+       when both are present the decoy's position is drawn again until the two do not
+       overlap.
 
 The label (``simulated_label``): expressed (1) if and only if the promoter is FORWARD
-(promoter elements are directional in this simulation), the distal element is HNF4A (in
-either orientation: enhancers act in both), and |d| <= ``max_effect_distance`` (default:
-every implanted distance counts). Otherwise 0. A chance match of a motif in the
-background does not change the label: only implanted elements count.
+(promoter elements are directional in this simulation) and the HNF4A enhancer is present
+(either orientation: enhancers act in both) at |d| <= ``max_effect_distance`` (default:
+every implanted distance counts). The decoy never changes the label, so "decoy absent"
+says nothing about it: the enhancer is the only distal cause. A chance match of a motif
+in the background does not change the label either: only implanted elements count.
 
 Does NOT cover
     * real enhancer grammar (cooperativity, spacing, chromatin, 3D contacts);
@@ -40,14 +55,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import pathlib
 
 import numpy as np
+import torch
 
 from course_lib.bio.corpus import chloroplast_genome
 
 __all__ = ["Motif", "load_motifs", "simulated_label", "RegulatoryData", "regulatory_dataset",
-           "PROMOTER_END_UPSTREAM"]
+           "PROMOTER_END_UPSTREAM", "element_spans", "background_spans", "knock_out",
+           "accuracy_interval", "mcnemar_exact"]
 
 PROMOTER_END_UPSTREAM = 20  # the SP1 site ends this many bases before the TSS
 _COMP = str.maketrans("ACGT", "TGCA")
@@ -75,35 +93,45 @@ def load_motifs() -> dict[str, Motif]:
             for m in payload["motifs"]}
 
 
-def simulated_label(promoter_forward: bool, distal_motif: str, distance: int,
+def simulated_label(promoter_forward: bool, has_enhancer: bool, enhancer_distance: int = 0,
                     max_effect_distance: int | None = None) -> int:
-    """1 (expressed) iff the promoter is forward, the distal element is HNF4A and |distance| is in range.
+    """1 (expressed) iff the promoter is forward and the enhancer is present with |distance| in range.
 
-    >>> simulated_label(True, "HNF4A", -300), simulated_label(False, "HNF4A", 40), simulated_label(True, "CTCF", 40)
+    The decoy is not an argument: it never changes the label.
+
+    >>> simulated_label(True, True, -200), simulated_label(False, True, 60), simulated_label(True, False)
     (1, 0, 0)
     """
-    in_range = max_effect_distance is None or abs(distance) <= max_effect_distance
-    return int(bool(promoter_forward) and distal_motif == "HNF4A" and in_range)
+    in_range = max_effect_distance is None or abs(int(enhancer_distance)) <= max_effect_distance
+    return int(bool(promoter_forward) and bool(has_enhancer) and in_range)
 
 
 @dataclasses.dataclass
 class RegulatoryData:
-    """n simulated sequences; every array has length n."""
+    """n simulated sequences; every array has length n. A distance is an element's first base - TSS."""
 
-    sequences: list          # DNA strings, each ``length`` bases
-    labels: np.ndarray       # (n,) int64, 1 = expressed (simulated)
+    sequences: list               # DNA strings, each ``length`` bases
+    labels: np.ndarray            # (n,) int64, 1 = expressed (simulated)
     promoter_forward: np.ndarray  # (n,) bool
-    distal_motif: np.ndarray      # (n,) str: "HNF4A" or "CTCF"
-    distance: np.ndarray          # (n,) int: distal element start - TSS (negative = upstream)
+    has_enhancer: np.ndarray      # (n,) bool: HNF4A implanted
+    enhancer_distance: np.ndarray  # (n,) int, negative = upstream; 0 where there is no enhancer
+    has_decoy: np.ndarray         # (n,) bool: CTCF implanted
+    decoy_distance: np.ndarray    # (n,) int; 0 where there is no decoy
     tss: int                      # the TSS position (length // 2)
 
 
+def _draw_distance(rng, lo: int, hi: int) -> int:
+    return int(rng.integers(lo, hi + 1)) * (1 if rng.random() < 0.5 else -1)
+
+
 def regulatory_dataset(n: int, length: int = 512, seed: int = 0, min_distance: int = 48,
-                       max_distance: int | None = None, max_effect_distance: int | None = None) -> RegulatoryData:
+                       max_distance: int | None = None, max_effect_distance: int | None = None,
+                       p_forward: float = 0.7, p_enhancer: float = 0.5, p_decoy: float = 0.5) -> RegulatoryData:
     """``n`` simulated sequences of ``length`` bases (see the module docstring). Deterministic in ``seed``.
 
-    ``max_distance`` defaults to the farthest the element fits: length // 2 - width of the
-    longest motif - 1.
+    ``max_distance`` defaults to the farthest an element fits: length // 2 - width of the
+    longest motif - 1. Raises ValueError for distances that do not fit or overlap the
+    promoter, and for probabilities outside [0, 1].
     """
     motifs = load_motifs()
     sp1, hnf4a, ctcf = motifs["SP1"].consensus, motifs["HNF4A"].consensus, motifs["CTCF"].consensus
@@ -112,31 +140,142 @@ def regulatory_dataset(n: int, length: int = 512, seed: int = 0, min_distance: i
     max_distance = tss - widest - 1 if max_distance is None else max_distance
     if not PROMOTER_END_UPSTREAM + len(sp1) + widest <= min_distance <= max_distance <= tss - widest - 1:
         raise ValueError(f"need {PROMOTER_END_UPSTREAM + len(sp1) + widest} <= min_distance <= max_distance <= "
-                         f"{tss - widest - 1} (the elements must not overlap and must fit), got "
+                         f"{tss - widest - 1} (the elements must not overlap the promoter and must fit), got "
                          f"{min_distance}, {max_distance}")
+    for name, p in (("p_forward", p_forward), ("p_enhancer", p_enhancer), ("p_decoy", p_decoy)):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"{name} must be a probability in [0, 1], got {p}")
     genome = chloroplast_genome()
     rng = np.random.default_rng(seed)
-    seqs, labels, fwd, which, dist = [], [], [], [], []
+    seqs, labels, fwd, has_e, d_e, has_d, d_d = [], [], [], [], [], [], []
+    p_end = tss - PROMOTER_END_UPSTREAM
     for _ in range(n):
         start = int(rng.integers(0, len(genome) - length))
         s = genome[start:start + length]
         if rng.random() < 0.5:
             s = s[::-1].translate(_COMP)
         s = list(s)
-        forward = bool(rng.random() < 0.7)
+        forward = bool(rng.random() < p_forward)
         site = sp1 if forward else sp1[::-1].translate(_COMP)
-        p_end = tss - PROMOTER_END_UPSTREAM
         s[p_end - len(site):p_end] = site
-        name = "HNF4A" if rng.random() < 0.5 else "CTCF"
-        element = hnf4a if name == "HNF4A" else ctcf
-        if rng.random() < 0.5:
-            element = element[::-1].translate(_COMP)
-        d = int(rng.integers(min_distance, max_distance + 1)) * (1 if rng.random() < 0.5 else -1)
-        s[tss + d:tss + d + len(element)] = element
+        enhancer, decoy = bool(rng.random() < p_enhancer), bool(rng.random() < p_decoy)
+        de = dd = 0
+        if enhancer:
+            de = _draw_distance(rng, min_distance, max_distance)
+            element = hnf4a if rng.random() < 0.5 else hnf4a[::-1].translate(_COMP)
+            s[tss + de:tss + de + len(element)] = element
+        if decoy:
+            while True:  # the decoy may not overlap the enhancer
+                dd = _draw_distance(rng, min_distance, max_distance)
+                if not enhancer or dd + len(ctcf) <= de or de + len(hnf4a) <= dd:
+                    break
+            element = ctcf if rng.random() < 0.5 else ctcf[::-1].translate(_COMP)
+            s[tss + dd:tss + dd + len(element)] = element
         seqs.append("".join(s))
         fwd.append(forward)
-        which.append(name)
-        dist.append(d)
-        labels.append(simulated_label(forward, name, d, max_effect_distance))
-    return RegulatoryData(seqs, np.array(labels, dtype=np.int64), np.array(fwd), np.array(which),
-                          np.array(dist), tss)
+        has_e.append(enhancer)
+        d_e.append(de)
+        has_d.append(decoy)
+        d_d.append(dd)
+        labels.append(simulated_label(forward, enhancer, de, max_effect_distance))
+    return RegulatoryData(seqs, np.array(labels, dtype=np.int64), np.array(fwd, dtype=bool),
+                          np.array(has_e, dtype=bool), np.array(d_e, dtype=np.int64),
+                          np.array(has_d, dtype=bool), np.array(d_d, dtype=np.int64), tss)
+
+
+# ---------------------------------------------------------------- knock-outs
+def element_spans(data: RegulatoryData, element: str) -> np.ndarray:
+    """(n, 2) int array of [start, end) of ``element`` in each sequence; (-1, -1) where it is absent.
+
+    ``element`` is "promoter" (the SP1 site, always present), "enhancer" (HNF4A) or "decoy" (CTCF).
+    """
+    motifs = load_motifs()
+    n = len(data.labels)
+    if element == "promoter":
+        end = data.tss - PROMOTER_END_UPSTREAM
+        return np.tile([end - len(motifs["SP1"].consensus), end], (n, 1)).astype(np.int64)
+    if element not in ("enhancer", "decoy"):
+        raise ValueError(f"element must be 'promoter', 'enhancer' or 'decoy', got {element!r}")
+    present = data.has_enhancer if element == "enhancer" else data.has_decoy
+    dist = data.enhancer_distance if element == "enhancer" else data.decoy_distance
+    width = len(motifs["HNF4A" if element == "enhancer" else "CTCF"].consensus)
+    spans = np.stack([data.tss + dist, data.tss + dist + width], axis=1).astype(np.int64)
+    spans[~present] = -1
+    return spans
+
+
+def background_spans(data: RegulatoryData, width: int, seed: int = 0, margin: int = 16) -> np.ndarray:
+    """(n, 2) [start, end) of a window of ``width`` bases of plain background in each sequence.
+
+    The window keeps ``margin`` bases away from every implanted element and from the TSS bin,
+    so knocking it out removes no element: the control for the knock-out of an element.
+    Drawn from ``numpy.random.default_rng(seed)``; raises ValueError if no window fits.
+    """
+    length = len(data.sequences[0])
+    rng = np.random.default_rng(seed)
+    taken = [element_spans(data, e) for e in ("promoter", "enhancer", "decoy")]
+    out = np.empty((len(data.labels), 2), dtype=np.int64)
+    for i in range(len(data.labels)):
+        free = np.ones(length - width + 1, dtype=bool)  # candidate starts
+        busy = [(data.tss - margin, data.tss + 16 + margin)] + [
+            (a - margin, b + margin) for a, b in (t[i] for t in taken) if a >= 0]
+        for a, b in busy:
+            free[max(0, a - width + 1):max(0, b)] = False
+        starts = np.flatnonzero(free)
+        if starts.size == 0:
+            raise ValueError(f"no background window of {width} bases fits in sequence {i}")
+        s = int(rng.choice(starts))
+        out[i] = (s, s + width)
+    return out
+
+
+def knock_out(one_hot: torch.Tensor, spans: np.ndarray) -> torch.Tensor:
+    """A copy of (N, L, 4) one-hot sequences with row i's bases spans[i, 0]:spans[i, 1] set to N (zeros).
+
+    A span of (-1, -1) leaves its sequence unchanged. The input is not modified.
+    """
+    spans = np.asarray(spans)
+    if one_hot.dim() != 3 or spans.shape != (one_hot.shape[0], 2):
+        raise ValueError(f"need one_hot (N, L, 4) and spans (N, 2), got {tuple(one_hot.shape)} and {spans.shape}")
+    out = one_hot.clone()
+    for i, (a, b) in enumerate(spans.tolist()):
+        if a >= 0:
+            out[i, a:b] = 0.0
+    return out
+
+
+# ---------------------------------------------------------------- comparing two classifiers
+def accuracy_interval(correct, z: float = 1.96) -> tuple[float, float, float]:
+    """(accuracy, low, high): the Wilson score interval (95 % with z = 1.96) of a 0/1 array.
+
+    >>> [round(v, 3) for v in accuracy_interval([1] * 30 + [0] * 10)]
+    [0.75, 0.598, 0.858]
+    """
+    c = np.asarray(correct, dtype=bool)
+    n = c.size
+    if n == 0:
+        raise ValueError("no predictions to score")
+    p = c.mean()
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(p), float(centre - half), float(centre + half)
+
+
+def mcnemar_exact(correct_a, correct_b) -> tuple[int, int, float]:
+    """Paired exact McNemar test of two classifiers on the same items -> (only_a_right, only_b_right, p).
+
+    Only the discordant items count; under "equally accurate" each is a fair coin, so the
+    two-sided p-value is that of a binomial(b + c, 1/2) count at least as far from even.
+
+    >>> mcnemar_exact([1, 1, 1, 0], [0, 0, 0, 0])
+    (3, 0, 0.25)
+    """
+    a, b = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
+    if a.shape != b.shape:
+        raise ValueError(f"the two models must be scored on the same items, got {a.shape} and {b.shape}")
+    only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
+    m, k = only_a + only_b, min(only_a, only_b)
+    if m == 0:
+        return only_a, only_b, 1.0
+    tail = sum(math.comb(m, i) for i in range(k + 1)) / (1 << m)  # exact integers: no overflow for large m
+    return only_a, only_b, float(min(1.0, 2 * tail))
