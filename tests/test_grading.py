@@ -23,7 +23,9 @@ def run_grading(args, root, env_extra=None, timeout=1500):
 def demo_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     proc = run_grading(["grade", "--demo", "yes", "--workers", "2"], root)
-    return root, proc
+    # the demo class is a course of its own (grading/pipeline.py DEMO_ROOT): its grades, feedback and logs
+    assert not (root / "submitted").exists(), "the demo class was written into the real class's folder"
+    return root / "demo_class", proc
 
 
 def test_demo_class_gets_exactly_its_expected_scores(demo_run):
