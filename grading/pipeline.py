@@ -648,6 +648,20 @@ def print_table(assignments, students, grades, expected, results) -> list[str]:
     return mismatches
 
 
+def prune_feedback(students: list[str]) -> list[str]:
+    """feedback/ holds exactly the class's pages: a generated folder of a student who is not in submitted/
+    (an earlier run's class, the demo students of versions before issue 40) is removed. Only generated
+    output is removed here, never anything in submitted/."""
+    folder = os.path.join(GRADING_DIR, "feedback")
+    if not _real_dir(folder):
+        return []
+    keep = set(students)
+    stale = sorted(n for n in os.listdir(folder) if n not in keep and _real_dir(os.path.join(folder, n)))
+    for name in stale:
+        shutil.rmtree(os.path.join(folder, name))
+    return stale
+
+
 _RUN: dict = {}  # what an interrupt report needs: the run's tasks and course root
 
 
@@ -840,6 +854,10 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     if missing:
         log(f"[report] {len(missing)} missing submission(s) (0 in the totals; status 'not graded' in grades.csv): "
             + ", ".join(f"{s} has no {a}" for a, s in missing[:20]) + (" ..." if len(missing) > 20 else ""))
+    stale = prune_feedback(students) if opts.feedback else []
+    if stale:
+        log(f"[report] removed the feedback pages of {len(stale)} student(s) not in this class (an earlier run's): "
+            + ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
     feedback_failed = [(k, r.get("feedback_fault") or (r.get("feedback_error") or "")[-300:].strip())
                        for k, r in sorted(results.items()) if r.get("feedback_ok") is False]
     log(f"[report] grades: {os.path.relpath(GRADES_CSV, REPO_DIR)}")
