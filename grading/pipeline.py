@@ -80,7 +80,15 @@ def nbgrader_env() -> dict:
 def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
     """Run an nbgrader CLI command in the course root; raise GradingError when it fails."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    proc = subprocess.run(cmd, cwd=PACKAGE_DIR, capture_output=True, text=True, env=nbgrader_env())
+    # a process group of its own (nbgrader starts `alembic` for the gradebook): an interrupt kills all of it
+    popen = subprocess.Popen(cmd, cwd=PACKAGE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=nbgrader_env(), start_new_session=True)
+    try:
+        out, err = popen.communicate()
+    except BaseException:
+        _stop_workers(popen)
+        raise
+    proc = subprocess.CompletedProcess(cmd, popen.returncode, out, err)
     failed = proc.returncode != 0 or "[ERROR]" in proc.stderr or "| ERROR]" in proc.stderr
     if failed:
         raise GradingError(f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -375,8 +383,9 @@ def _on_signal(signum, frame) -> None:
 
 
 def _stop_workers(proc: subprocess.Popen) -> None:
-    """Kill the workers' process group (the supervisor and its forked workers; their kernels and sandboxes
-    die with them: PR_SET_PDEATHSIG, bwrap --die-with-parent) and wait until it is gone."""
+    """Kill a process group of the run (the workers': the supervisor and its forked workers, whose kernels
+    and sandboxes die with them: PR_SET_PDEATHSIG, bwrap --die-with-parent; or an nbgrader command's) and
+    wait until it is gone."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
