@@ -60,6 +60,10 @@ def test_crash_student_is_graded_not_fatal(demo_run):
     assert result["autograded"], result
     html = (root / "feedback" / "s04_crash" / "01_attention" / "attention.html").read_text()
     assert "CellTimeoutError" in html or "KeyboardInterrupt" in html
+    # issue 40: the message says the limit and the likely cause
+    import re
+
+    assert re.search(r"time limit of \d+ s per cell", html) and "endless loop" in html, "no limit or cause named"
 
 
 def test_feedback_reads_like_a_teachers_note(demo_run):
