@@ -3,7 +3,8 @@
 A real class of lesson 01 (three students: correct, blank, one misconception; placed in submitted/ as an
 instructor would) is graded once without interruption. Then, for a few seeds, the same class in a fresh
 course root is graded and stopped at a random moment (seeded, within the uninterrupted run's wall time)
-by SIGTERM to the command, or by SIGINT to its process group as Ctrl-C in a terminal sends it. The
+by SIGTERM to the command, or by SIGINT to its process group as Ctrl-C in a terminal sends it: anywhere in
+the run, once a worker has claimed a submission, and once the first result is written. The
 command must exit with 128 + the signal, say what was finished and how to resume, leave no process and
 nothing in its temporary folder, change nothing in submitted/; ``grade --resume`` must then give every
 student the grade of the uninterrupted run.
@@ -120,11 +121,19 @@ def test_interrupt_then_resume_gives_the_uninterrupted_grades(seed, tmp_path_fac
     root, tmp = fresh_root(tmp_path_factory, class_dir, f"seed{seed}")
     before = snapshot(root / "submitted")
     sig = signal.SIGTERM if seed % 2 else signal.SIGINT
-    delay = rng.uniform(2.0, 0.9 * uninterrupted["wall"])
+    # where the signal lands: anywhere in the run (seed 1), once a worker has claimed a submission (2), once
+    # the first result is written (3); then a seeded random delay
+    phase = {1: None, 2: ".claim-", 3: ".json"}[seed]
+    delay = rng.uniform(2.0, 0.9 * uninterrupted["wall"]) if phase is None else rng.uniform(0.0, 3.0)
     limit = 3 * uninterrupted["wall"] + 60
+    results = root / "logs" / "results" / ASSIGNMENT
     proc = subprocess.Popen(grade_cmd(), cwd=REPO, env=env_for(root, tmp), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
+        deadline = time.monotonic() + limit
+        while phase and proc.poll() is None and time.monotonic() < deadline and not (
+                results.is_dir() and any(phase in p.name and not p.name.startswith(".tmp") for p in results.iterdir())):
+            time.sleep(0.05)
         try:
             out, _ = proc.communicate(timeout=delay)
             interrupted = False  # it finished first: nothing to interrupt
@@ -139,7 +148,9 @@ def test_interrupt_then_resume_gives_the_uninterrupted_grades(seed, tmp_path_fac
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    where = f"seed {seed}: {sig.name} after {delay:.1f} s"
+    where = f"seed {seed}: {sig.name} {delay:.1f} s after {phase or 'the start'}"
+    if phase:
+        assert interrupted and proc.returncode != 0, f"{where}: the run ended before the signal\n{out[-2000:]}"
     if interrupted and proc.returncode != 0:
         assert proc.returncode == 128 + sig, f"{where}: exit {proc.returncode}\n{out[-3000:]}"
         assert "[interrupted]" in out and "resume with: python -m grading grade" in out, f"{where}\n{out[-3000:]}"
