@@ -163,16 +163,45 @@ def remove_submission(api, assignment: str, student: str) -> bool:
         return False
 
 
+def set_aside(folder: str) -> str | None:
+    """Rename an earlier run's output folder (autograded/<student>/<assignment>) to a hidden sibling before
+    nbgrader replaces it; ``put_back`` restores it when the grading machine fails, so a failure never costs
+    the earlier result. A rename needs no disk space. A sibling left by a killed worker is restored first."""
+    backup = os.path.join(os.path.dirname(folder), f".{os.path.basename(folder)}.previous")
+    if os.path.isdir(backup):
+        if os.path.isdir(folder):
+            shutil.rmtree(backup)
+        else:
+            os.rename(backup, folder)
+    if not os.path.isdir(folder):
+        return None
+    os.rename(folder, backup)
+    return backup
+
+
+def put_back(folder: str, backup: str | None, failed: bool) -> None:
+    """After grading: the earlier folder back in place when the machine failed, else dropped."""
+    if backup is None or not os.path.isdir(backup):
+        return
+    if failed:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.rename(backup, folder)
+    else:
+        shutil.rmtree(backup, ignore_errors=True)
+
+
 def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict:
     start = time.perf_counter()
     result = {"assignment": assignment, "student": student, **content_hashes(assignment, student)}
+    autograded = os.path.join(GRADING_DIR, "autograded", student, assignment)
+    backup = None
     try:
+        backup = set_aside(autograded)
         out = api.autograde(assignment, student, force=True, create=True)
         result["autograde_ok"] = bool(out.get("success"))
         result["log"] = _tail(out.get("log"))
         if out.get("error"):
             result["error"] = _tail(out["error"])
-        autograded = os.path.join(GRADING_DIR, "autograded", student, assignment)
         result["autograded"] = os.path.isdir(autograded) and any(
             f.endswith(".ipynb") for f in os.listdir(autograded))
         result["problems"] = find_problems(autograded)
@@ -200,6 +229,10 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
         fault = machine_fault(f"{type(err).__name__}: {err}\n{result['error']}")
         if fault:
             result["grader_fault"] = fault
+    try:
+        put_back(autograded, backup, failed=bool(result.get("grader_fault")))
+    except OSError as err:
+        result.setdefault("grader_fault", f"could not restore the earlier autograded folder: {err}")
     result["seconds"] = round(time.perf_counter() - start, 2)
     return result
 

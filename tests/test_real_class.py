@@ -291,3 +291,25 @@ def test_ids_with_pattern_characters_are_refused():
         assert "file pattern" in pipeline.id_refusal(bad)
     for good in ("alice", "o'neil", "José", "-dash", "a b"):
         assert pipeline.id_refusal(good) is None
+
+
+def test_an_earlier_autograded_folder_survives_a_machine_failure(tmp_path):
+    from grading import worker
+
+    folder = tmp_path / "autograded" / "ana" / ASSIGNMENT
+    folder.mkdir(parents=True)
+    (folder / NOTEBOOK).write_text("earlier result")
+    backup = worker.set_aside(str(folder))
+    assert not folder.exists()
+    folder.mkdir()
+    (folder / NOTEBOOK).write_text("half writt")  # the failed run's partial output
+    worker.put_back(str(folder), backup, failed=True)
+    assert (folder / NOTEBOOK).read_text() == "earlier result" and not os.path.exists(backup)
+    backup = worker.set_aside(str(folder))
+    folder.mkdir()
+    (folder / NOTEBOOK).write_text("new result")
+    worker.put_back(str(folder), backup, failed=False)
+    assert (folder / NOTEBOOK).read_text() == "new result" and not os.path.exists(backup)
+    # a worker killed between the two leaves the earlier folder aside: the next run puts it back first
+    backup = worker.set_aside(str(folder))
+    assert worker.set_aside(str(folder)) == backup and (tmp_path / "autograded" / "ana" / f".{ASSIGNMENT}.previous").is_dir()
