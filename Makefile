@@ -31,7 +31,8 @@ endef
 .PHONY: setup grade test lab bench clean-grading help
 
 help:
-	@echo "make grade   grade the bundled demo class (or the class in grading/submitted/): CSV + feedback"
+	@echo "make grade   grade the class in grading/submitted/ (or, when there is none, the demo class in grading/demo_class/)"
+	@echo "make clean-grading  remove what grading generated (grading/submitted/, your class, is kept)"
 	@echo "make test    run every test: course_lib, checks, notebooks (nbval), grading end to end"
 	@echo "make lab     start JupyterLab on notebooks/ for students"
 	@echo "make bench   run the benchmark scripts (prints measured ratios)"
@@ -71,5 +72,7 @@ bench: $(TEST_STAMP)
 	$(PY) tests/benchmarks/bench_grading.py
 	for f in tests/benchmarks/bench_*.py; do [ "$$f" = tests/benchmarks/bench_grading.py ] || $(PY) $$f --quick || exit 1; done
 
+# what grading generated; never grading/submitted/ (a real class: remove it by hand if you mean to)
 clean-grading:
-	rm -rf grading/release grading/submitted grading/autograded grading/feedback grading/gradebook.db grading/grades.csv grading/logs
+	rm -rf grading/release grading/autograded grading/feedback grading/gradebook.db grading/grades.csv grading/logs \
+		grading/demo_class grading/.grading.lock

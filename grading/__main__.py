@@ -1,9 +1,14 @@
 """Command line of the grading tools.
 
-    python -m grading grade [--assignment 01_attention ...] [--workers 2] [--demo auto|yes|no] [--resume]
+    python -m grading grade [--assignment 01_attention ...] [--student ID ...] [--workers 2] [--demo auto|yes|no]
+                            [--resume]
     python -m grading preflight [--kernel course-sandbox]
     python -m grading sandbox-install                     (the isolated grading kernel, see grading/sandbox.py)
-    python -m grading demo --assignment 01_attention     (write the demo class into grading/submitted/)
+    python -m grading demo --assignment 01_attention     (write the demo class into grading/demo_class/submitted/)
+
+The demo class is a course of its own in grading/demo_class/ (submitted/, gradebook, feedback,
+grades.csv); a real class in grading/submitted/ is graded as it is and nothing there is ever
+deleted or rewritten.
     python -m grading bundle [--out grading/bundle]      (what students of a graded class receive: no solutions)
     python -m grading report [--threshold 50] [--roster grading/roster.csv] [--lms-ids nbgrader]
                                                          (class report, LMS files, similarity; grading/report.py)
@@ -25,9 +30,16 @@ def main(argv=None) -> int:
     g = sub.add_parser("grade", help="release, autograde, feedback and CSV for a class (the demo class by default)")
     g.add_argument("--assignment", action="append", help="assignment to grade (repeatable); default: all")
     g.add_argument("--workers", type=int, default=2, help="parallel autograde workers (default 2)")
+    g.add_argument("--student", action="append", metavar="ID",
+                   help="regrade only this student (repeatable; with --assignment: only those assignments); "
+                        "grades.csv still lists the whole class")
     g.add_argument("--demo", choices=["auto", "yes", "no"], default="auto",
-                   help="auto: grade the demo class when submitted/ holds no real class")
-    g.add_argument("--resume", action="store_true", help="skip submissions already graded (after a killed run)")
+                   help="yes: the demo class, in its own course grading/demo_class/; no: the class in "
+                        "grading/submitted/ as it is; auto: the demo class when submitted/ holds no student "
+                        "folder (asks when both could be meant)")
+    g.add_argument("--resume", action="store_true",
+                   help="skip submissions already graded from the same files (compared by content), after an "
+                        "interrupted or failed run")
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     g.add_argument("--no-second-pass", action="store_true",
                    help="do not re-grade timeouts and ungraded submissions alone with more time")
@@ -39,8 +51,9 @@ def main(argv=None) -> int:
 
     sub.add_parser("sandbox-install", help="install the course-sandbox kernelspec into this environment")
 
-    d = sub.add_parser("demo", help="write the demo class's submissions")
+    d = sub.add_parser("demo", help="write the demo class's submissions (into grading/demo_class/submitted/)")
     d.add_argument("--assignment", action="append")
+    d.add_argument("--out", default=None, help="submitted folder to write into (default: the demo course's)")
 
     b = sub.add_parser("bundle", help="build the students' bundle: release notebooks, data, course_lib "
                                       "without the unreleased solutions (grading/bundle.py)")
@@ -68,7 +81,7 @@ def main(argv=None) -> int:
             opts = pipeline.Options(
                 assignments=args.assignment or preflight.list_assignments(), workers=args.workers,
                 demo=args.demo, resume=args.resume, feedback=not args.no_feedback, kernel=args.kernel,
-                second_pass=not args.no_second_pass)
+                second_pass=not args.no_second_pass, listed=bool(args.assignment), students=args.student)
             return pipeline.grade(opts)
         if args.command == "preflight":
             if args.kernel == sandbox.KERNEL_NAME:
@@ -84,8 +97,9 @@ def main(argv=None) -> int:
             return 0
         if args.command == "demo":
             assignments = args.assignment or demo.assignments_with_demo()
+            out = args.out or os.path.join(pipeline.DEMO_ROOT, "submitted")
             for a in assignments:
-                for path in demo.generate(a):
+                for path in demo.generate(a, out):
                     print(path)
             return 0
     except (preflight.PreflightError, pipeline.GradingError, FileNotFoundError, ValueError) as err:

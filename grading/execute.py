@@ -352,11 +352,24 @@ class FreshIPCKernelManager(AsyncKernelManager):
     cleanup_resources = _async_cleanup_resources
 
 
+def timeout_message(limit) -> str:
+    """What a student reads when a cell hit the per-cell time limit: the limit and the likely cause."""
+    return (f"this cell ran longer than the grading time limit of {limit} s per cell and was stopped; the likely "
+            "cause is an endless loop (a while loop whose condition never becomes false, a loop whose index is never "
+            "advanced) or far more work than the exercise needs: check that every loop ends, on small inputs first")
+
+
 class ResilientExecute(Execute):
     notebook_timeout = Integer(600, help="wall-clock seconds for a whole notebook").tag(config=True)
     max_restarts = Integer(3, help="kernel restarts allowed per notebook").tag(config=True)
     skip_demo_cells = Bool(True, help="do not run the instructor's demo-only cells (unchanged) when "
                                       "grading").tag(config=True)
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        # nbgrader's error says only "No reply from kernel before timeout": say the limit and the likely cause
+        self.error_on_timeout = {"ename": "CellTimeoutError", "evalue": timeout_message(timeout),
+                                 "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: {timeout_message(timeout)}"]}
+        return await super()._async_handle_timeout(timeout, cell)
 
     def __init__(self, *args, **kwargs):
         kwargs["kernel_manager_class"] = FreshIPCKernelManager
@@ -549,8 +562,8 @@ class ResilientExecute(Execute):
                         self._mark(cell, "KernelDied", "this cell called exit() or quit(), which stops the kernel; "
                                                        "the cells after it ran in a restarted kernel")
                     elif isinstance(err, CellTimeoutError):
-                        self._mark(cell, "CellTimeoutError", f"this cell ran longer than {self.timeout} s and did "
-                                                             "not stop when interrupted; the kernel was restarted")
+                        self._mark(cell, "CellTimeoutError", timeout_message(self.timeout) + "; it did not stop "
+                                   "when interrupted, so the kernel was restarted")
                     else:
                         self._mark(cell, "KernelDied", "the kernel died while running this cell (os._exit, a "
                                                        "crash, or the memory/process limit); the cells after it "

@@ -184,6 +184,46 @@ class SafeOutputs(Preprocessor):
         ours.add(f"{info.get('notebook')}.html")
 
 
+class PendingHandGrades(Preprocessor):
+    """A written answer nobody has graded yet reads "pending", not "Score: 0.0 / 2.0".
+
+    Runs after ``GetGrades``. A cell whose grade still needs a person (nbgrader's
+    ``needs_manual_grade``: no manual score given yet) loses its score line and gets a note in its
+    place; the summary at the top (``FeedbackSummary``) names the pending answers. Once graded in the
+    formgrader, regenerating the feedback shows the score as usual.
+    """
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook, MissingEntry
+
+        info = resources.get("nbgrader", {})
+        pending = []
+        with Gradebook(info["db_url"]) as gb:
+            for cell in nb.cells:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                if not (meta.get("grade") and (meta.get("solution") or meta.get("task"))):
+                    continue
+                try:
+                    grade = gb.find_grade(meta["grade_id"], info["notebook"], info["assignment"], info["student"])
+                except MissingEntry:
+                    continue
+                if not grade.needs_manual_grade:
+                    continue
+                points = float(meta.get("points") or grade.max_score or 0)
+                pending.append((meta["grade_id"], points))
+                meta["grade"] = False  # no score line: the template would print 0.0 for a missing score
+                note = (f"**Pending: graded by hand** ({points:g} point{'s' if points != 1 else ''}); "
+                        "not scored yet, so not in the score above.")
+                if cell.cell_type == "markdown":
+                    cell.source = f"> {note}\n\n{cell.source}"
+                else:
+                    cell.source = f"# Pending: graded by hand ({points:g} points); not scored yet\n{cell.source}"
+        resources["course_pending"] = pending
+        return nb, resources
+
+
 class FeedbackSummary(Preprocessor):
     """A note at the top of the page: each failed autograded test, its points and the checks' message.
 
@@ -214,6 +254,10 @@ class FeedbackSummary(Preprocessor):
             items = "".join(f"<li><b>{html.escape(gid)}</b> ({float(score):g} / {float(points):g}): "
                             f"{html.escape(message)}</li>" for gid, score, points, message in failed)
             text = f"<p><b>What to look at</b> ({len(failed)} failed test(s)):</p><ul>{items}</ul>"
+        pending = resources.get("course_pending") or []
+        if pending:
+            text += ("<p><b>Pending</b>: " + ", ".join(f"{html.escape(gid)} ({points:g} points)" for gid, points in pending)
+                     + " graded by hand, not scored yet.</p>")
         nb.cells.insert(0, new_markdown_cell(text))
         return nb, resources
 

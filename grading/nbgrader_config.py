@@ -85,7 +85,9 @@ c.LimitOutput.max_lines = 300
 c.LimitOutput.max_traceback = 60
 
 # Feedback shows which hidden test failed, its points and message, never its code.
-c.GenerateFeedback.preprocessors = [GetGrades, "grading.feedback.HideHiddenTests", "grading.feedback.FeedbackSummary",
+# A written answer not graded by hand yet says "pending" instead of a score of 0.
+c.GenerateFeedback.preprocessors = [GetGrades, "grading.feedback.PendingHandGrades", "grading.feedback.HideHiddenTests",
+                                    "grading.feedback.FeedbackSummary",
                                     "grading.feedback.SafeOutputs", CSSHTMLHeaderPreprocessor,
                                     "grading.feedback.WrapLongLines"]
 # a student's <script> in an output or markdown cell must not run when the feedback is opened:

@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -40,8 +41,12 @@ from grading import intake as intake_mod
 
 SUBMITTED = os.path.join(GRADING_DIR, "submitted")
 RESULTS = os.path.join(GRADING_DIR, "logs", "results")
-DEMO_MARKER = os.path.join(SUBMITTED, ".demo-class")
 GRADES_CSV = os.path.join(GRADING_DIR, "grades.csv")
+# the demo class is a course of its own (its submitted/, gradebook, feedback, grades.csv), beside the real one
+DEMO_ROOT = os.path.join(GRADING_DIR, "demo_class")
+# left in submitted/ by versions that generated the demo class there; read, never acted on by deleting
+LEGACY_DEMO_MARKER = os.path.join(SUBMITTED, ".demo-class")
+LOCK_NAME = ".grading.lock"
 
 
 class GradingError(RuntimeError):
@@ -57,6 +62,8 @@ class Options:
     feedback: bool = True
     kernel: str = "course-sandbox"
     second_pass: bool = True  # re-grade timeouts and infrastructure failures once, alone, with more time
+    listed: bool = False  # the assignments were named (--assignment): all count in the totals, submitted or not
+    students: list[str] | None = None  # --student: regrade only these students (the CSV keeps the whole class)
 
 
 def log(msg: str) -> None:
@@ -75,7 +82,15 @@ def nbgrader_env() -> dict:
 def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
     """Run an nbgrader CLI command in the course root; raise GradingError when it fails."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    proc = subprocess.run(cmd, cwd=PACKAGE_DIR, capture_output=True, text=True, env=nbgrader_env())
+    # a process group of its own (nbgrader starts `alembic` for the gradebook): an interrupt kills all of it
+    popen = subprocess.Popen(cmd, cwd=PACKAGE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=nbgrader_env(), start_new_session=True)
+    try:
+        out, err = popen.communicate()
+    except BaseException:
+        _stop_workers(popen)
+        raise
+    proc = subprocess.CompletedProcess(cmd, popen.returncode, out, err)
     failed = proc.returncode != 0 or "[ERROR]" in proc.stderr or "| ERROR]" in proc.stderr
     if failed:
         raise GradingError(f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -90,24 +105,79 @@ def db_url() -> str:
     return config.CourseDirectory.db_url
 
 
-def has_real_class() -> bool:
-    """True when submitted/ holds submissions that the demo generator did not write."""
-    if not os.path.isdir(SUBMITTED) or os.path.exists(DEMO_MARKER):
-        return False
-    return any(os.path.isdir(os.path.join(SUBMITTED, s)) for s in os.listdir(SUBMITTED))
+def set_course_root(root: str) -> None:
+    """Grade the course in ``root`` from now on, in this process and the processes it starts: nbgrader's
+    config (``COURSE_ROOT``), the workers and this module's paths all follow it. Used for the demo class,
+    whose course lives in ``DEMO_ROOT`` so that it never touches the real class in ``submitted/``."""
+    global SUBMITTED, RESULTS, GRADES_CSV, INTAKE_DIR, GRADING_DIR
+    import grading
+
+    root = os.path.abspath(root)
+    os.environ["COURSE_ROOT"] = root
+    grading.GRADING_DIR = GRADING_DIR = root
+    SUBMITTED = os.path.join(root, "submitted")
+    RESULTS = os.path.join(root, "logs", "results")
+    GRADES_CSV = os.path.join(root, "grades.csv")
+    INTAKE_DIR = os.path.join(root, "logs", "intake")
+
+
+def student_folders(submitted: str | None = None) -> list[str]:
+    """The student folders in submitted/ (folders themselves, not links; hidden names are not students)."""
+    submitted = submitted or SUBMITTED
+    if not _real_dir(submitted):
+        return []
+    return sorted(s for s in os.listdir(submitted)
+                  if not s.startswith(".") and _real_dir(os.path.join(submitted, s)))
+
+
+def choose_class(demo_option: str) -> bool:
+    """True: grade the demo class (in ``DEMO_ROOT``); False: the class in submitted/ as it is.
+
+    ``--demo auto`` grades the demo class only when submitted/ holds no student folder. When both could
+    be meant (submitted/ holds folders named like the demo students, or the marker ``.demo-class`` that
+    versions before issue 40 left there) it refuses and asks for ``--demo yes|no``, saying why; nothing
+    in submitted/ is ever deleted or rewritten either way."""
+    if demo_option in ("yes", "no"):
+        return demo_option == "yes"
+    students = student_folders()
+    if not students:
+        return True
+    demo_like = [s for s in students if s in demo.STUDENTS]
+    legacy = os.path.exists(LEGACY_DEMO_MARKER)
+    if demo_like or legacy:
+        others = [s for s in students if s not in demo.STUDENTS]
+        why = []
+        if demo_like:
+            why.append(f"folders named like the demo students ({', '.join(demo_like)})")
+        if legacy:
+            why.append("the marker .demo-class that an earlier version's demo run left there")
+        raise GradingError(
+            f"{SUBMITTED} holds {' and '.join(why)}"
+            + (f", beside {len(others)} other student folder(s) ({', '.join(others[:6])}"
+               f"{', ...' if len(others) > 6 else ''})" if others else "")
+            + ": is this your class or the demo? Say which with --demo:\n"
+            f"  --demo no   grade every folder in {SUBMITTED} as your class, as it is (move the demo "
+            "students' folders out first if they are not your students; delete .demo-class if you like)\n"
+            f"  --demo yes  grade the demo class in {DEMO_ROOT}, its own course; {SUBMITTED} is not touched\n"
+            "Nothing in submitted/ is ever deleted or rewritten by grading.")
+    return False
 
 
 def prepare_demo(assignments: list[str]) -> list[str]:
-    """(Re)generate the demo class for the assignments that have a demo module."""
+    """(Re)generate the demo class into the demo course's own submitted/ (``DEMO_ROOT``, the current
+    course root when this runs) for the assignments that have a demo module. The folder is the
+    generator's alone: it is rewritten on every run, with the same bytes for the same release, so
+    ``--resume`` (which compares content) keeps what was graded."""
+    if os.path.abspath(GRADING_DIR) != os.path.abspath(DEMO_ROOT):
+        raise GradingError(f"refusing to write the demo class outside {DEMO_ROOT} (course root {GRADING_DIR})")
     if os.path.isdir(SUBMITTED):
         shutil.rmtree(SUBMITTED)
     os.makedirs(SUBMITTED)
-    with open(DEMO_MARKER, "w") as fh:
-        fh.write("generated by grading.demo; regenerated on every run\n")
     done = []
     for a in assignments:
         if a in demo.assignments_with_demo():
-            demo.generate(a, SUBMITTED)
+            demo.generate(a, SUBMITTED, release_dir=os.path.join(GRADING_DIR, "release"),
+                          timestamp=demo.FIXED_TIMESTAMP)
             done.append(a)
     return done
 
@@ -142,18 +212,28 @@ INTAKE_DIR = intake_mod.INTAKE_DIR
 intake = intake_mod.intake
 
 
-def _task_done(assignment: str, student: str) -> bool:
+def read_result(assignment: str, student: str) -> dict | None:
     path = os.path.join(RESULTS, assignment, f"{student}.json")
-    if not os.path.exists(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _task_done(assignment: str, student: str) -> bool:
+    """Graded already, from the same submission and the same source notebooks (compared by content, a
+    sha256 of their bytes: ``worker.content_hashes``), and not stopped by the grader's own failure or an
+    interrupt. A result written before issue 40 (no hashes) is graded again."""
+    from grading import worker
+
+    result = read_result(assignment, student)
+    if not result or not result.get("autograded") or result.get("grader_fault") or result.get("interrupted"):
         return False
-    with open(path) as fh:
-        result = json.load(fh)
-    if not result.get("autograded"):
+    if not os.path.isdir(os.path.join(GRADING_DIR, "autograded", student, assignment)):
         return False
-    sub_dir = os.path.join(SUBMITTED, student, assignment)
-    ag_dir = os.path.join(GRADING_DIR, "autograded", student, assignment)
-    newest_submission = max(os.path.getmtime(os.path.join(sub_dir, f)) for f in os.listdir(sub_dir))
-    return os.path.isdir(ag_dir) and os.path.getmtime(path) >= newest_submission
+    now = worker.content_hashes(assignment, student)
+    return all(result.get(k) is not None and result.get(k) == v for k, v in now.items())
 
 
 SECOND_PASS_FACTOR = 3  # the cell and notebook time limits of the second pass, times the first pass's
@@ -186,9 +266,75 @@ def _template(assignments: list[str]):
     return warm.shared(assignments)
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM reached the grading command (a BaseException, as KeyboardInterrupt: no
+    ``except Exception`` of the run swallows it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_INTERRUPT = {"at": None}  # when the first interrupt arrived (time.time()); results written after it are not kept
+
+
+def _on_signal(signum, frame) -> None:
+    if _INTERRUPT["at"] is not None:
+        return  # already stopping: the cleanup finishes
+    _INTERRUPT["at"] = time.time()
+    raise Interrupted(signum)
+
+
+def _stop_workers(proc: subprocess.Popen) -> None:
+    """Kill a process group of the run (the workers': the supervisor and its forked workers, whose kernels
+    and sandboxes die with them: PR_SET_PDEATHSIG, bwrap --die-with-parent; or an nbgrader command's) and
+    wait until it is gone."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the group's other members (forked workers) are gone too
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def _discard_interrupted(tasks: list[tuple[str, str]], since: float) -> list[tuple[str, str]]:
+    """Results written after the interrupt arrived may come from a kernel the stop killed: each is marked
+    the grader's (``interrupted``), never the student's, and ``--resume`` grades it again."""
+    marked = []
+    for a, s in tasks:
+        path = os.path.join(RESULTS, a, f"{s}.json")
+        try:
+            if os.path.getmtime(path) < since:
+                continue
+        except OSError:
+            continue
+        result = read_result(a, s) or {"assignment": a, "student": s}
+        result.update(interrupted=True, autograde_ok=False,
+                      grader_fault="the grading run was interrupted while this submission was graded")
+        _write_json(path, result)
+        marked.append((a, s))
+    return marked
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = path + f".tmp-{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1)
+    os.replace(tmp, path)
+
+
 def autograde_parallel(tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
                        resume: bool = False, env_extra: dict | None = None) -> dict:
-    """Run ``workers`` worker processes over the tasks; return {(assignment, student): result}."""
+    """Run ``workers`` worker processes over the tasks; return {(assignment, student): result}.
+
+    The workers run in a process group of their own, so a signal meant for the command (Ctrl-C in the
+    terminal, SIGTERM) reaches only the command, which then stops the whole group (``Interrupted``)."""
     todo = [t for t in tasks if not (resume and _task_done(*t))]
     for a, s in todo:  # fresh claims and results for the tasks to (re)do
         for name in (f".claim-{s}", f"{s}.json"):
@@ -204,31 +350,167 @@ def autograde_parallel(tasks: list[tuple[str, str]], workers: int, feedback: boo
         # the workers are forked from one process, after the imports they share (grading.worker --workers)
         cmd += ["--workers", str(max(1, min(workers, len(todo))))]
         with _template([a for a, _ in todo]) as warm_env:
-            proc = subprocess.Popen(cmd, cwd=REPO_DIR, env={**nbgrader_env(), **warm_env, **(env_extra or {})},
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            _, err = proc.communicate()
+            env = {**nbgrader_env(), **warm_env, **(env_extra or {}), "COURSE_GRADER_PID": str(os.getpid())}
+            proc = subprocess.Popen(cmd, cwd=REPO_DIR, env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+            try:
+                _, err = proc.communicate()
+            except BaseException:
+                _stop_workers(proc)
+                _discard_interrupted(todo, _INTERRUPT["at"] or time.time())
+                raise
         if proc.returncode != 0:
             raise GradingError(f"autograde worker failed:\nworkers (process {proc.pid}) exited "
                                f"{proc.returncode}: {err[-2000:]}")
     results = {}
     for a, s in tasks:
-        path = os.path.join(RESULTS, a, f"{s}.json")
-        if os.path.exists(path):
-            with open(path) as fh:
-                results[(a, s)] = json.load(fh)
+        result = read_result(a, s)
+        if result is not None:
+            results[(a, s)] = result
         else:
             results[(a, s)] = {"assignment": a, "student": s, "autograde_ok": False,
                                "error": "no result recorded (worker killed?); re-run with --resume"}
     return results
 
 
-def read_grades(path: str = GRADES_CSV) -> dict:
-    """{(assignment, student): (score, max_score)} from nbgrader's CSV export."""
+def read_grades(path: str | None = None) -> dict:
+    """{(assignment, student): (score, max_score)} from a grades CSV (nbgrader's export or grades.csv)."""
     out = {}
-    with open(path, newline="") as fh:
+    with open(path or GRADES_CSV, newline="") as fh:
         for row in csv.DictReader(fh):
-            out[(row["assignment"], row["student_id"])] = (float(row["score"]), float(row["max_score"]))
+            out[(row["assignment"], row["student_id"])] = (float(row["score"] or 0), float(row["max_score"] or 0))
     return out
+
+
+# ------------------------------------------------------------------ the class's grades, written safely
+PATTERN_CHARS = "[]*?"  # nbgrader reads a student id as a file pattern (glob): these make it match others
+
+
+def id_refusal(student: str) -> str | None:
+    """Why a student id cannot be graded safely, or None. nbgrader globs ``submitted/<id>/<assignment>``:
+    ``al[ei]ce`` would grade alice's notebook and remove her autograded folder, so such an id is refused
+    before grading, by name."""
+    bad = sorted({c for c in student if c in PATTERN_CHARS})
+    if not bad:
+        return None
+    return (f"the student id {student!r} contains {' '.join(repr(c) for c in bad)}, which nbgrader reads as a "
+            f"file pattern (it would grade another student's files); rename the folder submitted/{student} "
+            "(and the student's id) without [ ] * ? and grade again")
+
+
+def status_of(result: dict | None) -> str:
+    """The grades.csv status of one graded task: 'graded', 'graded with problems: ...' or 'not graded: ...'."""
+    if result is None:
+        return "not graded: no result yet (re-run with --resume)"
+    if result.get("grader_fault"):
+        return f"not graded: the grader's failure, not the student's: {result['grader_fault']}"
+    why = failure_reason(result)
+    if why is None:
+        return "graded"
+    if why.startswith("not graded"):
+        return "not graded: " + why.split(": ", 1)[-1]
+    return "graded with problems: " + why.split(": ", 1)[-1] if why.startswith("graded with errors") \
+        else "graded with problems: " + why
+
+
+def apply_findings(statuses: dict, findings: list[dict]) -> dict:
+    """Merge findings about submissions (dicts with ``student, assignment, kind, message, fix``, e.g. kind
+    'missing', 'unreadable', 'misnamed', 'extra') into ``{(assignment, student): status}``; returns it.
+
+    A finding of a submission that was graded keeps 'graded' in front; one of a submission that was not
+    becomes its reason: e.g. ``not graded: missing: no submission for 06_bpe (fix: ...)``."""
+    for f in findings:
+        key = (f["assignment"], f["student"])
+        note = f"{f['kind']}: {f['message']}" + (f" (fix: {f['fix']})" if f.get("fix") else "")
+        current = statuses.get(key)
+        if current is None or current.startswith("not graded: no submission"):
+            statuses[key] = f"not graded: {note}"
+        elif note not in current:
+            statuses[key] = f"{current}; {note}"
+    return statuses
+
+
+def write_grades_csv(export: str, students: list[str], assignments: list[str], statuses: dict,
+                     out: str | None = None) -> dict:
+    """Write grades.csv from nbgrader's export: exactly the rows of ``students`` x ``assignments`` (the
+    class graded, whatever else the gradebook holds), with a ``status`` column. Written beside the old
+    file and swapped in (``os.replace``), so a failure leaves the previous grades.csv intact. Returns
+    {(assignment, student): (score, max_score)}."""
+    out = out or GRADES_CSV
+    with open(export, newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields = list(reader.fieldnames or [])
+        rows = {(r["assignment"], r["student_id"]): r for r in reader}
+    if "status" not in fields:
+        fields.append("status")
+    max_of = {a: r["max_score"] for (a, _), r in rows.items()}
+    grades, lines = {}, []
+    for a in assignments:
+        for s in students:
+            row = dict(rows.get((a, s)) or {k: "" for k in fields})
+            if (a, s) not in rows:  # not in the gradebook (an id refused before grading)
+                row.update(assignment=a, student_id=s, score="0.0", raw_score="0.0", max_score=max_of.get(a, "0.0"))
+            row["status"] = statuses.get((a, s), "graded")
+            lines.append(row)
+            grades[(a, s)] = (float(row["score"] or 0), float(row["max_score"] or 0))
+    tmp = f"{out}.new-{os.getpid()}"
+    try:
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(lines)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise GradingError(f"could not write {out}: {err.strerror or err} ({type(err).__name__}); "
+                           "the previous grades.csv is unchanged") from err
+    return grades
+
+
+@contextlib.contextmanager
+def course_lock(root: str):
+    """One grading run at a time per course folder: an exclusive ``flock`` on ``root/.grading.lock``,
+    which holds the run's PID. The kernel releases the lock when its holder dies however it dies, so a
+    lock left by a dead run is simply taken over. A second run stops at once, naming the first."""
+    import fcntl
+
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, LOCK_NAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise GradingError(f"another grading run (PID {holder}) holds this course ({root}); wait for it to "
+                           f"finish, or stop it (kill {holder}) and re-run with --resume") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    try:
+        yield path
+    finally:
+        os.ftruncate(fd, 0)
+        os.close(fd)  # releases the lock
+
+
+def check_writable() -> None:
+    """Before anything is graded: every folder the run writes, and the SQLite gradebook, can be written.
+    Otherwise the run stops naming the cause, the earlier results untouched (a read-only gradebook would
+    otherwise fail every submission, one by one)."""
+    for folder in (GRADING_DIR, os.path.join(GRADING_DIR, "autograded"), os.path.join(GRADING_DIR, "feedback"),
+                   os.path.join(GRADING_DIR, "logs"), RESULTS, os.path.join(GRADING_DIR, "release")):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=folder)
+            os.close(fd)
+            os.remove(probe)
+        except OSError as err:
+            raise GradingError(f"cannot write {folder}: {err.strerror or err} ({type(err).__name__}); nothing was "
+                               "graded and the previous results are unchanged") from err
 
 
 _PLAIN_CAUSES = re.compile(r"(Skipping unknown notebook[^\n]*|No notebooks were matched[^\n]*|"
@@ -278,26 +560,87 @@ def print_table(assignments, students, grades, expected, results) -> list[str]:
     return mismatches
 
 
+def prune_feedback(students: list[str]) -> list[str]:
+    """feedback/ holds exactly the class's pages: a generated folder of a student who is not in submitted/
+    (an earlier run's class, the demo students of versions before issue 40) is removed. Only generated
+    output is removed here, never anything in submitted/."""
+    folder = os.path.join(GRADING_DIR, "feedback")
+    if not _real_dir(folder):
+        return []
+    keep = set(students)
+    stale = sorted(n for n in os.listdir(folder) if n not in keep and _real_dir(os.path.join(folder, n)))
+    for name in stale:
+        shutil.rmtree(os.path.join(folder, name))
+    return stale
+
+
+_RUN: dict = {}  # what an interrupt report needs: the run's tasks and course root
+
+
 def grade(opts: Options) -> int:
     """Grade a class; every temporary folder of the run (kernels' sockets, preflight) lives in one
-    private folder under TMPDIR that is removed at the end, so a run leaves nothing in /tmp."""
+    private folder under TMPDIR that is removed at the end, so a run leaves nothing in /tmp.
+
+    SIGINT and SIGTERM stop the run: the workers' process group (workers, kernels, sandboxes) is killed
+    and waited for, results written after the signal are marked the grader's, the private folder is
+    removed, and the command says what was finished and how to resume; exit 128 + the signal's number."""
     run_tmp = tempfile.mkdtemp(prefix="course-grading-")
     saved = os.environ.get("TMPDIR"), tempfile.tempdir
     os.environ["TMPDIR"], tempfile.tempdir = run_tmp, run_tmp
+    _INTERRUPT["at"] = None
+    _RUN.clear()
+    handlers = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         return _grade(opts)
+    except Interrupted as stop:
+        _report_interrupt(stop)
+        return 128 + stop.signum
     finally:
+        if _INTERRUPT["at"] is None:
+            _INTERRUPT["at"] = time.time()  # a signal from now on only waits for the cleanup
         if saved[0] is None:
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = saved[0]
         tempfile.tempdir = saved[1]
         shutil.rmtree(run_tmp, ignore_errors=True)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def _report_interrupt(stop: Interrupted) -> None:
+    tasks = _RUN.get("tasks") or []
+    done = [t for t in tasks if _task_done(*t)]
+    left = [t for t in tasks if t not in done]
+    log("")
+    log(f"[interrupted] {stop.args[0]}: stopped the workers, their kernels and sandboxes; nothing of the run "
+        "is left running or in the temporary folder")
+    if tasks:
+        log(f"[interrupted] {len(done)} of {len(tasks)} submission(s) graded and kept"
+            + (f"; not graded yet: {', '.join(f'{a}/{s}' for a, s in left[:10])}"
+               f"{' ...' if len(left) > 10 else ''}" if left else ""))
+    else:
+        log("[interrupted] before grading started: nothing was graded")
+    log(f"[interrupted] {os.path.relpath(GRADES_CSV, REPO_DIR)} was not updated by this run")
+    args = [a for a in sys.argv[1:] if a != "--resume"] if sys.argv[1:2] == ["grade"] else ["grade"]
+    if _RUN.get("demo") and "--demo" not in args:
+        args += ["--demo", "yes"]
+    log(f"[interrupted] resume with: python -m grading {' '.join(args)} --resume "
+        "(grades only what has no result from the same files)")
 
 
 def _grade(opts: Options) -> int:
     t0 = time.perf_counter()
     preflight.check_assignments(opts.assignments)
+    use_demo = choose_class(opts.demo)
+    if use_demo:
+        set_course_root(DEMO_ROOT)
+    _RUN["demo"] = use_demo
+    with course_lock(GRADING_DIR):
+        return _grade_locked(opts, use_demo, t0)
+
+
+def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     if opts.kernel == sandbox.KERNEL_NAME:
         sandbox.install_kernelspec()
         ok, why = sandbox.bwrap_works()
@@ -306,7 +649,7 @@ def _grade(opts: Options) -> int:
     python = preflight.check_kernel(opts.kernel)
     status = preflight.check_course_lib_in_kernel(opts.kernel)
     log(f"[preflight] kernel {opts.kernel!r} ({python}): {status}")
-
+    check_writable()
     compared = 0
     for a in opts.assignments:
         run_nbgrader("generate_assignment", a, "--force")
@@ -314,30 +657,58 @@ def _grade(opts: Options) -> int:
     log(f"[release] regenerated {len(opts.assignments)} assignment(s) into {os.path.join(GRADING_DIR, 'release')}; "
         f"the gradebook's {compared} test/locked cells equal the source")
 
-    use_demo = opts.demo == "yes" or (opts.demo == "auto" and not has_real_class())
     expected = {}
     if use_demo:
         done = prepare_demo(opts.assignments)
         expected = {a: e for a, e in demo.expected_scores().items() if a in done}
-        log(f"[submissions] generated the demo class ({', '.join(demo.STUDENTS)}) for {len(done)} assignment(s)")
+        log(f"[submissions] generated the demo class ({', '.join(demo.STUDENTS)}) for {len(done)} assignment(s) "
+            f"in {SUBMITTED} (its own course: gradebook, feedback and grades.csv in {GRADING_DIR})")
     else:
-        log(f"[submissions] grading the class in {SUBMITTED}")
+        log(f"[submissions] grading the class in {SUBMITTED} as it is")
 
     if _real_dir(SUBMITTED):
         for name in sorted(os.listdir(SUBMITTED)):
             if not name.startswith(".") and not _real_dir(os.path.join(SUBMITTED, name)):
                 log(f"[intake] ignored submitted/{name}: not a folder (a link or a file), not graded")
-    tasks = [(a, s) for a in opts.assignments for s in submissions(a)]
-    intake_findings = intake_mod.intake_class(tasks, opts.assignments, submitted=SUBMITTED, intake_dir=INTAKE_DIR)
+    students = student_folders()
+    refused = {s: why for s in students if (why := id_refusal(s))}
+    for s, why in refused.items():
+        log(f"[intake] {s}: not graded: {why}")
+    # the class's assignments: those listed with --assignment, else those someone submitted (so the totals
+    # are not out of assignments nobody was given)
+    assignments = list(opts.assignments) if opts.listed else [a for a in opts.assignments if submissions(a)]
+    class_tasks = [(a, s) for a in opts.assignments for s in submissions(a) if s not in refused]
+    if opts.students:
+        unknown = [s for s in opts.students if s not in students]
+        if unknown:
+            raise GradingError(f"--student {', '.join(unknown)}: no such folder in {SUBMITTED} "
+                               f"(students: {', '.join(students[:20])}{' ...' if len(students) > 20 else ''})")
+        tasks = [(a, s) for a, s in class_tasks if s in opts.students]
+        log(f"[submissions] regrading {', '.join(opts.students)}: {len(tasks)} submission(s)")
+    else:
+        tasks = class_tasks
+    _RUN["tasks"] = tasks
+    # intake (grading/intake.py): submissions are data, every notebook in a folder is accounted for
+    intake_findings = intake_mod.intake_class(class_tasks, opts.assignments, submitted=SUBMITTED, intake_dir=INTAKE_DIR)
+    _RUN["findings"] = intake_findings
     dropped: dict = {}
     for f in intake_findings:
+        if opts.students and f["student"] not in opts.students:
+            continue
         log(f"[intake] {f['assignment']}/{f['student']}: {f['kind']}: {f['message']}")
         if f["kind"] == "dropped":
             dropped.setdefault((f["assignment"], f["student"]), []).extend(f["entries"])
-    register_students(sorted({s for _, s in tasks}))
     held = intake_mod.held_tasks(intake_findings)  # the notebook itself is over the bound: nothing to grade
     tasks = [t for t in tasks if t not in held]
-    if not tasks:
+    try:
+        register_students(sorted({s for _, s in class_tasks}))
+    except Exception as err:  # noqa: BLE001 - the gradebook is the grader's: name the cause and stop
+        from grading import worker
+
+        raise GradingError("could not write the gradebook: "
+                           + (worker.machine_fault(f"{type(err).__name__}: {err}") or f"{type(err).__name__}: {err}")
+                           + "; nothing was graded and the previous results are unchanged") from err
+    if not class_tasks:
         log("[autograde] nothing submitted: no tasks")
         return 0
     t1 = time.perf_counter()
@@ -346,7 +717,7 @@ def _grade(opts: Options) -> int:
         if key in results:
             results[key]["problems"] = [f"intake dropped {w}" for w in what] + list(results[key].get("problems") or [])
     log(f"[autograde] {len(tasks)} submission(s) with {opts.workers} worker(s) in {time.perf_counter() - t1:.1f} s")
-    again = sorted(k for k, r in results.items() if needs_second_pass(r))
+    again = sorted(k for k, r in results.items() if needs_second_pass(r) and not r.get("grader_fault"))
     if again and opts.second_pass:
         # the grader's load is never the student's: what timed out (or was not graded) while N workers
         # shared the machine is graded once more, alone, with SECOND_PASS_FACTOR x the time limits;
@@ -358,26 +729,55 @@ def _grade(opts: Options) -> int:
             results[(a, s)]["second_pass"] = True
             path = os.path.join(RESULTS, a, f"{s}.json")
             if os.path.exists(path):
-                with open(path, "w") as fh:
-                    json.dump(results[(a, s)], fh, indent=1)
+                _write_json(path, results[(a, s)])
         log(f"[second pass] {len(again)} submission(s) with no grade or a notebook timeout, graded again alone with "
             f"cells limited to {env['COURSE_CELL_TIMEOUT']} s, in {time.perf_counter() - t2:.1f} s: "
             + ", ".join(f"{a}/{s}" for a, s in again))
 
-    run_nbgrader("export", "--to", GRADES_CSV)
-    grades = read_grades()
-    students = sorted({s for _, s in tasks})
+    faults = sorted((k, r["grader_fault"]) for k, r in results.items() if r.get("grader_fault"))
+    if faults:
+        log("")
+        log(f"[grader failure] {len(faults)} submission(s) could not be graded because the grading machine failed "
+            "(not the students): no grade was recorded for them and grades.csv was not rewritten:")
+        for (a, s), why in faults:
+            log(f"  {a}/{s}: {why}")
+        raise GradingError(f"the grading machine failed: {faults[0][1]}; fix it and re-run with --resume "
+                           f"(the previous {os.path.relpath(GRADES_CSV, REPO_DIR)} is unchanged)")
+
+    # grades.csv, the table and the report: exactly the class graded (every student folder) x its assignments
+    statuses = {}
+    for a in assignments:
+        for s in students:
+            if s in refused:
+                statuses[(a, s)] = "not graded: " + refused[s]
+            elif (a, s) in results:
+                statuses[(a, s)] = status_of(results[(a, s)])
+            elif (a, s) in class_tasks:
+                statuses[(a, s)] = status_of(read_result(a, s))
+            else:
+                statuses[(a, s)] = f"not graded: no submission for {a}"
+    statuses = apply_findings(statuses, _RUN.get("findings") or [])
+    export = os.path.join(tempfile.gettempdir(), "export.csv")
+    run_nbgrader("export", "--to", export)
+    grades = write_grades_csv(export, students, assignments, statuses)
     log("")
-    mismatches = print_table(opts.assignments, students, grades, expected, results)
+    mismatches = print_table(assignments, students, grades, expected, results)
     failures = [(k, failure_reason(r)) for k, r in sorted(results.items()) if failure_reason(r)]
+    failures += [((a, s), f"not graded: {refused[s]}") for a in assignments for s in students if s in refused]
     log("")
     if failures:
         log(f"[report] {len(failures)} submission(s) with problems (integrity findings, crashes, timeouts, "
             "or not gradable; each scored on what ran):")
         for (a, s), why in failures:
             log(f"  {a}/{s}: {why}")
-    for line in intake_mod.report_lines(intake_findings):
+    for line in intake_mod.report_lines([f for f in intake_findings if not opts.students or f["student"] in opts.students]):
         log(line)
+    stale = prune_feedback(students) if opts.feedback else []
+    if stale:
+        log(f"[report] removed the feedback pages of {len(stale)} student(s) not in this class (an earlier run's): "
+            + ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
+    feedback_failed = [(k, r.get("feedback_fault") or (r.get("feedback_error") or "")[-300:].strip())
+                       for k, r in sorted(results.items()) if r.get("feedback_ok") is False]
     log(f"[report] grades: {os.path.relpath(GRADES_CSV, REPO_DIR)}")
     if opts.feedback:
         log(f"[report] feedback: {os.path.relpath(os.path.join(GRADING_DIR, 'feedback'), REPO_DIR)}"
@@ -386,6 +786,13 @@ def _grade(opts: Options) -> int:
 
     report_failed = report.after_grading(log)
     log(f"[report] total time {time.perf_counter() - t0:.1f} s")
+    if feedback_failed:
+        log(f"[feedback] FAILED for {len(feedback_failed)} submission(s) (the grader's failure; their grades are "
+            "recorded, their feedback pages are not there):")
+        for (a, s), why in feedback_failed:
+            log(f"  {a}/{s}: {why}")
+        raise GradingError(f"feedback could not be written for {len(feedback_failed)} submission(s) (listed above); "
+                           "fix the cause and re-run with --student ID to write it")
     if expected:
         if mismatches:
             log("[demo] MISMATCH with the expected scores in grading/demo/:")

@@ -15,6 +15,7 @@ caught and recorded.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from grading import GRADING_DIR, PACKAGE_DIR, warm
+from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, warm
 
 
 def import_nbgrader() -> None:
@@ -87,6 +88,70 @@ def find_problems(autograded_dir: str) -> list[str]:
     return problems
 
 
+def folder_hash(folder: str) -> str | None:
+    """sha256 over the regular files of a folder (relative names and bytes, in sorted order, links and
+    other special files not followed); None when the folder does not exist. What ``--resume`` compares:
+    a notebook copied back with its old modification time (``cp -p``, an unzipped archive) still counts
+    as changed, and a folder rewritten with the same bytes as unchanged."""
+    import stat
+
+    if not os.path.isdir(folder):
+        return None
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            rel = os.path.relpath(path, folder)
+            digest.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+            if not stat.S_ISREG(st.st_mode):
+                digest.update(f"<not a regular file {st.st_mode:o}>".encode())
+                continue
+            with open(path, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def content_hashes(assignment: str, student: str) -> dict:
+    """The submission's and the instructor's source notebooks' hashes a result was graded from."""
+    return {"submission_hash": folder_hash(os.path.join(GRADING_DIR, "submitted", student, assignment)),
+            "source_hash": folder_hash(os.path.join(NOTEBOOKS_DIR, assignment))}
+
+
+# errors of the grading machine (the gradebook, the course folder, the disk), never of a submission: a
+# task that meets one is the grader's failure (``grader_fault``), not a student's zero
+MACHINE_ERRORS = (
+    ("readonly database", "the gradebook is read-only"),
+    ("database or disk is full", "the disk holding the gradebook is full"),
+    ("No space left on device", "the disk is full"),
+    ("Read-only file system", "the course folder is on a read-only file system"),
+    ("unable to open database file", "the gradebook cannot be opened"),
+    ("disk I/O error", "a disk I/O error on the gradebook"),
+    ("Disk quota exceeded", "the disk quota is exceeded"),
+    ("database is locked", "the gradebook stayed locked by another process"),
+)
+
+
+def machine_fault(text: str) -> str | None:
+    """The machinery failure named in an error or log text, e.g. 'the gradebook is read-only (attempt to
+    write a readonly database)'; None when the text names none."""
+    for sign, cause in MACHINE_ERRORS:
+        i = text.find(sign)
+        if i >= 0:
+            line = text[text.rfind("\n", 0, i) + 1:]
+            line = line[:line.find("\n")] if "\n" in line else line
+            return f"{cause} ({line.strip()[:200]})"
+    # a file of the course folder the grader may not write (a read-only autograded/ or feedback/ folder);
+    # only paths of the course root count, so nothing a submission prints can pass for the machine's failure
+    m = re.search(r"Permission denied: '(" + re.escape(GRADING_DIR.rstrip(os.sep) + os.sep) + r"[^']*)'", text)
+    if m:
+        return f"the grader may not write {m.group(1)} (Permission denied)"
+    return None
+
+
 def remove_submission(api, assignment: str, student: str) -> bool:
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -98,34 +163,76 @@ def remove_submission(api, assignment: str, student: str) -> bool:
         return False
 
 
+def set_aside(folder: str) -> str | None:
+    """Rename an earlier run's output folder (autograded/<student>/<assignment>) to a hidden sibling before
+    nbgrader replaces it; ``put_back`` restores it when the grading machine fails, so a failure never costs
+    the earlier result. A rename needs no disk space. A sibling left by a killed worker is restored first."""
+    backup = os.path.join(os.path.dirname(folder), f".{os.path.basename(folder)}.previous")
+    if os.path.isdir(backup):
+        if os.path.isdir(folder):
+            shutil.rmtree(backup)
+        else:
+            os.rename(backup, folder)
+    if not os.path.isdir(folder):
+        return None
+    os.rename(folder, backup)
+    return backup
+
+
+def put_back(folder: str, backup: str | None, failed: bool) -> None:
+    """After grading: the earlier folder back in place when the machine failed, else dropped."""
+    if backup is None or not os.path.isdir(backup):
+        return
+    if failed:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.rename(backup, folder)
+    else:
+        shutil.rmtree(backup, ignore_errors=True)
+
+
 def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict:
     start = time.perf_counter()
-    result = {"assignment": assignment, "student": student}
+    result = {"assignment": assignment, "student": student, **content_hashes(assignment, student)}
+    autograded = os.path.join(GRADING_DIR, "autograded", student, assignment)
+    backup = None
     try:
+        backup = set_aside(autograded)
         out = api.autograde(assignment, student, force=True, create=True)
         result["autograde_ok"] = bool(out.get("success"))
         result["log"] = _tail(out.get("log"))
         if out.get("error"):
             result["error"] = _tail(out["error"])
-        autograded = os.path.join(GRADING_DIR, "autograded", student, assignment)
         result["autograded"] = os.path.isdir(autograded) and any(
             f.endswith(".ipynb") for f in os.listdir(autograded))
         result["problems"] = find_problems(autograded)
-        if not result["autograded"]:
+        fault = None if result["autograde_ok"] else machine_fault(f"{result.get('error') or ''}\n{result['log']}")
+        if fault:
+            result["grader_fault"] = fault  # the machine's failure: the gradebook keeps what it had
+        elif not result["autograded"]:
             # nbgrader keeps the grades of an earlier run when this one fails: drop them,
             # so the export says 0 for this submission instead of a stale score
             result["stale_grades_removed"] = remove_submission(api, assignment, student)
-        if feedback and result["autograded"]:
+        if feedback and result["autograded"] and not fault:
             fb = api.generate_feedback(assignment, student, force=True)
             result["feedback_ok"] = bool(fb.get("success"))
             if not fb.get("success"):
                 result["feedback_error"] = _tail(fb.get("error") or fb.get("log"))
+                fb_fault = machine_fault(result["feedback_error"])
+                if fb_fault:
+                    result["feedback_fault"] = fb_fault
     except Exception as err:  # record and go on: one submission never stops the others
         import traceback
 
         result["autograde_ok"] = False
         result["error"] = _tail(traceback.format_exc())
         result["exception"] = f"{type(err).__name__}: {err}"
+        fault = machine_fault(f"{type(err).__name__}: {err}\n{result['error']}")
+        if fault:
+            result["grader_fault"] = fault
+    try:
+        put_back(autograded, backup, failed=bool(result.get("grader_fault")))
+    except OSError as err:
+        result.setdefault("grader_fault", f"could not restore the earlier autograded folder: {err}")
     result["seconds"] = round(time.perf_counter() - start, 2)
     return result
 
@@ -212,6 +319,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers must be at least 1, got {args.workers}")
+    grader = os.environ.pop("COURSE_GRADER_PID", None)
+    if grader:
+        # started by a grading run (grading/pipeline.py), in a process group of its own: the run stops this
+        # group when interrupted; should the run die without that chance (SIGKILL), this process dies too,
+        # and its forked workers with it, instead of grading on beside the next run
+        import signal
+
+        warm.prctl(warm.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != int(grader):
+            return 1  # the run was already gone
     template = folder = None
     if args.cold:
         for k in ("COURSE_WARM_SOCKET", "COURSE_WARM_PID"):

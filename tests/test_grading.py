@@ -23,7 +23,9 @@ def run_grading(args, root, env_extra=None, timeout=1500):
 def demo_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     proc = run_grading(["grade", "--demo", "yes", "--workers", "2"], root)
-    return root, proc
+    # the demo class is a course of its own (grading/pipeline.py DEMO_ROOT): its grades, feedback and logs
+    assert not (root / "submitted").exists(), "the demo class was written into the real class's folder"
+    return root / "demo_class", proc
 
 
 def test_demo_class_gets_exactly_its_expected_scores(demo_run):
@@ -58,6 +60,10 @@ def test_crash_student_is_graded_not_fatal(demo_run):
     assert result["autograded"], result
     html = (root / "feedback" / "s04_crash" / "01_attention" / "attention.html").read_text()
     assert "CellTimeoutError" in html or "KeyboardInterrupt" in html
+    # issue 40: the message says the limit and the likely cause
+    import re
+
+    assert re.search(r"time limit of \d+ s per cell", html) and "endless loop" in html, "no limit or cause named"
 
 
 def test_feedback_reads_like_a_teachers_note(demo_run):

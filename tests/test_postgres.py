@@ -39,7 +39,7 @@ def grade(root, db_url=None, feedback=True):
     proc = subprocess.run([sys.executable, "-m", "grading", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=170)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    with open(root / "grades.csv", newline="") as fh:
+    with open(root / "demo_class" / "grades.csv", newline="") as fh:  # the demo class's own course
         return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
 
 
@@ -72,9 +72,9 @@ def test_server_is_real_postgresql_on_loopback(pg_server):
 def test_demo_class_on_postgres_gets_expected_scores(pg_grades):
     root, grades = pg_grades
     assert grades == pytest.approx(expected(), abs=1e-9)
-    assert not (root / "gradebook.db").exists(), "COURSE_DB_URL was ignored: a SQLite gradebook was created"
+    assert not (root / "demo_class" / "gradebook.db").exists(), "COURSE_DB_URL was ignored: a SQLite gradebook was created"
     for student in expected():
-        folder = root / "feedback" / student / ASSIGNMENT
+        folder = root / "demo_class" / "feedback" / student / ASSIGNMENT
         assert folder.is_dir() and any(f.suffix == ".html" for f in folder.iterdir()), folder
 
 

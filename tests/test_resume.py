@@ -5,7 +5,8 @@ SIGKILL to the worker that grades ``s03_misconception``, at the moment that work
 is running (its kernel process exists, the result does not). By then the first two
 submissions have results, and the other worker still has ``s04_crash`` (a cell that loops
 until the per-cell timeout) to grade. The test checks what an instructor would see, runs
-``grade --resume`` on the same course root and compares with an uninterrupted run.
+``grade --resume`` on the same course root and compares with an uninterrupted run. The demo class is a
+course of its own, in ``<root>/demo_class``.
 """
 import csv
 import json
@@ -84,12 +85,13 @@ def warm_kernels(tree, table):
 
 
 def read_grades(root):
-    with open(root / "grades.csv", newline="") as fh:
+    """The demo class's grades: its own course in ``root/demo_class`` (grading/pipeline.py DEMO_ROOT)."""
+    with open(root / "demo_class" / "grades.csv", newline="") as fh:
         return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
 
 
 def result_files(root):
-    folder = root / "logs" / "results" / ASSIGNMENT
+    folder = root / "demo_class" / "logs" / "results" / ASSIGNMENT
     return {p.stem: p for p in folder.glob("*.json")} if folder.is_dir() else {}
 
 
@@ -110,7 +112,7 @@ def killed_run(tmp_path_factory, uninterrupted):
     log = open(root.parent / "killed-run.log", "w+")
     proc = subprocess.Popen(grade_cmd("--demo", "yes"), cwd=REPO, env=env_for(root), stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    claim = root / "logs" / "results" / ASSIGNMENT / f".claim-{VICTIM}"
+    claim = root / "demo_class" / "logs" / "results" / ASSIGNMENT / f".claim-{VICTIM}"
     victim_pid, others_done, workers_seen, victim_tree, hung = None, None, [], [], False
     deadline = time.monotonic() + limit
     try:
@@ -169,8 +171,8 @@ def killed_run(tmp_path_factory, uninterrupted):
 def resumed(killed_run):
     root = killed_run["root"]
     before = {s: (p.stat().st_mtime_ns, json.loads(p.read_text())["worker_pid"]) for s, p in result_files(root).items()}
-    # --demo no: keep the class on disk as it is (the demo generator would rewrite every file)
-    proc = subprocess.run(grade_cmd("--resume", "--demo", "no"), cwd=REPO, env=env_for(root),
+    # the demo class is generated again, with the same bytes: --resume compares content, so it keeps what was graded
+    proc = subprocess.run(grade_cmd("--resume", "--demo", "yes"), cwd=REPO, env=env_for(root),
                           capture_output=True, text=True, timeout=_limit())
     return dict(root=root, proc=proc, before=before)
 

@@ -1,0 +1,168 @@
+"""An interrupted grading run costs no student anything (issue 40, item 2).
+
+A real class of lesson 01 (three students: correct, blank, one misconception; placed in submitted/ as an
+instructor would) is graded once without interruption. Then, for a few seeds, the same class in a fresh
+course root is graded and stopped at a random moment (seeded, within the uninterrupted run's wall time)
+by SIGTERM to the command, or by SIGINT to its process group as Ctrl-C in a terminal sends it: anywhere in
+the run, once a worker has claimed a submission, and once the first result is written. The
+command must exit with 128 + the signal, say what was finished and how to resume, leave no process and
+nothing in its temporary folder, change nothing in submitted/; ``grade --resume`` must then give every
+student the grade of the uninterrupted run.
+"""
+import csv
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT = "01_attention"
+STUDENTS = ("s01_correct", "s02_blank", "s03_misconception")
+SEEDS = (1, 2, 3)
+
+
+def env_for(root, tmp):
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="20", PYTHONPATH=REPO, TMPDIR=str(tmp))
+    env.pop("COURSE_DB_URL", None)
+    return env
+
+
+def grade_cmd(*extra):
+    return [sys.executable, "-m", "grading", "grade", "--assignment", ASSIGNMENT, "--workers", "2", "--no-feedback",
+            "--demo", "no", *extra]
+
+
+def make_class(root, tmp):
+    """The release of lesson 01 in ``root`` and three students' submissions in root/submitted/."""
+    sys.path.insert(0, REPO)
+    from grading import demo
+
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+                          cwd=os.path.join(REPO, "grading"), env=env_for(root, tmp), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    demo.generate(ASSIGNMENT, str(root / "submitted"), release_dir=str(root / "release"))
+    shutil.rmtree(root / "submitted" / "s04_crash")  # its 20 s loop would only make the test slower
+
+
+def read_grades(root):
+    with open(root / "grades.csv", newline="") as fh:
+        return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
+
+
+def snapshot(folder):
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, folder)] = fh.read()
+    return out
+
+
+def processes_mentioning(*needles):
+    """Processes whose command line or environment names one of ``needles`` (this run's folders)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                text = fh.read()
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                text += fh.read()
+        except OSError:
+            continue
+        if any(n.encode() in text for n in needles):
+            found.append((int(name), text.split(b"\0")[:4]))
+    return found
+
+
+@pytest.fixture(scope="module")
+def class_dir(tmp_path_factory):
+    base = tmp_path_factory.mktemp("class")
+    tmp = base / "tmp"
+    tmp.mkdir()
+    make_class(base, tmp)
+    return base
+
+
+def fresh_root(tmp_path_factory, class_dir, name):
+    root = tmp_path_factory.mktemp(name)
+    shutil.copytree(class_dir / "submitted", root / "submitted")
+    shutil.copytree(class_dir / "release", root / "release")
+    tmp = root.parent / f"{root.name}-tmp"
+    tmp.mkdir()
+    return root, tmp
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, class_dir):
+    root, tmp = fresh_root(tmp_path_factory, class_dir, "whole")
+    t0 = time.monotonic()
+    proc = subprocess.run(grade_cmd(), cwd=REPO, env=env_for(root, tmp), capture_output=True, text=True, timeout=1800)
+    wall = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    grades = read_grades(root)
+    assert set(grades) == set(STUDENTS) and grades["s01_correct"] == 9.0, grades
+    return {"grades": grades, "wall": wall}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_interrupt_then_resume_gives_the_uninterrupted_grades(seed, tmp_path_factory, class_dir, uninterrupted):
+    rng = random.Random(seed)
+    root, tmp = fresh_root(tmp_path_factory, class_dir, f"seed{seed}")
+    before = snapshot(root / "submitted")
+    sig = signal.SIGTERM if seed % 2 else signal.SIGINT
+    # where the signal lands: anywhere in the run (seed 1), once a worker has claimed a submission (2), once
+    # the first result is written (3); then a seeded random delay
+    phase = {1: None, 2: ".claim-", 3: ".json"}[seed]
+    delay = rng.uniform(2.0, 0.9 * uninterrupted["wall"]) if phase is None else rng.uniform(0.0, 3.0)
+    limit = 3 * uninterrupted["wall"] + 60
+    results = root / "logs" / "results" / ASSIGNMENT
+    proc = subprocess.Popen(grade_cmd(), cwd=REPO, env=env_for(root, tmp), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + limit
+        while phase and proc.poll() is None and time.monotonic() < deadline and not (
+                results.is_dir() and any(phase in p.name and not p.name.startswith(".tmp") for p in results.iterdir())):
+            time.sleep(0.05)
+        try:
+            out, _ = proc.communicate(timeout=delay)
+            interrupted = False  # it finished first: nothing to interrupt
+        except subprocess.TimeoutExpired:
+            if sig == signal.SIGINT:
+                os.killpg(proc.pid, sig)  # Ctrl-C: the terminal signals the foreground process group
+            else:
+                os.kill(proc.pid, sig)  # SIGTERM to the command alone (kill PID)
+            out, _ = proc.communicate(timeout=limit)
+            interrupted = True
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    where = f"seed {seed}: {sig.name} {delay:.1f} s after {phase or 'the start'}"
+    if phase:
+        assert interrupted and proc.returncode != 0, f"{where}: the run ended before the signal\n{out[-2000:]}"
+    if interrupted and proc.returncode != 0:
+        assert proc.returncode == 128 + sig, f"{where}: exit {proc.returncode}\n{out[-3000:]}"
+        assert "[interrupted]" in out and "resume with: python -m grading grade" in out, f"{where}\n{out[-3000:]}"
+    else:
+        assert proc.returncode == 0, f"{where}: exit {proc.returncode}\n{out[-3000:]}"
+    time.sleep(0.5)
+    assert processes_mentioning(str(root), str(tmp)) == [], f"{where}: processes of the run are still alive"
+    assert os.listdir(tmp) == [], f"{where}: left in the temporary folder: {os.listdir(tmp)}"
+    assert snapshot(root / "submitted") == before, f"{where}: submitted/ changed"
+
+    resumed = subprocess.run(grade_cmd("--resume"), cwd=REPO, env=env_for(root, tmp), capture_output=True,
+                             text=True, timeout=limit)
+    assert resumed.returncode == 0, f"{where}: resume failed\n{resumed.stdout[-3000:]}{resumed.stderr[-3000:]}"
+    assert read_grades(root) == uninterrupted["grades"], f"{where}\n{out[-2000:]}\n{resumed.stdout[-2000:]}"
+    assert os.listdir(tmp) == []
