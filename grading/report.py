@@ -536,13 +536,16 @@ def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, roo
             os.remove(f)
     students = data["students"]
     default = os.path.join(root, "roster.csv")
-    demo_marker = os.path.join(root, "submitted", ".demo-class")
+    # the demo class is a course of its own (grading/demo_class/, pipeline.DEMO_ROOT); an earlier version
+    # generated it into submitted/ with this marker
+    is_demo = (os.path.basename(os.path.normpath(root)) == "demo_class"
+               or os.path.exists(os.path.join(root, "submitted", ".demo-class")))
     try:
         if roster_path:
             roster, source = lms.read_roster(roster_path), roster_path
         elif os.path.exists(default):
             roster, source = lms.read_roster(default), default
-        elif os.path.exists(demo_marker) and os.path.exists(DEMO_ROSTER):
+        elif is_demo and os.path.exists(DEMO_ROSTER):
             roster, source = lms.read_roster(DEMO_ROSTER), DEMO_ROSTER
         elif lms_ids == "nbgrader":
             roster, source = lms.nbgrader_roster(students), "nbgrader ids (--lms-ids nbgrader)"

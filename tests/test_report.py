@@ -265,7 +265,7 @@ def demo_class(tmp_path_factory):
         args += ["--assignment", a]
     proc = run_grading(args, root)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return root, proc
+    return root / "demo_class", proc  # the demo class is a course of its own (pipeline.DEMO_ROOT)
 
 
 def _gradebook_passes(root, assignment: str, exercise: str, kind: str) -> int:
