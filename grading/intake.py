@@ -31,9 +31,8 @@ Two jobs, run by the pipeline before any worker starts:
    ``unreadable`` empty, a folder named like the notebook, not UTF-8, JSON that ends early
                   ("the JSON ends at line 40"), JSON that is not a notebook;
    ``dropped``    intake held a file back or moved an entry (above);
-   ``repaired``   a byte-order mark before the JSON: removed in place (the file is otherwise
-                  byte-identical; the original is kept in ``logs/intake/<assignment>/<student>/``),
-                  so the notebook is graded as any other.
+   ``repaired``   a byte-order mark before the JSON: read past (``grading.worker.accept_byte_order_mark``
+                  in the process that grades), the file left as it is, and the notebook graded as any other.
 
    The findings are returned, written to ``logs/intake/findings.json`` and printed by the
    pipeline in its report of submissions not graded completely.
@@ -326,8 +325,9 @@ def _from_logs(path: str) -> str:
 def check_notebooks(folder: str, expected: list[str], originals: str) -> list[tuple[str, str, str]]:
     """(kind, message, fix) for each way ``folder`` departs from holding exactly ``expected``.
 
-    A byte-order mark before an expected notebook's JSON is removed in place (the original is
-    copied into ``originals`` first): a ``repaired`` finding, and the notebook is graded."""
+    A byte-order mark before an expected notebook's JSON is read past, the file left as it is (grading
+    reads it the same way: ``grading.worker.accept_byte_order_mark``): a ``repaired`` finding, and the
+    notebook is graded."""
     out: list[tuple[str, str, str]] = []
     try:
         entries = sorted(os.listdir(folder))
@@ -365,18 +365,9 @@ def check_notebooks(folder: str, expected: list[str], originals: str) -> list[tu
             if fd is not None:
                 os.close(fd)
         if raw.startswith(b"\xef\xbb\xbf"):
-            os.makedirs(originals, exist_ok=True)
-            with open(os.path.join(originals, f"original-{name}"), "wb") as fh:
-                fh.write(raw)
-            raw = raw[3:]
-            tmp = path + ".intake-tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(raw)
-            shutil.copymode(path, tmp)
-            os.replace(tmp, path)
-            out.append(("repaired", f"{name} began with a byte-order mark (an editor's UTF-8 signature); it was "
-                        "removed and the notebook graded",
-                        f"nothing to do (the original is in {_from_logs(originals)})"))
+            raw = raw[3:]  # read past it (grading.worker.accept_byte_order_mark); the file is not rewritten
+            out.append(("repaired", f"{name} begins with a byte-order mark (an editor's UTF-8 signature); it was "
+                        "read past and the notebook graded", "nothing to do"))
         data[name] = raw
         problem = _json_problem(name, raw)
         if problem:

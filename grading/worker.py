@@ -35,6 +35,29 @@ def import_nbgrader() -> None:
     import nbgrader.apps  # noqa: F401
     import nbgrader.converters  # noqa: F401
 
+    accept_byte_order_mark()
+
+
+def accept_byte_order_mark() -> None:
+    """Read a notebook whose JSON starts with a UTF-8 byte-order mark (an editor's signature) as if it had
+    none, in this process (nbgrader reads the submissions here): grading never rewrites a file in
+    ``submitted/`` to remove it. Idempotent."""
+    import nbformat.reader
+
+    if getattr(nbformat.reader.parse_json, "_course_bom", False):
+        return
+    original = nbformat.reader.parse_json
+
+    def parse_json(s, **kwargs):
+        if isinstance(s, (bytes, bytearray)) and s.startswith(b"\xef\xbb\xbf"):
+            s = s[3:]
+        elif isinstance(s, str) and s.startswith("\ufeff"):
+            s = s[1:]
+        return original(s, **kwargs)
+
+    parse_json._course_bom = True
+    nbformat.reader.parse_json = parse_json
+
 
 def load_api(all_cells: bool = False):
     import_nbgrader()

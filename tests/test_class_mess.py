@@ -257,13 +257,24 @@ def _check(tmp_path, files: dict, expected=(NOTEBOOK,)):
     return intake_mod.check_notebooks(str(folder), list(expected), str(tmp_path / "originals"))
 
 
-def test_a_byte_order_mark_is_removed_and_the_notebook_graded(ctx, tmp_path):
+def test_a_byte_order_mark_is_read_past_and_the_file_left_as_it_is(ctx, tmp_path):
     text = nbformat.writes(correct(ctx))
     found = _check(tmp_path, {NOTEBOOK: b"\xef\xbb\xbf" + text.encode()})
     assert [k for k, _, _ in found] == ["repaired"], found
-    assert (tmp_path / "sub" / NOTEBOOK).read_text() == text
-    assert (tmp_path / "originals" / f"original-{NOTEBOOK}").read_bytes() == b"\xef\xbb\xbf" + text.encode()
-    nbformat.read(str(tmp_path / "sub" / NOTEBOOK), as_version=4)
+    assert (tmp_path / "sub" / NOTEBOOK).read_bytes() == b"\xef\xbb\xbf" + text.encode(), "never rewritten"
+    from nbformat import reader as nbreader
+
+    from grading import worker
+
+    saved = nbreader.parse_json
+    try:
+        with pytest.raises(Exception):  # plain nbformat refuses it: the worker's reader is what accepts it
+            nbformat.read(str(tmp_path / "sub" / NOTEBOOK), as_version=4)
+        worker.accept_byte_order_mark()
+        worker.accept_byte_order_mark()  # idempotent
+        assert nbformat.read(str(tmp_path / "sub" / NOTEBOOK), as_version=4) == nbformat.reads(text, as_version=4)
+    finally:
+        nbreader.parse_json = saved
 
 
 @pytest.mark.parametrize("data, words", [
@@ -353,7 +364,7 @@ def _messy_class(ctx) -> dict:
                       ("extra: attention-Copy1.ipynb was not graded", "rename it to attention.ipynb")),
         "m04_renamed": ({"attention (1).ipynb": ok}, 0.0,
                         ("misnamed: found 'attention (1).ipynb', expected 'attention.ipynb'", "rename it")),
-        "m05_bom": ({NOTEBOOK: BOM + ok.encode()}, 9.0, ("repaired: attention.ipynb began with a byte-order mark",)),
+        "m05_bom": ({NOTEBOOK: BOM + ok.encode()}, 9.0, ("repaired: attention.ipynb begins with a byte-order mark",)),
         "m06_truncated": ({NOTEBOOK: ok[: len(ok) // 2]}, 0.0, ("unreadable: attention.ipynb is not a valid notebook: "
                                                                  "the JSON ends early, at line",)),
         "m07_big_outputs": ({NOTEBOOK: nbformat.writes(big_outputs(ctx, 60))}, 9.0, ()),
@@ -418,3 +429,5 @@ def test_honest_edits_and_restorations_read_as_notes_not_accusations(messy_run):
     assert "matched to the release by its content" in outcome.feedback_text("m02_fresh_copy")
     assert os.path.getsize(os.path.join(outcome.root, "submitted", "m07_big_outputs", ASSIGNMENT, NOTEBOOK)) \
         > 60_000_000, "the notebook stays in submitted/ as handed in"
+    with open(os.path.join(outcome.root, "submitted", "m05_bom", ASSIGNMENT, NOTEBOOK), "rb") as fh:
+        assert fh.read(3) == BOM, "the byte-order mark is read past, never removed from the student's file"
