@@ -93,6 +93,22 @@ def test_name_scores():
     assert P.token_f1("", "Elongation factor P") == 0.0
     s = P.naming_scores(["Elongation factor P", "Elongation factor"], ["Elongation factor P", "Elongation factor P"])
     assert s["exact"] == 0.5 and abs(s["token_f1"] - (1 + 0.8) / 2) < 1e-12
+
+
+def test_token_f1_counts_words_not_punctuation():
+    """Issue 42: with '-' counted as a word, '- - - -' for every protein beat the majority name."""
+    assert P.name_words("DNA-directed RNA polymerase subunit beta'") == ["dna", "directed", "rna", "polymerase",
+                                                                        "subunit", "beta"]
+    assert P.token_f1("- - - -", "DNA-directed RNA polymerase") == 0.0
+    assert P.token_f1("dna directed rna polymerase", "DNA-directed RNA polymerase") == 1.0
+    truth = ["DNA-directed RNA polymerase subunit beta", "Pre-mRNA-splicing factor", "Elongation factor P"]
+    dashes = P.naming_scores(["- - - -"] * 3, truth)
+    assert dashes == {"exact": 0.0, "token_f1": 0.0}, dashes
+    # exact match still compares the token lists, punctuation included
+    assert P.naming_scores(["DNA directed RNA polymerase subunit beta"], truth[:1])["exact"] == 0.0
+
+
+def test_name_tokenizer_round_trip():
     tok = P.NameTokenizer.fit(["Elongation factor P", "Elongation factor Tu"], min_freq=1)
     assert tok.decode(tok.encode("Elongation factor P")) == "elongation factor p"
     tin, tout = tok.encode_batch(["Elongation factor P"], 6)
