@@ -233,3 +233,24 @@ def test_mlm_masking_and_model():
     maps = model.attention_maps(ids, keep)
     assert len(maps) == 2 and maps[0].shape == (2, ids.shape[1], ids.shape[1])
     assert torch.isfinite(P.mlm_loss(model(corrupted, keep), targets))
+
+
+def test_lesson_10_trains_by_epochs_not_seconds():
+    """Issue 42: lesson 10's two trainings (masked residues, the namer) are bounded by epochs, so a fixed seed
+    gives the same printed results on every machine; no max_seconds anywhere."""
+    import ast
+    import pathlib
+
+    import nbformat
+
+    (path,) = pathlib.Path(__file__).resolve().parent.parent.glob("notebooks/10_*/*.ipynb")
+    sources = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    configs = 0
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.keyword):
+                assert node.arg != "max_seconds", f"lesson 10 bounds a run by seconds:\n{source[:300]}"
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "TrainConfig":
+                configs += 1
+                assert any(k.arg == "epochs" for k in node.keywords), source[:300]
+    assert configs == 2, f"expected the two TrainConfig(epochs=...) of lesson 10, found {configs}"
