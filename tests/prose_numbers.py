@@ -7,7 +7,8 @@ number printed by a code cell (streams, text/plain, text/html, errors) equals it
 precision (0.79 is shown by 0.7893; 4.7 % by 4.7 %, 4.71 % or 0.047). Not results, and never
 claims:
 
-* years (1900-2099) and numbers inside a citation's parentheses "(Rost 1999, ...)";
+* years (1900-2099), numbers inside a citation's parentheses "(Rost 1999, ...)", and references
+  such as "lesson 07", "section 4", "cells 27-30";
 * numbers in LaTeX math ($...$) and in inline code (`...`): equations and code, not measurements;
 * numbers the code sets: numeric literals of the notebook's code cells (hyperparameters such as
   ``m = 64`` or ``epochs=10``), read from the code, not from its comments;
@@ -24,8 +25,11 @@ import re
 import nbformat
 
 RESULT_PHRASES = re.compile(
-    r"\b(our run|this run|in this run|the default run|default run|full run|reached|reaches|reach|scored|scores|"
+    r"\b(our run|this run|in this run|the default run|default run|full run|reached|reaches|scored|"
     r"accuracy of|we measured|measured here|printed above|printed below)\b", re.I)
+# "lesson 07", "section 4", "cell 29": references, not numbers
+_REFERENCE = re.compile(r"\b(?:lessons?|sections?|cells?|exercises?|chapters?|figures?|tables?)\s+"
+                        r"\d+(?:\s*(?:,|and|-|to)\s*\d+)*", re.I)
 
 # lesson folder -> {number as written: why it is not a result of the run}
 ALLOWED: dict[str, dict[str, str]] = {}
@@ -101,7 +105,7 @@ def claims(nb) -> list[tuple[int, str, str]]:
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown":
             continue
-        text = _CITATION.sub(" ", _CODE.sub(" ", _MATH.sub(" ", cell.source)))
+        text = _REFERENCE.sub(" ", _CITATION.sub(" ", _CODE.sub(" ", _MATH.sub(" ", cell.source))))
         for sentence in _SENTENCE.split(text):
             if not RESULT_PHRASES.search(sentence):
                 continue

@@ -60,6 +60,10 @@ def test_numbers_that_are_not_results_are_left_alone():
     assert PN.stale_claims(nb, allowed={"30%": "Rost 1999's threshold, not a result"}) == []
 
 
+def test_references_to_lessons_and_cells_are_not_claims():
+    assert PN.stale_claims(notebook("As lesson 07 and cells 27-30 showed, this run reached its end.", "done\n")) == []
+
+
 def test_sentences_without_a_result_phrase_are_not_claims():
     assert PN.stale_claims(notebook("Titin has more than 30,000 residues.", "nothing\n")) == []
 
