@@ -4,7 +4,8 @@ included) states and that its executed outputs do not show.
 A *claim* is a number in a markdown sentence that talks about a result: the sentence contains one of
 RESULT_PHRASES ("this run", "reached", "scored", "accuracy of", ...). A claim is *shown* when some
 number printed by a code cell (streams, text/plain, text/html, errors) equals it to the claim's own
-precision (0.79 is shown by 0.7893; 4.7 % by 4.7 %, 4.71 % or 0.047). Not results, and never
+precision (0.79 is shown by 0.7893; 4.7 % by 4.7 %, 4.71 % or 0.047; "about 19,000" by 19,034). Not
+results, and never
 claims:
 
 * years (1900-2099), numbers inside a citation's parentheses "(Rost 1999, ...)", and references
@@ -41,12 +42,20 @@ _CITATION = re.compile(r"\([^()]*\b(?:19|20)\d\d[a-z]?\b[^()]*\)")
 _SENTENCE = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z*(\"'`$\d-])|\n\s*\n|\n\s*[-*]\s|\n\s*\d+\.\s")
 
 
+_APPROX = re.compile(r"(?:about|around|roughly|approximately|nearly|almost|~|≈)\s*$", re.I)
+
+
 def _numbers(text: str):
-    """(written, value, decimals, is_percent) of each number in ``text``."""
+    """(written, value, decimals, is_percent) of each number in ``text``. An approximate round number
+    ("about 19,000") has negative decimals: it claims only its significant digits."""
     for m in _NUMBER.finditer(text):
         whole, frac, pct = m.group(1), m.group(2) or "", m.group(3)
         written = whole + frac + (pct or "")
-        yield written.strip(), float(whole.replace(",", "") + frac), len(frac) - 1 if frac else 0, bool(pct)
+        decimals = len(frac) - 1 if frac else 0
+        digits = whole.replace(",", "")
+        if not frac and _APPROX.search(text[: m.start()]) and digits.rstrip("0") != digits:
+            decimals = -(len(digits) - len(digits.rstrip("0")))
+        yield written.strip(), float(digits + frac), decimals, bool(pct)
 
 
 def output_text(nb) -> str:
@@ -99,8 +108,9 @@ def _shown(value: float, decimals: int, percent: bool, printed: list[tuple[float
     return False
 
 
-def claims(nb) -> list[tuple[int, str, str]]:
-    """(markdown cell index, number as written, its sentence) for every number in a result sentence."""
+def claims(nb) -> list[tuple[int, str, str, int]]:
+    """(markdown cell index, number as written, its sentence, its precision in decimals) for every number in a
+    result sentence."""
     out = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown":
@@ -112,7 +122,7 @@ def claims(nb) -> list[tuple[int, str, str]]:
             for written, value, decimals, percent in _numbers(sentence):
                 if not percent and decimals == 0 and 1900 <= value <= 2099:
                     continue  # a year
-                out.append((i, written, " ".join(sentence.split())))
+                out.append((i, written, " ".join(sentence.split()), decimals))
     return out
 
 
@@ -122,8 +132,8 @@ def stale_claims(nb, allowed: dict[str, str] | None = None) -> list[str]:
     printed = list((v, d, p) for _, v, d, p in _numbers(output_text(nb)))
     constants = code_constants(nb)
     problems = []
-    for i, written, sentence in claims(nb):
-        _, value, decimals, percent = next(_numbers(written))
+    for i, written, sentence, decimals in claims(nb):
+        _, value, _, percent = next(_numbers(written))
         if written in allowed or (not percent and value in constants):
             continue
         if not _shown(value, decimals, percent, printed):

@@ -37,6 +37,12 @@ def test_the_printed_number_passes_at_the_claims_precision():
     assert PN.stale_claims(notebook("It scored 0.80 here.", "accuracy 0.7893\n")) != []  # 0.79 is not 0.80
 
 
+def test_an_approximate_round_number_claims_its_significant_digits():
+    assert PN.stale_claims(notebook("The ontology has about 19,000 terms (count printed below).", "19,034 terms\n")) == []
+    assert PN.stale_claims(notebook("The ontology has about 19,000 terms (count printed below).", "18,034 terms\n"))
+    assert PN.stale_claims(notebook("The ontology has 19,000 terms (count printed below).", "19,034 terms\n"))
+
+
 def test_percentages_match_fractions_both_ways():
     assert PN.stale_claims(notebook("The k-mer neighbour scored 4.7% exact.", "exact match 0.047\n")) == []
     assert PN.stale_claims(notebook("The k-mer neighbour scored 0.79.", "exact 79.0%\n")) == []
