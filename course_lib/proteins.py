@@ -51,7 +51,7 @@ from course_lib.positional import SinusoidalPositionalEncoding
 __all__ = [
     "AMINO_ACIDS", "SPECIALS", "AA_VOCAB", "PAD", "CLS", "EOS", "UNK", "MASK",
     "encode_proteins", "decode_proteins", "kmer_vectors", "favor_padded_attention",
-    "NameTokenizer", "name_tokens", "token_f1", "naming_scores",
+    "NameTokenizer", "name_tokens", "name_words", "token_f1", "naming_scores",
     "ProteinNamer", "greedy_decode", "seq2seq_loss", "ProteinMLM", "mask_residues", "mlm_loss", "peak_tensor_memory",
 ]
 
@@ -249,20 +249,33 @@ class NameTokenizer:
         return tgt[:, :-1], tgt[:, 1:]
 
 
+def name_words(name: str) -> list[str]:
+    """The words of a name, lower-cased: its alphanumeric tokens, punctuation left out.
+
+    >>> name_words("DNA-directed RNA polymerase subunit beta'")
+    ['dna', 'directed', 'rna', 'polymerase', 'subunit', 'beta']
+    """
+    return [t for t in name_tokens(name) if t.isalnum()]
+
+
 def token_f1(predicted: str, true: str) -> float:
-    """F1 of the two names' token multisets (``name_tokens``): 2 |common| / (|pred| + |true|).
+    """F1 of the two names' word multisets (``name_words``: punctuation is not a word):
+    2 |common| / (|pred| + |true|). A prediction of punctuation only scores 0.
 
     >>> round(token_f1("30S ribosomal protein S2", "50S ribosomal protein L2"), 3)
     0.5
+    >>> token_f1("- - - -", "DNA-directed RNA polymerase")
+    0.0
     """
-    p, t = Counter(name_tokens(predicted)), Counter(name_tokens(true))
+    p, t = Counter(name_words(predicted)), Counter(name_words(true))
     common = sum((p & t).values())
     n = sum(p.values()) + sum(t.values())
     return 0.0 if n == 0 else 2.0 * common / n
 
 
 def naming_scores(predicted: Sequence[str], true: Sequence[str]) -> dict:
-    """{"exact": fraction with identical token lists, "token_f1": mean token F1} over pairs."""
+    """{"exact": fraction with identical token lists (``name_tokens``: case and spacing ignored,
+    punctuation kept), "token_f1": mean word F1 (``token_f1``)} over pairs."""
     if len(predicted) != len(true) or not true:
         raise ValueError("need two lists of the same, non-zero length")
     exact = sum(name_tokens(p) == name_tokens(t) for p, t in zip(predicted, true)) / len(true)

@@ -1,0 +1,119 @@
+"""Prose follows the outputs (issue 42, item 2): the checker of tests/prose_numbers.py, which the
+nbval run of the notebooks applies to every notebook after its last cell (notebooks/conftest.py:
+one "prose numbers" item per notebook, on the outputs nbval has just produced).
+
+These tests show that it fails on a notebook whose prose states a stale number, passes when the
+outputs show it, leaves citations, years, equations and the code's own hyperparameters alone, and
+that the item is really added to each notebook's run."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+import prose_numbers as PN
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def notebook(markdown: str, printed: str, code: str = "print(result)") -> nbformat.NotebookNode:
+    cell = new_code_cell(code)
+    cell.outputs = [new_output("stream", name="stdout", text=printed)]
+    return new_notebook(cells=[cell, new_markdown_cell(markdown)])
+
+
+def test_a_stale_number_fails():
+    nb = notebook("In this run the transformer reached 0.79 test accuracy.", "transformer: test accuracy 0.756\n")
+    problems = PN.stale_claims(nb)
+    assert len(problems) == 1 and "'0.79'" in problems[0], problems
+
+
+def test_the_printed_number_passes_at_the_claims_precision():
+    assert PN.stale_claims(notebook("In this run the transformer reached 0.79.", "accuracy 0.7893\n")) == []
+    assert PN.stale_claims(notebook("It scored 0.8 here.", "accuracy 0.7893\n")) == []  # 0.7893 -> 0.8
+    assert PN.stale_claims(notebook("It scored 0.80 here.", "accuracy 0.7893\n")) != []  # 0.79 is not 0.80
+
+
+def test_an_approximate_round_number_claims_its_significant_digits():
+    assert PN.stale_claims(notebook("The ontology has about 19,000 terms (count printed below).", "19,034 terms\n")) == []
+    assert PN.stale_claims(notebook("The ontology has about 19,000 terms (count printed below).", "18,034 terms\n"))
+    assert PN.stale_claims(notebook("The ontology has 19,000 terms (count printed below).", "19,034 terms\n"))
+
+
+def test_percentages_match_fractions_both_ways():
+    assert PN.stale_claims(notebook("The k-mer neighbour scored 4.7% exact.", "exact match 0.047\n")) == []
+    assert PN.stale_claims(notebook("The k-mer neighbour scored 0.79.", "exact 79.0%\n")) == []
+    assert PN.stale_claims(notebook("The k-mer neighbour scored 5.7% exact.", "exact match 0.047\n")) != []
+
+
+def test_every_result_phrase_makes_a_claim():
+    for phrase in ("In our run", "In this run", "The model reached", "The model scored", "With an accuracy of",
+                   "The full run gave"):
+        nb = notebook(f"{phrase} 0.91, as the table shows.", "accuracy 0.756\n")
+        assert PN.stale_claims(nb), phrase
+
+
+def test_numbers_that_are_not_results_are_left_alone():
+    text = ("In this run (Rost 1999, Protein Engineering 12:85-94) the twilight zone starts below 30 %; "
+            "this run used $m = 256$ features and `epochs=7`, and it reached its budget of 130 steps in 2024.")
+    nb = notebook(text, "accuracy 0.756\n", code="config = dict(steps=130, features=64)\nprint(config)")
+    problems = PN.stale_claims(nb)
+    # 30 % is neither printed nor set by the code: the one claim left; citation, math, code, 130, year are not
+    assert len(problems) == 1 and "'30%'" in problems[0], problems
+    assert PN.stale_claims(nb, allowed={"30%": "Rost 1999's threshold, not a result"}) == []
+
+
+def test_references_to_lessons_and_cells_are_not_claims():
+    assert PN.stale_claims(notebook("As lesson 07 and cells 27-30 showed, this run reached its end.", "done\n")) == []
+
+
+def test_sentences_without_a_result_phrase_are_not_claims():
+    assert PN.stale_claims(notebook("Titin has more than 30,000 residues.", "nothing\n")) == []
+
+
+def test_an_unexecuted_notebook_is_recognised():
+    nb = new_notebook(cells=[new_code_cell("print(1)"), new_markdown_cell("In this run it reached 0.9.")])
+    assert not PN.executed_has_outputs(nb)
+    assert PN.executed_has_outputs(notebook("x", "1\n"))
+
+
+def test_the_nbval_run_adds_a_prose_item_per_notebook():
+    """Collection only (no kernel): `pytest notebooks --nbval-lax` gets one 'prose numbers' item per notebook,
+    right after its last cell."""
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval-lax",
+                          "--nbval-current-env", "-p", "no:cacheprovider", "notebooks"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    lines = [line for line in run.stdout.splitlines() if "::" in line]
+    notebooks = sorted(REPO.glob("notebooks/*/*.ipynb"))
+    prose = [line for line in lines if line.endswith("::prose numbers")]
+    assert len(prose) == len(notebooks), run.stdout[-2000:] + run.stderr[-2000:]
+    for item in prose:
+        nb_path = item.split("::")[0]
+        cells = [i for i, line in enumerate(lines) if line.startswith(nb_path + "::")]
+        assert lines[cells[-1]] == item, f"{item} is not the last item of its notebook"
+
+
+@pytest.mark.slow
+def test_the_nbval_run_fails_on_a_stale_notebook(tmp_path):
+    """End to end: a two-cell notebook whose markdown states a number its output does not print fails under
+    nbval with the plugin of notebooks/conftest.py; the same notebook with the right number passes."""
+    (tmp_path / "conftest.py").write_text((REPO / "notebooks" / "conftest.py").read_text()
+                                          .replace('parent.parent / "tests"', f'parent.parent / {str(REPO)!r} / "tests"'))
+    results = {}
+    for claim in ("0.79", "0.76"):
+        folder = tmp_path / f"claim_{claim.replace('.', '_')}"
+        folder.mkdir()
+        nb = new_notebook(cells=[new_code_cell("print(f'accuracy {0.756:.3f}')"),
+                                 new_markdown_cell(f"In this run the model reached {claim}.")])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, folder / "lesson.ipynb")
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                              "--nbval-current-env", str(folder / "lesson.ipynb")],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
+        results[claim] = run
+    assert results["0.79"].returncode != 0 and "states '0.79'" in results["0.79"].stdout, results["0.79"].stdout[-3000:]
+    assert results["0.76"].returncode == 0 and "2 passed" in results["0.76"].stdout, results["0.76"].stdout[-3000:]
