@@ -272,3 +272,39 @@ def test_training_with_a_step_budget_is_reproducible():
     assert runs[0][0] == runs[1][0] == 2 * -(-len(data) // 16)
     assert runs[0][1] == pytest.approx(runs[1][1], rel=1e-5)
     assert torch.allclose(runs[0][2], runs[1][2], atol=1e-6)
+
+
+# ---------------------------------------------------------------- the shipped weights (lesson 11, section 6)
+def test_shipped_weights_are_small_documented_and_held_out():
+    models, info = C.load_pretrained()
+    assert C.PRETRAINED_FILE.stat().st_size < 1_000_000
+    assert sorted(models) == [6251, 32861, 37134] and sorted(info["measured"]) == sorted(models)
+    for zmw, model in models.items():
+        assert not model.training
+        assert model(torch.zeros(2, info["width"], 5 * info["max_reads"] + 10)).shape == (2, info["width"], 5)
+    assert info["seed"] == 0 and info["machine"] and info["cpu_seconds"] > 0
+    readme = (ROOT / "course_lib" / "data" / "README.md").read_text()
+    assert "consensus_transformer_folds.pt" in readme and "tests/data_scripts/consensus_weights.py" in readme
+    assert "PLACEHOLDER" not in readme
+    script = (ROOT / "tests" / "data_scripts" / "consensus_weights.py").read_text()
+    assert "FOLDS = (32861, 6251, 37134)" in script  # each fold trains on the other two molecules only
+
+
+def test_shipped_weights_reproduce_their_stored_figures_on_a_held_out_molecule():
+    """The notebook recomputes these; here the smallest held-out molecule, with the reference functions."""
+    models, info = C.load_pretrained()
+    zmw = 37134
+    mol = [m for m in pacbio.load_molecules() if m.zmw == zmw][0]
+    passes = [s.seq for s in mol.passes()]
+    model_err, vote_err = [], []
+    for subset in C.pass_subsets(len(passes), info["n_test"]):
+        reads = [passes[i] for i in subset]
+        feats, _, backbone, counts, starts = C.molecule_windows(mol.reference, reads, info["width"],
+                                                                info["max_label"], info["width"], info["max_reads"])
+        with torch.no_grad():
+            pred = models[zmw](torch.from_numpy(feats)).argmax(-1).numpy()
+        model_err.append(C.trimmed_error_rate(C.decode(C.stitch(pred, starts, len(backbone))), mol.reference))
+        vote_err.append(C.trimmed_error_rate(C.majority_consensus(counts), mol.reference))
+    stored = info["measured"][zmw]["mean_error"]
+    assert np.mean(vote_err) == pytest.approx(stored["majority vote (POA backbone)"], abs=1e-5)
+    assert np.mean(model_err) == pytest.approx(stored["model"], abs=2e-3)  # float rounding may flip a rare argmax

@@ -108,7 +108,7 @@ def main() -> None:
                 measured=measured, cpu_seconds=round(time.process_time() - cpu_start),
                 wall_seconds=round(time.perf_counter() - start),
                 machine=f"{platform.machine()} {platform.processor() or platform.platform()}, 1 torch thread",
-                torch=torch.__version__, python=sys.version.split()[0])
+                torch=str(torch.__version__), python=sys.version.split()[0])
     print(info)
     if not args.check:
         torch.save({"folds": folds, "info": info}, PRETRAINED_FILE)
