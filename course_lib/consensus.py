@@ -24,12 +24,18 @@ Covers
     * ``ConsensusTransformer``: a small encoder (lesson 05 blocks) that reads a window of
       pileup columns and predicts one symbol (gap or base) per column; ``windows`` and
       ``label_windows`` cut a molecule into training examples.
+    * ``read_rows`` / ``row_windows``: the same windows with each read's own symbol per column
+      (as DeepConsensus reads subreads aligned to its draft); ``molecule_windows`` builds one
+      molecule's examples end to end; ``stitch`` puts window predictions back on the backbone.
+    * Evaluation: ``trimmed_error_rate``, ``phred_qv`` (QV = -10 log10 error rate),
+      ``pass_subsets`` (the test subsets of 3 passes), ``sign_test`` (exact, paired), and
+      ``load_pretrained`` (the leave-one-molecule-out models shipped in ``course_lib/data``).
 
 Does NOT cover
     * banded or affine-gap alignment, local alignment, edlib-speed bit-parallel algorithms;
     * DeepConsensus's real input (base qualities, pulse widths, inter-pulse durations, the
       strand, a CCS draft with spaced insertion columns) and its banded loss (``width``);
-    * phasing, polishing with a trained HMM (as Arrow/pbccs do), or calling quality values.
+    * phasing, polishing with a trained HMM (as Arrow/pbccs do), or calling per-base quality values.
 
 Token convention everywhere: ``VOCAB = "-ACGT"``, index 0 is the gap.
 """
