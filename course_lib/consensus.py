@@ -24,18 +24,25 @@ Covers
     * ``ConsensusTransformer``: a small encoder (lesson 05 blocks) that reads a window of
       pileup columns and predicts one symbol (gap or base) per column; ``windows`` and
       ``label_windows`` cut a molecule into training examples.
+    * ``read_rows`` / ``row_windows``: the same windows with each read's own symbol per column
+      (as DeepConsensus reads subreads aligned to its draft); ``molecule_windows`` builds one
+      molecule's examples end to end; ``stitch`` puts window predictions back on the backbone.
+    * Evaluation: ``trimmed_error_rate``, ``phred_qv`` (QV = -10 log10 error rate),
+      ``pass_subsets`` (the test subsets of 3 passes), ``sign_test`` (exact, paired), and
+      ``load_pretrained`` (the leave-one-molecule-out models shipped in ``course_lib/data``).
 
 Does NOT cover
     * banded or affine-gap alignment, local alignment, edlib-speed bit-parallel algorithms;
     * DeepConsensus's real input (base qualities, pulse widths, inter-pulse durations, the
       strand, a CCS draft with spaced insertion columns) and its banded loss (``width``);
-    * phasing, polishing with a trained HMM (as Arrow/pbccs do), or calling quality values.
+    * phasing, polishing with a trained HMM (as Arrow/pbccs do), or calling per-base quality values.
 
 Token convention everywhere: ``VOCAB = "-ACGT"``, index 0 is the gap.
 """
 from __future__ import annotations
 
 import math
+import pathlib
 from typing import Sequence
 
 import numpy as np
@@ -50,7 +57,8 @@ __all__ = [
     "VOCAB", "GAP", "encode", "decode", "reverse_complement",
     "edit_distance", "alignment_counts", "pileup", "majority_consensus",
     "soft_alignment_loss", "soft_edit_distance", "hard_alignment_loss", "positionwise_cross_entropy",
-    "poa_consensus", "error_rate", "column_labels", "windows", "label_windows", "ConsensusTransformer",
+    "poa_consensus", "error_rate", "trimmed_error_rate", "column_labels", "windows", "label_windows", "ConsensusTransformer",
+    "read_rows", "row_windows", "molecule_windows", "pass_subsets", "stitch", "phred_qv", "sign_test", "PRETRAINED_FILE", "load_pretrained",
 ]
 
 VOCAB = "-ACGT"
@@ -347,6 +355,19 @@ def error_rate(consensus: str, truth: str, distance=None) -> float:
     return distance(consensus, truth)[0] / len(truth)
 
 
+def trimmed_error_rate(consensus: str, truth: str) -> float:
+    """Edit errors per truth base, not counting bases that stick out beyond either end of the truth.
+
+    The leading and trailing runs of "I" in the alignment consensus -> truth (a pass or a
+    consensus that runs past the reference window by a few bases of adapter) are dropped.
+
+    >>> trimmed_error_rate("GGACGTA", "ACGT")    # 'GG' and 'A' hang over the ends
+    0.0
+    """
+    ops = edit_distance(consensus, truth)[1].strip("I")
+    return sum(op != "=" for op in ops) / len(truth)
+
+
 def column_labels(backbone_to_truth: str, truth: str) -> list[str]:
     """Truth bases that belong to each backbone column, from the alignment backbone -> truth.
 
@@ -428,3 +449,181 @@ class ConsensusTransformer(nn.Module):
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         h = self.positions(self.embed(features))   # (B, W, d_model)
         return self.head(self.encoder(h))           # (B, W, 5)
+
+
+# ---------------------------------------------------------------- held-out evaluation and shipped weights
+def read_rows(reads: Sequence[str], alignments: Sequence[str], length: int) -> np.ndarray:
+    """Each read's symbol at each backbone column, as the rows of a multiple alignment: (n_reads, length) int64.
+
+    Row r holds read r's base id ("=" or "X") or GAP ("D") at each of the ``length`` backbone
+    columns (bases the read inserts between columns are dropped, as in :func:`pileup`), so
+    ``pileup`` is the per-column count of these ids. Unlike the counts, the rows keep which read
+    shows what: a read with one base fewer in a homopolymer shows its gap in one column, and
+    another read may show its gap in a different column of the same run.
+
+    >>> read_rows(["AC", "AGC"], ["=D=", "=X="], 3)      # backbone 'ATC'
+    array([[1, 0, 2],
+           [1, 3, 2]])
+    """
+    pileup(reads, alignments, length)   # raises ValueError when an alignment does not fit
+    rows = np.zeros((len(reads), length), dtype=np.int64)
+    for r, (read, ops) in enumerate(zip(reads, alignments)):
+        i = j = 0
+        for op in ops:
+            if op in "=X":
+                rows[r, j] = _INDEX[read[i]]
+                i, j = i + 1, j + 1
+            elif op == "I":
+                i += 1
+            else:
+                j += 1
+    return rows
+
+
+def row_windows(rows: np.ndarray, backbone: str, width: int, stride: int, max_reads: int = 5):
+    """Model inputs that keep the reads apart: per column, each read's symbol one-hot (``max_reads``
+    slots of 5, zeros for absent reads), then the pileup fractions (5) and the backbone base one-hot (5).
+
+    Returns:
+        (features float32 (n_windows, width, 5 * max_reads + 10), start column of each window),
+        the windows placed as in :func:`windows`.
+
+    Raises:
+        ValueError when there are more reads than ``max_reads``.
+    """
+    n, L = rows.shape
+    if n > max_reads:
+        raise ValueError(f"{n} reads, more than the {max_reads} read slots of the model")
+    onehot = np.zeros((L, max_reads, len(VOCAB)), dtype=np.float32)
+    onehot[:, :n] = np.eye(len(VOCAB), dtype=np.float32)[rows.T]             # (L, n, 5)
+    counts = onehot.sum(1)
+    base, starts = windows(counts, backbone, width, stride)                  # (n_windows, width, 10)
+    per_read = onehot.reshape(L, -1)
+    return np.concatenate([np.stack([per_read[s:s + width] for s in starts]), base], axis=-1), starts
+
+
+def molecule_windows(truth: str, reads: Sequence[str], width: int, max_label: int, stride: int,
+                     max_reads: int | None = None):
+    """One molecule's model inputs on its POA backbone, with the reference functions of this module.
+
+    The backbone is ``poa_consensus(reads)``; every read is aligned to it (:func:`edit_distance`),
+    the :func:`pileup` is cut into :func:`windows` (or, with ``max_reads``, the aligned rows into
+    :func:`row_windows`), and each window's label is the truth bases of its columns
+    (:func:`column_labels` of the backbone -> truth alignment, :func:`label_windows`).
+
+    Returns:
+        (features (n, width, F) float32, labels (n, max_label) int64, backbone str,
+        counts (L, 5) int64, starts list[int]).
+    """
+    backbone = poa_consensus(reads)
+    alignments = [edit_distance(r, backbone)[1] for r in reads]
+    counts = pileup(reads, alignments, len(backbone))
+    if max_reads is None:
+        feats, starts = windows(counts, backbone, width, stride)
+    else:
+        feats, starts = row_windows(read_rows(reads, alignments, len(backbone)), backbone, width, stride, max_reads)
+    labels = column_labels(edit_distance(backbone, truth)[1], truth)
+    return feats, label_windows(labels, starts, width, max_label), backbone, counts, starts
+
+
+def pass_subsets(n_passes: int, n: int = 20, seed: int = 1) -> list[tuple[int, ...]]:
+    """Subsets of 3 of a molecule's ``n_passes`` passes to test on: all of them when there are at most
+    ``n``, else ``n`` drawn without replacement by ``numpy.random.default_rng(seed)``, in sorted order.
+
+    >>> len(pass_subsets(6)), len(pass_subsets(13)), pass_subsets(4)
+    (20, 20, [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)])
+    """
+    import itertools
+
+    if n_passes < 3:
+        raise ValueError(f"a subset of 3 passes needs at least 3 passes, got {n_passes}")
+    subsets = list(itertools.combinations(range(n_passes), 3))
+    if len(subsets) <= n:
+        return subsets
+    pick = np.random.default_rng(seed).choice(len(subsets), size=n, replace=False)
+    return [subsets[i] for i in sorted(pick)]
+
+
+def stitch(predictions, starts: Sequence[int], length: int) -> np.ndarray:
+    """Per-column symbol ids of a backbone from per-window predictions (n, width).
+
+    Window k writes its columns starting at ``starts[k]``; a later window overwrites the
+    columns it shares with an earlier one. Raises ValueError when a column is left unwritten.
+
+    >>> stitch(np.array([[1, 2, 3], [4, 4, 4]]), [0, 2], 5)
+    array([1, 2, 4, 4, 4])
+    """
+    predictions = np.asarray(predictions)
+    if len(predictions) != len(starts):
+        raise ValueError(f"got {len(predictions)} windows but {len(starts)} starts")
+    columns = np.full(length, -1, dtype=np.int64)
+    for s, row in zip(starts, predictions):
+        columns[s:s + len(row)] = row
+    if (columns < 0).any():
+        raise ValueError(f"columns {np.flatnonzero(columns < 0)[:5].tolist()}... are covered by no window")
+    return columns
+
+
+def phred_qv(error_rate: float) -> float:
+    """Phred quality value QV = -10 log10(error rate): 1 % -> QV 20, 0.1 % -> QV 30 (0 -> inf).
+
+    The unit in which PacBio and DeepConsensus report read accuracy (Q20 = 99 %, Q30 = 99.9 %).
+
+    >>> phred_qv(0.01), phred_qv(0.001)
+    (20.0, 30.0)
+    """
+    if not 0 <= error_rate <= 1:
+        raise ValueError(f"an error rate lies in [0, 1], got {error_rate!r}")
+    return math.inf if error_rate == 0 else -10.0 * math.log10(error_rate)
+
+
+def sign_test(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, int, float]:
+    """Exact two-sided sign test of paired values: is ``a`` lower than ``b`` more often than chance?
+
+    Pairs with a < b are wins, a > b losses, equal ones ties (left out of the test). Under the
+    null hypothesis a win and a loss are equally likely, so wins ~ Binomial(wins + losses, 1/2);
+    the p-value is the probability of a split at least as uneven, both directions, capped at 1.
+
+    Returns:
+        (wins, losses, ties, p).
+
+    >>> sign_test([1, 1, 1, 1, 1, 1], [2, 2, 2, 2, 2, 2])[3]   # 6 wins of 6: 2 / 64
+    0.03125
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
+    wins = sum(x < y for x, y in zip(a, b))
+    losses = sum(x > y for x, y in zip(a, b))
+    ties = len(a) - wins - losses
+    n = wins + losses
+    if n == 0:
+        return wins, losses, ties, 1.0
+    k = min(wins, losses)
+    p = 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return wins, losses, ties, min(1.0, p)
+
+
+PRETRAINED_FILE = pathlib.Path(__file__).resolve().parent / "data" / "consensus_transformer_folds.pt"
+
+
+def load_pretrained(device: str | torch.device = "cpu") -> tuple[dict, dict]:
+    """The models trained offline by ``tests/data_scripts/consensus_weights.py``, one per held-out molecule.
+
+    Returns:
+        (models: {held-out ZMW: ConsensusTransformer in eval mode}, info: the settings and the
+        figures measured when they were trained, as stored in the file).
+
+    Raises:
+        FileNotFoundError when the file is missing (the course ships it in ``course_lib/data``).
+    """
+    if not PRETRAINED_FILE.exists():
+        raise FileNotFoundError(f"{PRETRAINED_FILE} is missing: it ships with the course; rebuild it with "
+                                "tests/data_scripts/consensus_weights.py")
+    blob = torch.load(PRETRAINED_FILE, map_location="cpu", weights_only=True)
+    info = blob["info"]
+    models = {}
+    for zmw, state in blob["folds"].items():
+        model = ConsensusTransformer(**info["model"])
+        model.load_state_dict(state)
+        models[int(zmw)] = model.to(device).eval()
+    return models, info
