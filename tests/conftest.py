@@ -58,3 +58,13 @@ def repo_dir():
 # nbgrader runs `alembic` from PATH; make this environment's bin come first even
 # when pytest was started as .venv/bin/python -m pytest without activating it.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
+
+def pytest_configure(config):
+    """The nbval runs of the notebooks get the prose-numbers check (tests/prose_numbers_plugin.py) after each
+    notebook's last cell, unless it was already loaded with ``-p prose_numbers_plugin``."""
+    import prose_numbers_plugin
+
+    if not config.pluginmanager.is_registered(prose_numbers_plugin) \
+            and not config.pluginmanager.has_plugin("prose_numbers_plugin"):
+        config.pluginmanager.register(prose_numbers_plugin, "prose_numbers_plugin")

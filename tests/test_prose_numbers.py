@@ -1,5 +1,5 @@
 """Prose follows the outputs (issue 42, item 2): the checker of tests/prose_numbers.py, which the
-nbval run of the notebooks applies to every notebook after its last cell (notebooks/conftest.py:
+nbval run of the notebooks applies to every notebook after its last cell (tests/prose_numbers_plugin.py:
 one "prose numbers" item per notebook, on the outputs nbval has just produced).
 
 These tests show that it fails on a notebook whose prose states a stale number, passes when the
@@ -84,8 +84,9 @@ def test_the_nbval_run_adds_a_prose_item_per_notebook():
     """Collection only (no kernel): `pytest notebooks --nbval-lax` gets one 'prose numbers' item per notebook,
     right after its last cell."""
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval-lax",
-                          "--nbval-current-env", "-p", "no:cacheprovider", "notebooks"],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
+                          "--nbval-current-env", "-p", "no:cacheprovider", "-p", "prose_numbers_plugin", "notebooks"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
     lines = [line for line in run.stdout.splitlines() if "::" in line]
     notebooks = sorted(REPO.glob("notebooks/*/*.ipynb"))
     prose = [line for line in lines if line.endswith("::prose numbers")]
@@ -99,9 +100,7 @@ def test_the_nbval_run_adds_a_prose_item_per_notebook():
 @pytest.mark.slow
 def test_the_nbval_run_fails_on_a_stale_notebook(tmp_path):
     """End to end: a two-cell notebook whose markdown states a number its output does not print fails under
-    nbval with the plugin of notebooks/conftest.py; the same notebook with the right number passes."""
-    (tmp_path / "conftest.py").write_text((REPO / "notebooks" / "conftest.py").read_text()
-                                          .replace('parent.parent / "tests"', f'parent.parent / {str(REPO)!r} / "tests"'))
+    nbval with the plugin of tests/prose_numbers_plugin.py; the same notebook with the right number passes."""
     results = {}
     for claim in ("0.79", "0.76"):
         folder = tmp_path / f"claim_{claim.replace('.', '_')}"
@@ -110,8 +109,8 @@ def test_the_nbval_run_fails_on_a_stale_notebook(tmp_path):
                                  new_markdown_cell(f"In this run the model reached {claim}.")])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nbformat.write(nb, folder / "lesson.ipynb")
-        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-                              "--nbval-current-env", str(folder / "lesson.ipynb")],
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "prose_numbers_plugin",
+                              "--nbval-lax", "--nbval-current-env", str(folder / "lesson.ipynb")],
                              cwd=tmp_path, capture_output=True, text=True, timeout=300,
                              env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
         results[claim] = run

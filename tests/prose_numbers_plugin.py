@@ -1,13 +1,18 @@
 """pytest plugin for the nbval runs of the notebooks (`make test` runs them with --nbval-lax): after a
 notebook's last cell, one more item, "prose numbers", checks that every result number its markdown
 states is one its outputs in this run show (tests/prose_numbers.py; issue 42). It reuses the
-outputs nbval has just produced, so no notebook is executed twice."""
+outputs nbval has just produced, so no notebook is executed twice.
+
+A plugin module, not notebooks/conftest.py: two conftest modules are both named ``conftest``, and the
+last one pytest imports replaces the other in ``sys.modules`` (the tests' ``from conftest import REPO``
+then failed). tests/conftest.py registers it for every run that collects tests/ (`make test`); on its
+own: ``PYTHONPATH=tests pytest -p prose_numbers_plugin --nbval-lax notebooks/...``."""
 import pathlib
 import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import prose_numbers  # noqa: E402  (tests/prose_numbers.py)
 
 _OUTPUTS: dict[str, dict[int, list]] = {}  # notebook path -> {code cell number: outputs of this run}
