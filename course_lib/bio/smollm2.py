@@ -13,7 +13,7 @@ Covers
       when it is missing): a ``transformers`` ``LlamaForCausalLM`` in eval mode, float32.
 
 Why not ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``: in
-``transformers`` 5.23 that entry point refuses GGUF files unless the ``accelerate``
+``transformers`` 5.23 and 5.24 that entry point refuses GGUF files unless the ``accelerate``
 package is installed (a guard in ``PreTrainedModel.from_pretrained``; the course does
 not depend on ``accelerate``). The conversion itself does not need it:
 ``AutoConfig.from_pretrained(..., gguf_file=)`` reads the architecture, and
