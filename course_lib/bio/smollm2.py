@@ -13,7 +13,7 @@ Covers
       when it is missing): a ``transformers`` ``LlamaForCausalLM`` in eval mode, float32.
 
 Why not ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``: in
-``transformers`` 5.23 that entry point refuses GGUF files unless the ``accelerate``
+``transformers`` 5.23 and 5.24 that entry point refuses GGUF files unless the ``accelerate``
 package is installed (a guard in ``PreTrainedModel.from_pretrained``; the course does
 not depend on ``accelerate``). The conversion itself does not need it:
 ``AutoConfig.from_pretrained(..., gguf_file=)`` reads the architecture, and
@@ -85,6 +85,9 @@ def convert(dest: pathlib.Path | None = None, *, progress: bool = True) -> pathl
     tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    if progress:  # the silent part: writing ~0.5 GB can take a minute on a slow or busy disk
+        n_bytes = sum(t.numel() * t.element_size() for t in model.parameters())  # the tied weight once
+        print(f"writing the float32 checkpoint ({n_bytes / 1e6:.0f} MB) to {dest.parent} ...", flush=True)
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
