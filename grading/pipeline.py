@@ -574,6 +574,42 @@ def prune_feedback(students: list[str]) -> list[str]:
     return stale
 
 
+NOT_GRADED_PAGE = "not-graded.html"
+
+
+def write_not_graded_pages(statuses: dict) -> list[str]:
+    """A feedback page for each submission that was not graded (missing, unreadable, misnamed, a refused
+    id): ``feedback/<student>/<assignment>/not-graded.html`` says why and what to do, so the student
+    hears it as a graded student hears their feedback. It replaces that folder's earlier pages (generated
+    output only; nothing in submitted/ is touched). Every text is escaped. Returns the pages written."""
+    import html
+
+    written = []
+    for (a, s), status in sorted(statuses.items()):
+        if not status.startswith("not graded"):
+            continue
+        folder = os.path.join(GRADING_DIR, "feedback", s, a)
+        if os.path.lexists(folder):
+            shutil.rmtree(folder) if _real_dir(folder) else os.unlink(folder)
+        os.makedirs(folder)
+        reasons = status[len("not graded"):].lstrip(": ").split("; ")
+        items = []
+        for r in reasons:
+            text, _, fix = r.partition(" (fix: ")
+            items.append(f"<li>{html.escape(text)}" + (f"<br><b>What to do:</b> {html.escape(fix.rstrip(')'))}"
+                                                        if fix else "") + "</li>")
+        page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(a)}: not graded"
+                f"</title></head><body><h1>{html.escape(a)}: not graded</h1><p>Student: {html.escape(s)}. "
+                "Your submission for this assignment could not be graded, so it scores 0 for now:</p>"
+                f"<ul>{''.join(items)}</ul><p>Once it is fixed, your instructor grades it again "
+                "(<code>python -m grading grade --student ID</code>).</p></body></html>")
+        path = os.path.join(folder, NOT_GRADED_PAGE)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(page)
+        written.append(path)
+    return written
+
+
 _RUN: dict = {}  # what an interrupt report needs: the run's tasks and course root
 
 
@@ -773,6 +809,12 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     for line in intake_mod.report_lines([f for f in intake_findings if not opts.students or f["student"] in opts.students]):
         log(line)
     stale = prune_feedback(students) if opts.feedback else []
+    if opts.feedback:
+        pages = write_not_graded_pages({k: v for k, v in statuses.items()
+                                        if not opts.students or k[1] in opts.students})
+        if pages:
+            log(f"[report] {len(pages)} student page(s) say why a submission was not graded and what to do: "
+                + ", ".join(os.path.relpath(p, GRADING_DIR) for p in pages[:5]) + (" ..." if len(pages) > 5 else ""))
     if stale:
         log(f"[report] removed the feedback pages of {len(stale)} student(s) not in this class (an earlier run's): "
             + ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))

@@ -236,13 +236,25 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
             # so the export says 0 for this submission instead of a stale score
             result["stale_grades_removed"] = remove_submission(api, assignment, student)
         if feedback and result["autograded"] and not fault:
-            fb = api.generate_feedback(assignment, student, force=True)
-            result["feedback_ok"] = bool(fb.get("success"))
-            if not fb.get("success"):
-                result["feedback_error"] = _tail(fb.get("error") or fb.get("log"))
-                fb_fault = machine_fault(result["feedback_error"])
-                if fb_fault:
-                    result["feedback_fault"] = fb_fault
+            # the earlier page set aside like the autograded folder: a machine failure while writing the new
+            # one (disk full, read-only folder) leaves the earlier page in place
+            fb_dir = os.path.join(GRADING_DIR, "feedback", student, assignment)
+            fb_backup = set_aside(fb_dir)
+            fb_failed = True
+            try:
+                fb = api.generate_feedback(assignment, student, force=True)
+                fb_failed = not fb.get("success")
+                result["feedback_ok"] = not fb_failed
+                if fb_failed:
+                    result["feedback_error"] = _tail(fb.get("error") or fb.get("log"))
+                    fb_fault = machine_fault(result["feedback_error"])
+                    if fb_fault:
+                        result["feedback_fault"] = fb_fault
+            finally:
+                try:
+                    put_back(fb_dir, fb_backup, failed=fb_failed)
+                except OSError as err:
+                    result["feedback_fault"] = f"could not restore the earlier feedback page: {err}"
     except Exception as err:  # record and go on: one submission never stops the others
         import traceback
 

@@ -313,3 +313,60 @@ def test_an_earlier_autograded_folder_survives_a_machine_failure(tmp_path):
     # a worker killed between the two leaves the earlier folder aside: the next run puts it back first
     backup = worker.set_aside(str(folder))
     assert worker.set_aside(str(folder)) == backup and (tmp_path / "autograded" / "ana" / f".{ASSIGNMENT}.previous").is_dir()
+
+
+# ------------------------------------------------------------- pages for what was not graded, feedback kept
+def test_a_submission_not_graded_gets_a_page_saying_why_and_what_to_do(tmp_path, monkeypatch):
+    """Issue 40.5: missing, unreadable or misnamed submissions get a feedback page for the student (the
+    reason and the fix, escaped), not only a line in the report; graded ones get none from here."""
+    from grading import pipeline
+
+    monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
+    old = tmp_path / "feedback" / "bob" / "01_attention"
+    old.mkdir(parents=True)
+    (old / "attention.html").write_text("an earlier run's page")
+    statuses = {
+        ("01_attention", "ana"): "graded",
+        ("01_attention", "bob"): "not graded: unreadable: attention.ipynb is not a valid notebook: the JSON ends "
+                                 "early, at line 40 (fix: download it again from JupyterLab and regrade)",
+        ("06_bpe", "<b>eve</b>"): "not graded: no submission for 06_bpe",
+    }
+    pages = pipeline.write_not_graded_pages(statuses)
+    assert sorted(os.path.relpath(p, tmp_path) for p in pages) == [
+        os.path.join("feedback", "<b>eve</b>", "06_bpe", "not-graded.html"),
+        os.path.join("feedback", "bob", "01_attention", "not-graded.html")]
+    bob = (old / "not-graded.html").read_text()
+    assert "the JSON ends early, at line 40" in bob and "What to do:</b> download it again from JupyterLab" in bob
+    assert not (old / "attention.html").exists(), "an earlier page with a grade no longer stands"
+    eve = (tmp_path / "feedback" / "<b>eve</b>" / "06_bpe" / "not-graded.html").read_text()
+    assert "&lt;b&gt;eve&lt;/b&gt;" in eve and "<b>eve</b>" not in eve
+    assert not (tmp_path / "feedback" / "ana").exists()
+
+
+def test_a_feedback_page_that_fails_for_the_machine_leaves_the_earlier_page(tmp_path, monkeypatch):
+    """Issue 43.3: the earlier feedback page is set aside before nbgrader writes the new one and put back
+    when writing fails (here: the disk is full), so a machine failure never costs it."""
+    from grading import worker
+
+    monkeypatch.setattr(worker, "GRADING_DIR", str(tmp_path))
+    page = tmp_path / "feedback" / "bob" / "01_attention" / "attention.html"
+    page.parent.mkdir(parents=True)
+    page.write_text("earlier page")
+
+    class Api:  # nbgrader's API as grade_one uses it: a graded notebook, then feedback that hits a full disk
+        def autograde(self, assignment, student, force, create):
+            folder = tmp_path / "autograded" / student / assignment
+            folder.mkdir(parents=True)
+            (folder / "attention.ipynb").write_text(nbformat.writes(nbformat.v4.new_notebook()))
+            return {"success": True, "log": ""}
+
+        def generate_feedback(self, assignment, student, force):
+            folder = tmp_path / "feedback" / student / assignment
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "attention.html").write_text("half a page")
+            return {"success": False, "error": "OSError: [Errno 28] No space left on device"}
+
+    result = worker.grade_one(Api(), "01_attention", "bob")
+    assert result["feedback_ok"] is False and result["feedback_fault"].startswith("the disk is full"), result
+    assert page.read_text() == "earlier page"
+    assert not list(page.parent.parent.glob(".*previous")), "the set-aside copy is back in place, none left over"
