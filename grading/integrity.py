@@ -158,7 +158,9 @@ def _allow_harmless_magics(tree):
             if magic is None:
                 return node
             kind, name, args = magic
-            if name in _DISPLAY_MAGICS:
+            if name in _DISPLAY_MAGICS and not any(ch in a for a in args for ch in "{}$"):
+                # IPython expands `{expr}` and `$name` in these magics' arguments before they run
+                # (`%precision {anything()}` runs anything): such an argument is code, kept a finding
                 return ast.copy_location(ast.Pass(), node)
             if name in _TIMING_MAGICS:
                 line, body = (args + ["", ""])[:2]
@@ -459,11 +461,16 @@ class ScanSubmission(NbGraderPreprocessor):
         imported = set(protected) | set(imported_names([c.source for c in nb.cells if c.cell_type == "code"]))
         findings: list[str] = []
         seen = set()
+        # nbgrader's DeduplicateIds (after this scan) keeps the last cell of a grade id and turns the
+        # others into plain cells, which nbgrader neither restores nor grades: they are read as the student's
+        last = {_gid(c): i for i, c in enumerate(nb.cells)}
         for i, cell in enumerate(nb.cells):
             meta = cell.metadata.get("nbgrader", {})
             gid = _gid(cell)
             editable, solution = False, False
-            if gid is not None and gid in source_cells:
+            if gid is not None and last.get(gid) != i:
+                editable = _normalise(cell.source) not in instructor_sources  # an exact copy runs as released
+            elif gid is not None and gid in source_cells:
                 seen.add(gid)
                 locked, stored_source, cell_type = source_cells[gid]
                 if bool(meta.get("solution", False)) != (gid in solution_cells) or \

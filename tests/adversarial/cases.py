@@ -835,6 +835,41 @@ HONEST = [
 _NOT_JSON = "does not appear to be JSON"
 # what grading/integrity.py shows: ApplyIntegrity's error output and note, the report's problem lines
 # (a bare "IntegrityError" would also match the checks' own source quoted in any traceback)
+# ------------------------------------------------------------------ review of issue 43's relaxations
+COPY_REFERENCE = '''
+import types
+import course_lib.attention as ref
+softmax = types.FunctionType(ref.softmax.__code__, ref.softmax.__globals__, 'softmax', ref.softmax.__defaults__)
+'''
+
+
+def duplicate_locked_cell(ctx):
+    """A copy of the locked softmax test cell (its nbgrader metadata kept) placed before the original, its
+    source replaced by code that copies the reference's code object into an untripwired function
+    (nbgrader's DeduplicateIds keeps the last cell of a grade id and makes the others plain cells)."""
+    def edit(nb):
+        at = _index(nb, "softmax_visible")
+        dup = copy.deepcopy(nb.cells[at])
+        dup["id"] = "copy-of-softmax-visible"
+        dup.source = textwrap.dedent(COPY_REFERENCE).strip("\n")
+        nb.cells.insert(at, dup)
+    return files(notebook(ctx, correct=False, edit=edit))
+
+
+def magic_expansion(ctx):
+    """A display magic whose argument IPython expands: ``{expr}`` is evaluated in the user namespace."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        _impl = []
+
+
+        def softmax(x, axis=-1):
+            return _impl[0](x, axis)
+    '''}, after={"softmax_impl": [
+        "%precision {_impl.append(__import__('types').FunctionType("
+        "__import__('course_lib.attention', fromlist=('softmax',)).softmax.__code__, "
+        "__import__('course_lib.attention', fromlist=('softmax',)).softmax.__globals__)) or 3}"]}))
+
+
 INTEGRITY_FEEDBACK = "integrity check failed"
 INTEGRITY_REPORT = "IntegrityError: "
 RESTORED = "restored as released"  # ApplyIntegrity's note for what grading put back (no cost)
@@ -1000,7 +1035,15 @@ HOSTILE = [
          "restoration note", 9.0, build=hostile_grade_id, restored=True,
          feedback=(RESTORED, "not a cell of this assignment"), absent=(INTEGRITY_FEEDBACK,),
          absent_html=("<img src=x onerror",)),
+    Case("x59_duplicate_locked_cell", "blank; a copy of the softmax test cell (metadata kept) before the original "
+         "holds code that copies the reference's code object (nbgrader grades only the last copy of a grade id)",
+         0.0, build=duplicate_locked_cell, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "rewrites function code"), report=(INTEGRITY_REPORT, "course_lib.attention")),
+    Case("x60_magic_expansion", "blank; `%precision {...}` (a display magic: IPython evaluates the braces) "
+         "installs a copy of the reference softmax", 0.0, build=magic_expansion, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "get_ipython"), report=(INTEGRITY_REPORT, "get_ipython")),
 ]
 
 CASES = HONEST + HOSTILE
 BY_STUDENT = {c.student: c for c in CASES}
+
