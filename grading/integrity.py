@@ -82,13 +82,21 @@ _FORBIDDEN_ATTRS = {"modules": ("sys", "patches sys.modules"), "_getframe": (Non
                     "set_custom_exc": (None, "installs a custom exception handler in the kernel"),
                     "showtraceback": (None, "replaces the kernel's traceback display"),
                     "scaled_dot_product_attention": (None, "calls PyTorch's built-in attention"),
-                    "multi_head_attention_forward": (None, "calls PyTorch's built-in multi-head attention")}
+                    "multi_head_attention_forward": (None, "calls PyTorch's built-in multi-head attention"),
+                    "importlib": (None, "uses importlib"), "import_module": (None, "uses importlib"),
+                    "__setattr__": (None, "sets attributes through __setattr__"),
+                    "__delattr__": (None, "deletes attributes through __delattr__")}
 
 
 def _root_name(node) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.value if not isinstance(node, ast.Call) else node.func
     return node.id if isinstance(node, ast.Name) else None
+
+
+def _owned_by(node, owner: str) -> bool:
+    """``node`` is the module ``owner`` by its name or as another module's attribute (``os.sys``)."""
+    return _root_name(node) == owner or (isinstance(node, ast.Attribute) and node.attr == owner)
 
 
 def _bindings(node) -> dict[str, str]:
@@ -385,11 +393,20 @@ def scan_code(source: str, where: str, imported, protected: dict[str, str],
             add(_FORBIDDEN_NAMES[node.id])
         elif isinstance(node, ast.Attribute) and node.attr in _FORBIDDEN_ATTRS:
             owner, msg = _FORBIDDEN_ATTRS[node.attr]
-            if owner is None or _root_name(node.value) == owner:
+            if owner is None or _owned_by(node.value, owner):  # sys.modules, os.sys.modules
                 add(msg)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("getattr", "hasattr", "setattr", "delattr"):
             first = node.args[0] if node.args else None
-            if not (isinstance(first, ast.Name) and first.id in ("self", "cls")):
+            name = node.args[1] if len(node.args) > 1 else None
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value in _FORBIDDEN_ATTRS:
+                owner, msg = _FORBIDDEN_ATTRS[name.value]  # getattr(f, "__code__") is f.__code__
+                if owner is None or first is None or _owned_by(first, owner):
+                    add(msg)
+            elif name is not None and not isinstance(name, (ast.Constant, ast.Name)):
+                add(f"calls {node.func.id} with a computed attribute name ({ast.unparse(name)})")
+            if node.func.id in ("setattr", "delattr") and \
+                    not (isinstance(first, ast.Name) and first.id in ("self", "cls")):
                 add(f"calls {node.func.id} on {ast.unparse(first) if first is not None else 'something'}")
     return found
 

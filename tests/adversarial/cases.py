@@ -870,6 +870,29 @@ def magic_expansion(ctx):
         "__import__('course_lib.attention', fromlist=('softmax',)).softmax.__globals__)) or 3}"]}))
 
 
+def code_copy_by_name(ctx):
+    """The reference reached through `os.sys.modules`, its code object through getattr with a string:
+    no attribute the scan reads by name is written."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        import os
+        import types
+
+        _ref = os.sys.modules["course_lib.attention"].softmax
+        softmax = types.FunctionType(getattr(_ref, "__code__"), getattr(_ref, "__globals__"), "softmax", (-1,))
+    '''}))
+
+
+def module_written_then_imported(ctx):
+    """A cell writes a module whose text copies the reference's code object and imports it: the code
+    is a string literal where the scan reads it."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        with open("helper_x62.py", "w") as fh:
+            fh.write("import sys, types\\n_r = sys.modules['course_lib.attention'].softmax\\n"
+                     "softmax = types.FunctionType(_r.__code__, _r.__globals__, 'softmax', (-1,))\\n")
+        from helper_x62 import softmax
+    '''}))
+
+
 INTEGRITY_FEEDBACK = "integrity check failed"
 INTEGRITY_REPORT = "IntegrityError: "
 RESTORED = "restored as released"  # ApplyIntegrity's note for what grading put back (no cost)
@@ -1042,6 +1065,10 @@ HOSTILE = [
     Case("x60_magic_expansion", "blank; `%precision {...}` (a display magic: IPython evaluates the braces) "
          "installs a copy of the reference softmax", 0.0, build=magic_expansion, integrity=True,
          feedback=(INTEGRITY_FEEDBACK, "get_ipython"), report=(INTEGRITY_REPORT, "get_ipython")),
+    Case("x61_code_copy_by_name", "blank; softmax is a copy of the reference's code object, reached through "
+         "os.sys.modules and getattr(..., '__code__')", 0.0, build=code_copy_by_name, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "sys.modules", "rewrites function code"),
+         report=(INTEGRITY_REPORT, "sys.modules")),
 ]
 
 CASES = HONEST + HOSTILE
