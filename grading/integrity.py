@@ -94,6 +94,31 @@ def _root_name(node) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+@functools.lru_cache(maxsize=1024)
+def _installed(top: str) -> bool:
+    """A top-level module the grading environment has (built in, or found on its path outside the working
+    folder: the kernel's working folder is the student's, where a cell can write a module and import it)."""
+    import importlib.machinery
+    import sys
+
+    if not top or top.startswith("."):
+        return False
+    if top in sys.builtin_module_names or top == "__future__":
+        return True
+    here = {"", os.getcwd()}
+    path = [p for p in sys.path if p not in here]
+    for finder in sys.meta_path:  # the path finder on the path without the working folder; editable installs' own
+        find = getattr(finder, "find_spec", None)
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(top, path) if finder is importlib.machinery.PathFinder \
+                else find(top, None) if find is not None else None
+        except (ImportError, ValueError, TypeError, AttributeError):
+            spec = None
+        if spec is not None:
+            return True
+    return False
+
+
 def _owned_by(node, owner: str) -> bool:
     """``node`` is the module ``owner`` by its name or as another module's attribute (``os.sys``)."""
     return _root_name(node) == owner or (isinstance(node, ast.Attribute) and node.attr == owner)
@@ -386,6 +411,10 @@ def scan_code(source: str, where: str, imported, protected: dict[str, str],
                     add(_FORBIDDEN_MODULES[top])
             for msg in _course_lib_finding(node):
                 add(msg)
+            for m in mods if not (isinstance(node, ast.ImportFrom) and node.level) else ["." * node.level + (node.module or "")]:
+                if not _installed(m.split(".")[0]):
+                    add(f"imports {m}, which is not installed: a module written by the submission, "
+                        "whose code this check cannot read")
             for bound, target in _bindings(node).items():
                 if bound in protected and protected[bound] != target:  # `import math` again is fine
                     add(f"rebinds {bound!r}, which the locked setup cell imported")

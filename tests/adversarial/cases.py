@@ -983,7 +983,8 @@ HOSTILE = [
                    "blocked read of demo answers", "blocked read of git", "blocked read of instructor home"),
          absent=("LEAK",)),
     Case("x34_read_other_student", "blank; copies s01_correct's answers if it can read them", 0.0,
-         build=read_other_student, feedback=("blocked read of another student",), absent=("LEAK",)),
+         build=read_other_student, feedback=("blocked read of another student", INTEGRITY_FEEDBACK), absent=("LEAK",),
+         integrity=True, report=(INTEGRITY_REPORT, "stolen_answers")),  # it imports the module it writes (x62)
     Case("x35_socket", "connects to 127.0.0.1 and to 192.0.2.1 (TEST-NET, never routed)", 9.0, build=socket_probe,
          feedback=("socket to 127.0.0.1 blocked", "socket to 192.0.2.1 blocked"), absent=("CONNECTED", "SLOW")),
     # ---- cheating
@@ -1069,6 +1070,10 @@ HOSTILE = [
          "os.sys.modules and getattr(..., '__code__')", 0.0, build=code_copy_by_name, integrity=True,
          feedback=(INTEGRITY_FEEDBACK, "sys.modules", "rewrites function code"),
          report=(INTEGRITY_REPORT, "sys.modules")),
+    Case("x62_module_written_then_imported", "blank; softmax's cell writes helper_x62.py (a copy of the "
+         "reference's code object, in a string) and imports softmax from it", 0.0,
+         build=module_written_then_imported, integrity=True, feedback=(INTEGRITY_FEEDBACK, "not installed"),
+         report=(INTEGRITY_REPORT, "helper_x62")),
 ]
 
 CASES = HONEST + HOSTILE
