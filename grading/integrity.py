@@ -34,8 +34,13 @@ anything but self/cls, redefining exception classes (``AssertionError``),
 (``inspect``, ``sys._getframe``, ``get_ipython``, ``_ih``), shell escapes and magics
 other than display and timing ones, importing the checks, ``course_lib`` itself or a
 ``course_lib`` module that holds a graded exercise's reference (:func:`reference_modules`),
-and calling PyTorch's built-in attention. Allowed: ``%matplotlib``, ``%time``/``%timeit``
-(their code is read), ``obj?``, ``help(...)``, and importing the ``course_lib`` modules
+calling PyTorch's built-in attention, ``__code__``/``__globals__``/``__dict__``/``__setattr__``
+(also by ``getattr`` with the name as a string; a computed name in ``getattr`` is a finding), and
+importing a module the grading environment lacks (one the submission wrote into its folder).
+Every copy of a grade id's cell but the last is read as the student's (nbgrader's DeduplicateIds
+keeps the last; the others run as plain cells). Allowed: ``%matplotlib``, ``%time``/``%timeit``
+(their code is read), ``obj?``, ``help(...)`` (a display magic whose argument holds ``{...}`` or
+``$`` is not: IPython evaluates it), and importing the ``course_lib`` modules
 that hold no graded reference (``plotting``, ``pretrained``, the data loaders).
 
 ``ApplyIntegrity`` (autograde pass, right after execution) turns every autograded test
