@@ -893,6 +893,18 @@ def module_written_then_imported(ctx):
     '''}))
 
 
+def stdlib_shadow(ctx):
+    """As x62, but the module written is named like a standard-library module no earlier cell imported
+    (tabnanny): it is installed, so the import reads as harmless, and the kernel finds the student's file
+    first (the working folder leads its sys.path)."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        with open("tabnanny.py", "w") as fh:
+            fh.write("import sys, types\\n_r = sys.modules['course_lib.attention'].softmax\\n"
+                     "softmax = types.FunctionType(_r.__code__, _r.__globals__, 'softmax', (-1,))\\n")
+        from tabnanny import softmax
+    '''}))
+
+
 INTEGRITY_FEEDBACK = "integrity check failed"
 INTEGRITY_REPORT = "IntegrityError: "
 RESTORED = "restored as released"  # ApplyIntegrity's note for what grading put back (no cost)
@@ -1074,6 +1086,12 @@ HOSTILE = [
          "reference's code object, in a string) and imports softmax from it", 0.0,
          build=module_written_then_imported, integrity=True, feedback=(INTEGRITY_FEEDBACK, "not installed"),
          report=(INTEGRITY_REPORT, "helper_x62")),
+    Case("x63_stdlib_shadow", "blank; softmax's cell writes tabnanny.py (a copy of the reference's code object) "
+         "and imports softmax from it: measured 3/11 on 2026-11-25", 0.0, build=stdlib_shadow, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,),
+         scan_gap="open: an installed module's name shadowed by a file the submission writes; the fix belongs "
+                  "in the kernel (its working folder off sys.path before student code runs)",
+         xfail="open: a blank softmax scores 3/11 through a written tabnanny.py (see scan_gap)"),
 ]
 
 CASES = HONEST + HOSTILE
