@@ -34,8 +34,13 @@ anything but self/cls, redefining exception classes (``AssertionError``),
 (``inspect``, ``sys._getframe``, ``get_ipython``, ``_ih``), shell escapes and magics
 other than display and timing ones, importing the checks, ``course_lib`` itself or a
 ``course_lib`` module that holds a graded exercise's reference (:func:`reference_modules`),
-and calling PyTorch's built-in attention. Allowed: ``%matplotlib``, ``%time``/``%timeit``
-(their code is read), ``obj?``, ``help(...)``, and importing the ``course_lib`` modules
+calling PyTorch's built-in attention, ``__code__``/``__globals__``/``__dict__``/``__setattr__``
+(also by ``getattr`` with the name as a string; a computed name in ``getattr`` is a finding), and
+importing a module the grading environment lacks (one the submission wrote into its folder).
+Every copy of a grade id's cell but the last is read as the student's (nbgrader's DeduplicateIds
+keeps the last; the others run as plain cells). Allowed: ``%matplotlib``, ``%time``/``%timeit``
+(their code is read), ``obj?``, ``help(...)`` (a display magic whose argument holds ``{...}`` or
+``$`` is not: IPython evaluates it), and importing the ``course_lib`` modules
 that hold no graded reference (``plotting``, ``pretrained``, the data loaders).
 
 ``ApplyIntegrity`` (autograde pass, right after execution) turns every autograded test
@@ -82,13 +87,46 @@ _FORBIDDEN_ATTRS = {"modules": ("sys", "patches sys.modules"), "_getframe": (Non
                     "set_custom_exc": (None, "installs a custom exception handler in the kernel"),
                     "showtraceback": (None, "replaces the kernel's traceback display"),
                     "scaled_dot_product_attention": (None, "calls PyTorch's built-in attention"),
-                    "multi_head_attention_forward": (None, "calls PyTorch's built-in multi-head attention")}
+                    "multi_head_attention_forward": (None, "calls PyTorch's built-in multi-head attention"),
+                    "importlib": (None, "uses importlib"), "import_module": (None, "uses importlib"),
+                    "__setattr__": (None, "sets attributes through __setattr__"),
+                    "__delattr__": (None, "deletes attributes through __delattr__")}
 
 
 def _root_name(node) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.value if not isinstance(node, ast.Call) else node.func
     return node.id if isinstance(node, ast.Name) else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _installed(top: str) -> bool:
+    """A top-level module the grading environment has (built in, or found on its path outside the working
+    folder: the kernel's working folder is the student's, where a cell can write a module and import it)."""
+    import importlib.machinery
+    import sys
+
+    if not top or top.startswith("."):
+        return False
+    if top in sys.builtin_module_names or top == "__future__":
+        return True
+    here = {"", os.getcwd()}
+    path = [p for p in sys.path if p not in here]
+    for finder in sys.meta_path:  # the path finder on the path without the working folder; editable installs' own
+        find = getattr(finder, "find_spec", None)
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(top, path) if finder is importlib.machinery.PathFinder \
+                else find(top, None) if find is not None else None
+        except (ImportError, ValueError, TypeError, AttributeError):
+            spec = None
+        if spec is not None:
+            return True
+    return False
+
+
+def _owned_by(node, owner: str) -> bool:
+    """``node`` is the module ``owner`` by its name or as another module's attribute (``os.sys``)."""
+    return _root_name(node) == owner or (isinstance(node, ast.Attribute) and node.attr == owner)
 
 
 def _bindings(node) -> dict[str, str]:
@@ -158,7 +196,9 @@ def _allow_harmless_magics(tree):
             if magic is None:
                 return node
             kind, name, args = magic
-            if name in _DISPLAY_MAGICS:
+            if name in _DISPLAY_MAGICS and not any(ch in a for a in args for ch in "{}$"):
+                # IPython expands `{expr}` and `$name` in these magics' arguments before they run
+                # (`%precision {anything()}` runs anything): such an argument is code, kept a finding
                 return ast.copy_location(ast.Pass(), node)
             if name in _TIMING_MAGICS:
                 line, body = (args + ["", ""])[:2]
@@ -376,6 +416,10 @@ def scan_code(source: str, where: str, imported, protected: dict[str, str],
                     add(_FORBIDDEN_MODULES[top])
             for msg in _course_lib_finding(node):
                 add(msg)
+            for m in mods if not (isinstance(node, ast.ImportFrom) and node.level) else ["." * node.level + (node.module or "")]:
+                if not _installed(m.split(".")[0]):
+                    add(f"imports {m}, which is not installed: a module written by the submission, "
+                        "whose code this check cannot read")
             for bound, target in _bindings(node).items():
                 if bound in protected and protected[bound] != target:  # `import math` again is fine
                     add(f"rebinds {bound!r}, which the locked setup cell imported")
@@ -383,11 +427,20 @@ def scan_code(source: str, where: str, imported, protected: dict[str, str],
             add(_FORBIDDEN_NAMES[node.id])
         elif isinstance(node, ast.Attribute) and node.attr in _FORBIDDEN_ATTRS:
             owner, msg = _FORBIDDEN_ATTRS[node.attr]
-            if owner is None or _root_name(node.value) == owner:
+            if owner is None or _owned_by(node.value, owner):  # sys.modules, os.sys.modules
                 add(msg)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("getattr", "hasattr", "setattr", "delattr"):
             first = node.args[0] if node.args else None
-            if not (isinstance(first, ast.Name) and first.id in ("self", "cls")):
+            name = node.args[1] if len(node.args) > 1 else None
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value in _FORBIDDEN_ATTRS:
+                owner, msg = _FORBIDDEN_ATTRS[name.value]  # getattr(f, "__code__") is f.__code__
+                if owner is None or first is None or _owned_by(first, owner):
+                    add(msg)
+            elif name is not None and not isinstance(name, (ast.Constant, ast.Name)):
+                add(f"calls {node.func.id} with a computed attribute name ({ast.unparse(name)})")
+            if node.func.id in ("setattr", "delattr") and \
+                    not (isinstance(first, ast.Name) and first.id in ("self", "cls")):
                 add(f"calls {node.func.id} on {ast.unparse(first) if first is not None else 'something'}")
     return found
 
@@ -459,11 +512,16 @@ class ScanSubmission(NbGraderPreprocessor):
         imported = set(protected) | set(imported_names([c.source for c in nb.cells if c.cell_type == "code"]))
         findings: list[str] = []
         seen = set()
+        # nbgrader's DeduplicateIds (after this scan) keeps the last cell of a grade id and turns the
+        # others into plain cells, which nbgrader neither restores nor grades: they are read as the student's
+        last = {_gid(c): i for i, c in enumerate(nb.cells)}
         for i, cell in enumerate(nb.cells):
             meta = cell.metadata.get("nbgrader", {})
             gid = _gid(cell)
             editable, solution = False, False
-            if gid is not None and gid in source_cells:
+            if gid is not None and last.get(gid) != i:
+                editable = _normalise(cell.source) not in instructor_sources  # an exact copy runs as released
+            elif gid is not None and gid in source_cells:
                 seen.add(gid)
                 locked, stored_source, cell_type = source_cells[gid]
                 if bool(meta.get("solution", False)) != (gid in solution_cells) or \

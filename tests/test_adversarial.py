@@ -175,7 +175,7 @@ def test_static_scan_flags_exactly_the_cheating(release_ctx, case):
     said = " ".join(findings + notes)
     for reason in case.feedback + case.report:
         if reason not in (C.INTEGRITY_FEEDBACK, C.INTEGRITY_REPORT, C.RESTORED, "KernelDied", "unstable softmax") \
-                and "tests passed" not in reason:
+                and "tests passed" not in reason and not reason.startswith("blocked "):  # printed by the kernel
             assert reason in said, f"{case.student}: findings {findings} and notes {notes} do not mention {reason!r}"
 
 

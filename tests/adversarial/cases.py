@@ -835,6 +835,76 @@ HONEST = [
 _NOT_JSON = "does not appear to be JSON"
 # what grading/integrity.py shows: ApplyIntegrity's error output and note, the report's problem lines
 # (a bare "IntegrityError" would also match the checks' own source quoted in any traceback)
+# ------------------------------------------------------------------ review of issue 43's relaxations
+COPY_REFERENCE = '''
+import types
+import course_lib.attention as ref
+softmax = types.FunctionType(ref.softmax.__code__, ref.softmax.__globals__, 'softmax', ref.softmax.__defaults__)
+'''
+
+
+def duplicate_locked_cell(ctx):
+    """A copy of the locked softmax test cell (its nbgrader metadata kept) placed before the original, its
+    source replaced by code that copies the reference's code object into an untripwired function
+    (nbgrader's DeduplicateIds keeps the last cell of a grade id and makes the others plain cells)."""
+    def edit(nb):
+        at = _index(nb, "softmax_visible")
+        dup = copy.deepcopy(nb.cells[at])
+        dup["id"] = "copy-of-softmax-visible"
+        dup.source = textwrap.dedent(COPY_REFERENCE).strip("\n")
+        nb.cells.insert(at, dup)
+    return files(notebook(ctx, correct=False, edit=edit))
+
+
+def magic_expansion(ctx):
+    """A display magic whose argument IPython expands: ``{expr}`` is evaluated in the user namespace."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        _impl = []
+
+
+        def softmax(x, axis=-1):
+            return _impl[0](x, axis)
+    '''}, after={"softmax_impl": [
+        "%precision {_impl.append(__import__('types').FunctionType("
+        "__import__('course_lib.attention', fromlist=('softmax',)).softmax.__code__, "
+        "__import__('course_lib.attention', fromlist=('softmax',)).softmax.__globals__)) or 3}"]}))
+
+
+def code_copy_by_name(ctx):
+    """The reference reached through `os.sys.modules`, its code object through getattr with a string:
+    no attribute the scan reads by name is written."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        import os
+        import types
+
+        _ref = os.sys.modules["course_lib.attention"].softmax
+        softmax = types.FunctionType(getattr(_ref, "__code__"), getattr(_ref, "__globals__"), "softmax", (-1,))
+    '''}))
+
+
+def module_written_then_imported(ctx):
+    """A cell writes a module whose text copies the reference's code object and imports it: the code
+    is a string literal where the scan reads it."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        with open("helper_x62.py", "w") as fh:
+            fh.write("import sys, types\\n_r = sys.modules['course_lib.attention'].softmax\\n"
+                     "softmax = types.FunctionType(_r.__code__, _r.__globals__, 'softmax', (-1,))\\n")
+        from helper_x62 import softmax
+    '''}))
+
+
+def stdlib_shadow(ctx):
+    """As x62, but the module written is named like a standard-library module no earlier cell imported
+    (tabnanny): it is installed, so the import reads as harmless, and the kernel finds the student's file
+    first (the working folder leads its sys.path)."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        with open("tabnanny.py", "w") as fh:
+            fh.write("import sys, types\\n_r = sys.modules['course_lib.attention'].softmax\\n"
+                     "softmax = types.FunctionType(_r.__code__, _r.__globals__, 'softmax', (-1,))\\n")
+        from tabnanny import softmax
+    '''}))
+
+
 INTEGRITY_FEEDBACK = "integrity check failed"
 INTEGRITY_REPORT = "IntegrityError: "
 RESTORED = "restored as released"  # ApplyIntegrity's note for what grading put back (no cost)
@@ -925,7 +995,8 @@ HOSTILE = [
                    "blocked read of demo answers", "blocked read of git", "blocked read of instructor home"),
          absent=("LEAK",)),
     Case("x34_read_other_student", "blank; copies s01_correct's answers if it can read them", 0.0,
-         build=read_other_student, feedback=("blocked read of another student",), absent=("LEAK",)),
+         build=read_other_student, feedback=("blocked read of another student", INTEGRITY_FEEDBACK), absent=("LEAK",),
+         integrity=True, report=(INTEGRITY_REPORT, "stolen_answers")),  # it imports the module it writes (x62)
     Case("x35_socket", "connects to 127.0.0.1 and to 192.0.2.1 (TEST-NET, never routed)", 9.0, build=socket_probe,
          feedback=("socket to 127.0.0.1 blocked", "socket to 192.0.2.1 blocked"), absent=("CONNECTED", "SLOW")),
     # ---- cheating
@@ -1000,7 +1071,29 @@ HOSTILE = [
          "restoration note", 9.0, build=hostile_grade_id, restored=True,
          feedback=(RESTORED, "not a cell of this assignment"), absent=(INTEGRITY_FEEDBACK,),
          absent_html=("<img src=x onerror",)),
+    Case("x59_duplicate_locked_cell", "blank; a copy of the softmax test cell (metadata kept) before the original "
+         "holds code that copies the reference's code object (nbgrader grades only the last copy of a grade id)",
+         0.0, build=duplicate_locked_cell, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "rewrites function code"), report=(INTEGRITY_REPORT, "course_lib.attention")),
+    Case("x60_magic_expansion", "blank; `%precision {...}` (a display magic: IPython evaluates the braces) "
+         "installs a copy of the reference softmax", 0.0, build=magic_expansion, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "get_ipython"), report=(INTEGRITY_REPORT, "get_ipython")),
+    Case("x61_code_copy_by_name", "blank; softmax is a copy of the reference's code object, reached through "
+         "os.sys.modules and getattr(..., '__code__')", 0.0, build=code_copy_by_name, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK, "sys.modules", "rewrites function code"),
+         report=(INTEGRITY_REPORT, "sys.modules")),
+    Case("x62_module_written_then_imported", "blank; softmax's cell writes helper_x62.py (a copy of the "
+         "reference's code object, in a string) and imports softmax from it", 0.0,
+         build=module_written_then_imported, integrity=True, feedback=(INTEGRITY_FEEDBACK, "not installed"),
+         report=(INTEGRITY_REPORT, "helper_x62")),
+    Case("x63_stdlib_shadow", "blank; softmax's cell writes tabnanny.py (a copy of the reference's code object) "
+         "and imports softmax from it: measured 3/11 on 2026-11-25", 0.0, build=stdlib_shadow, integrity=True,
+         feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,),
+         scan_gap="open: an installed module's name shadowed by a file the submission writes; the fix belongs "
+                  "in the kernel (its working folder off sys.path before student code runs)",
+         xfail="open: a blank softmax scores 3/11 through a written tabnanny.py (see scan_gap)"),
 ]
 
 CASES = HONEST + HOSTILE
 BY_STUDENT = {c.student: c for c in CASES}
+
