@@ -395,7 +395,9 @@ def main(argv: list[str] | None = None) -> None:
         connection_file = os.path.join(ipc_dir, "connection.json")
     python = os.path.join(environment_prefix(), "bin", "python") if os.path.exists(
         os.path.join(environment_prefix(), "bin", "python")) else sys.executable
-    kernel_argv = [python, "-m", "ipykernel_launcher", "-f", connection_file, *rest]
+    # -P: the working folder (the submission's copy) is not put on sys.path, and IPython then adds no ''
+    # either (sys.flags.safe_path): a module file the submission writes never shadows an installed one
+    kernel_argv = [python, "-P", "-m", "ipykernel_launcher", "-f", connection_file, *rest]
     ok, exe = bwrap_works()
     if ok and info.get("transport") != "ipc":
         ok = False  # a TCP kernel cannot live in an empty network namespace

@@ -134,7 +134,9 @@ def _become_kernel(req: dict) -> None:
     os.environ.clear()
     os.environ.update(req["env"])
     os.chdir(sandbox.KERNEL_WORKDIR)
-    sys.path[:] = [os.getcwd()] + [p for p in sys.path if p and p != os.getcwd()]
+    # no working folder on sys.path (as a cold kernel, ``python -P``): a module file the submission writes
+    # there can never shadow an installed one (tests/adversarial x63)
+    sys.path[:] = [p for p in sys.path if p and p not in (".", os.getcwd())]
     sys.argv = ["ipykernel_launcher", "-f", req["connection_file"], *req.get("args", [])]
     from ipykernel.kernelapp import IPKernelApp
 

@@ -896,7 +896,8 @@ def module_written_then_imported(ctx):
 def stdlib_shadow(ctx):
     """As x62, but the module written is named like a standard-library module no earlier cell imported
     (tabnanny): it is installed, so the import reads as harmless, and the kernel finds the student's file
-    first (the working folder leads its sys.path)."""
+    first when the working folder leads its sys.path. The kernel has no working folder on sys.path (``python -P``, and
+    the warm kernel drops it): the import finds the installed module."""
     return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
         with open("tabnanny.py", "w") as fh:
             fh.write("import sys, types\\n_r = sys.modules['course_lib.attention'].softmax\\n"
@@ -1087,11 +1088,9 @@ HOSTILE = [
          build=module_written_then_imported, integrity=True, feedback=(INTEGRITY_FEEDBACK, "not installed"),
          report=(INTEGRITY_REPORT, "helper_x62")),
     Case("x63_stdlib_shadow", "blank; softmax's cell writes tabnanny.py (a copy of the reference's code object) "
-         "and imports softmax from it: measured 3/11 on 2026-11-25", 0.0, build=stdlib_shadow, integrity=True,
-         feedback=(INTEGRITY_FEEDBACK,), report=(INTEGRITY_REPORT,),
-         scan_gap="open: an installed module's name shadowed by a file the submission writes; the fix belongs "
-                  "in the kernel (its working folder off sys.path before student code runs)",
-         xfail="open: a blank softmax scores 3/11 through a written tabnanny.py (see scan_gap)"),
+         "and imports softmax from it: 3/11 on 2026-11-25 until the kernel's sys.path lost its working folder; "
+         "the import now finds the installed tabnanny", 0.0, build=stdlib_shadow,
+         feedback=("cannot import name 'softmax' from 'tabnanny'",)),
 ]
 
 CASES = HONEST + HOSTILE
