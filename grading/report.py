@@ -605,8 +605,10 @@ def write(out: str, data: dict, threshold: float = 50.0) -> dict:
 def after_grading(log) -> int:
     """The last step of ``python -m grading grade``: rebuild the report and the LMS files, print where they are.
     Returns 0, or 1 when the report could not be built (the grades in grades.csv stand either way)."""
+    import grading
+
     try:
-        result = build()
+        result = build(root=grading.GRADING_DIR)  # the course just graded (the demo class's own, grading/demo_class/)
     except Exception as err:  # noqa: BLE001 - the grades are written; say what failed
         log(f"[report] ERROR: the class report could not be built ({type(err).__name__}: {err}); "
             "grades.csv stands; rerun `python -m grading report`")
@@ -648,13 +650,24 @@ def add_arguments(parser) -> None:
                              "grading/demo/roster.csv)")
     parser.add_argument("--lms-ids", choices=["nbgrader"], default=None,
                         help="without a roster, write the LMS files with the nbgrader ids as the LMS ids")
+    parser.add_argument("--demo", action="store_true",
+                        help="the demo class's course (grading/demo_class/, graded by `make grade` when "
+                             "grading/submitted/ holds no class); the default when only it has a gradebook")
 
 
 def run(args) -> int:
     if not 0 <= args.threshold <= 100:
         print(f"error: --threshold is a percent between 0 and 100, got {args.threshold:g}", file=sys.stderr)
         return 2
-    result = build(threshold=args.threshold, roster=args.roster, lms_ids=args.lms_ids)
+    root = GRADING_DIR
+    demo_root = os.path.join(GRADING_DIR, "demo_class")
+    if getattr(args, "demo", False) or (not os.environ.get("COURSE_DB_URL")
+                                        and not os.path.exists(os.path.join(GRADING_DIR, "gradebook.db"))
+                                        and os.path.exists(os.path.join(demo_root, "gradebook.db"))):
+        root = demo_root
+        os.environ["COURSE_ROOT"] = root  # nbgrader's config (its gradebook URL) follows, as in the grading run
+        print(f"[report] the demo class's course: {_rel(root)}")
+    result = build(root=root, threshold=args.threshold, roster=args.roster, lms_ids=args.lms_ids)
     _log_result(result, print)
     print(f"[report] built in {sum(result['seconds'].values()):.1f} s")
     return 2 if "error" in result["lms"] else 0

@@ -99,5 +99,5 @@ def test_grades_are_stored_in_postgres(pg_server, pg_grades):
 def test_postgres_and_sqlite_grades_are_identical(pg_grades, tmp_path):
     _, on_pg = pg_grades
     on_sqlite = grade(tmp_path, db_url=None, feedback=False)
-    assert (tmp_path / "gradebook.db").exists()
+    assert (tmp_path / "demo_class" / "gradebook.db").exists()  # the demo class is a course of its own
     assert on_sqlite == on_pg
