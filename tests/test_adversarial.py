@@ -912,9 +912,14 @@ def test_feedback_folders_hold_only_the_page(class_run):
     odd = {}
     for case in C.CASES:
         folder = os.path.join(outcome.root, "feedback", case.student, C.ASSIGNMENT)
-        if os.path.isdir(folder) and sorted(os.listdir(folder)) != ["attention.html"]:
+        # one page: the graded notebook's, or (a submission that could not be graded: x27-x30) the page that
+        # says why and what to do (pipeline.write_not_graded_pages)
+        if os.path.isdir(folder) and sorted(os.listdir(folder)) not in (["attention.html"], ["not-graded.html"]):
             odd[case.student] = sorted(os.listdir(folder))
     assert not odd, odd
+    for student in ("x27_corrupt_json", "x28_empty_file", "x30_wrong_file_name"):
+        page = os.path.join(outcome.root, "feedback", student, C.ASSIGNMENT, "not-graded.html")
+        assert os.path.isfile(page), f"{student}: not graded, and no page says why"
 
 
 @pytest.mark.slow

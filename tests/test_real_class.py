@@ -124,7 +124,11 @@ def test_grades_hold_exactly_the_class_graded(course):
     assert float(rows[(ASSIGNMENT, "bob")]["score"]) == 0.0
     assert rows[(ASSIGNMENT, "alice")]["status"] == "graded"
     feedback = sorted(p.name for p in (course["root"] / "feedback").iterdir())
-    assert feedback == ["alice", "bob"], feedback
+    assert feedback == ["al[ei]ce", "alice", "bob"], feedback
+    refused = course["root"] / "feedback" / "al[ei]ce" / ASSIGNMENT
+    assert [p.name for p in refused.iterdir()] == ["not-graded.html"], "a refused id gets only the page saying why"
+    page = (refused / "not-graded.html").read_text()
+    assert "reads as a file pattern" in page and "rename the folder" in page, page
     assert "s01_correct" not in course["real"].stdout
 
 
