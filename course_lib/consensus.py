@@ -52,6 +52,7 @@ from torch import nn
 
 from course_lib.blocks import Encoder
 from course_lib.positional import SinusoidalPositionalEncoding
+from course_lib.stats import paired_sign_p
 
 __all__ = [
     "VOCAB", "GAP", "encode", "decode", "reverse_complement",
@@ -595,12 +596,7 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, int, fl
     wins = sum(x < y for x, y in zip(a, b))
     losses = sum(x > y for x, y in zip(a, b))
     ties = len(a) - wins - losses
-    n = wins + losses
-    if n == 0:
-        return wins, losses, ties, 1.0
-    k = min(wins, losses)
-    p = 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return wins, losses, ties, min(1.0, p)
+    return wins, losses, ties, paired_sign_p(wins, losses)
 
 
 PRETRAINED_FILE = pathlib.Path(__file__).resolve().parent / "data" / "consensus_transformer_folds.pt"

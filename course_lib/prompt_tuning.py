@@ -32,12 +32,13 @@ Does NOT cover
 from __future__ import annotations
 
 import copy
-import math
 import pathlib
 from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
+
+from course_lib.stats import paired_sign_p, wilson_interval  # noqa: F401 - wilson_interval: lesson 09 uses PT.wilson_interval
 from torch import nn
 from torch.utils.data import Dataset, Subset, TensorDataset
 
@@ -319,21 +320,6 @@ def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts
     return tuple(outs) if isinstance(normalise, tuple) else outs[0]
 
 
-def wilson_interval(correct: int, total: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval (95% with z = 1.96) for an accuracy of correct / total.
-
-    >>> [round(v, 3) for v in wilson_interval(30, 40)]
-    [0.598, 0.858]
-    """
-    if total <= 0:
-        raise ValueError("total must be positive")
-    p = correct / total
-    denom = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denom
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def step_budget(data: Dataset, steps: int, batch_size: int, seed: int = 0) -> Subset:
     """The ``steps * batch_size`` examples of ``data`` that ``train(..., epochs=1)`` turns into exactly ``steps`` steps.
 
@@ -373,10 +359,8 @@ def mcnemar_exact(correct_a: Sequence[bool] | torch.Tensor, correct_b: Sequence[
     if a.shape != b.shape:
         raise ValueError(f"the two conditions must answer the same questions: {a.numel()} vs {b.numel()} answers")
     a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
-    d, k = a_only + b_only, min(a_only, b_only)
-    p = 1.0 if d == 0 else min(1.0, 2 * sum(math.comb(d, i) for i in range(k + 1)) / 2 ** d)
     return {"a_only": a_only, "b_only": b_only, "both": int((a & b).sum()), "neither": int((~a & ~b).sum()),
-            "n": int(a.numel()), "p": p}
+            "n": int(a.numel()), "p": paired_sign_p(a_only, b_only)}
 
 
 # the soft prompts trained offline with tests/data_scripts/soft_prompts_09.py (course_lib/data/README.md)

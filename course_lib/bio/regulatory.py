@@ -55,13 +55,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 import pathlib
 
 import numpy as np
 import torch
 
 from course_lib.bio.corpus import chloroplast_genome
+from course_lib.stats import paired_sign_p, wilson_interval
 
 __all__ = ["Motif", "load_motifs", "simulated_label", "RegulatoryData", "regulatory_dataset",
            "PROMOTER_END_UPSTREAM", "element_spans", "background_spans", "knock_out",
@@ -252,13 +252,10 @@ def accuracy_interval(correct, z: float = 1.96) -> tuple[float, float, float]:
     [0.75, 0.598, 0.858]
     """
     c = np.asarray(correct, dtype=bool)
-    n = c.size
-    if n == 0:
+    if c.size == 0:
         raise ValueError("no predictions to score")
-    p = c.mean()
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return float(p), float(centre - half), float(centre + half)
+    low, high = wilson_interval(int(c.sum()), c.size, z)
+    return float(c.mean()), float(low), float(high)
 
 
 def mcnemar_exact(correct_a, correct_b) -> tuple[int, int, float]:
@@ -274,8 +271,4 @@ def mcnemar_exact(correct_a, correct_b) -> tuple[int, int, float]:
     if a.shape != b.shape:
         raise ValueError(f"the two models must be scored on the same items, got {a.shape} and {b.shape}")
     only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
-    m, k = only_a + only_b, min(only_a, only_b)
-    if m == 0:
-        return only_a, only_b, 1.0
-    tail = sum(math.comb(m, i) for i in range(k + 1)) / (1 << m)  # exact integers: no overflow for large m
-    return only_a, only_b, float(min(1.0, 2 * tail))
+    return only_a, only_b, paired_sign_p(only_a, only_b)
