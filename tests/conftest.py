@@ -51,6 +51,18 @@ def ipc_config():
     return cfg
 
 
+def snapshot(folder):
+    """{relative path: (bytes, mtime_ns)} of every file under ``folder`` (hidden ones included): what a test
+    compares to show that grading left an instructor's files exactly as placed."""
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, folder)] = (fh.read(), os.stat(path).st_mtime_ns)
+    return out
+
+
 @pytest.fixture(scope="session")
 def repo_dir():
     return REPO

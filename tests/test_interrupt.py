@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -55,16 +55,6 @@ def make_class(root, tmp):
 def read_grades(root):
     with open(root / "grades.csv", newline="") as fh:
         return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
-
-
-def snapshot(folder):
-    out = {}
-    for dirpath, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as fh:
-                out[os.path.relpath(path, folder)] = fh.read()
-    return out
 
 
 def processes_mentioning(*needles):

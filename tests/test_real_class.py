@@ -17,7 +17,7 @@ import sys
 import nbformat
 import pytest
 
-from conftest import REPO
+from conftest import REPO, snapshot
 
 ASSIGNMENT = "01_attention"
 NOTEBOOK = "attention.ipynb"
@@ -29,17 +29,6 @@ def run_grading(args, root, env_extra=None, timeout=1500):
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "grading", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def snapshot(folder):
-    """{relative path: (bytes, mtime_ns)} of every file under ``folder`` (hidden ones included)."""
-    out = {}
-    for dirpath, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            with open(path, "rb") as fh:
-                out[os.path.relpath(path, folder)] = (fh.read(), os.stat(path).st_mtime_ns)
-    return out
 
 
 def csv_rows(path):
