@@ -246,7 +246,7 @@ def build(out: str, released: list[str] | None = None, release_dir: str | None =
 
     # course_lib, student edition
     lib = os.path.join(out, "course_lib")
-    shutil.copytree(COURSE_LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json"))
+    shutil.copytree(COURSE_LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json", "_edition.json"))
     secret = set()
     for a in all_assignments:
         if a not in released:
@@ -274,6 +274,8 @@ def build(out: str, released: list[str] | None = None, release_dir: str | None =
         store = capture_all()
     with open(os.path.join(lib, "checks", "_stored.json"), "w") as fh:
         json.dump(store, fh)
+    with open(os.path.join(lib, "_edition.json"), "w") as fh:  # course_lib.released() reads it
+        json.dump({"edition": "students", "released": sorted(released)}, fh)
     summary["stored_values"] = len(store)
 
     shutil.copy(os.path.join(REPO_DIR, "pyproject.toml"), os.path.join(out, "pyproject.toml"))
