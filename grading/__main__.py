@@ -12,6 +12,7 @@ deleted or rewritten.
     python -m grading bundle [--out grading/bundle]      (what students of a graded class receive: no solutions)
     python -m grading report [--threshold 50] [--roster grading/roster.csv] [--lms-ids nbgrader]
                                                          (class report, LMS files, similarity; grading/report.py)
+    python -m grading site [--variant both] [--lessons 01,02]  (the rendered course: grading/site.py)
 """
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ from grading import demo, pipeline, preflight, sandbox
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["site"]:  # its own options (grading/site.py)
+        from grading import site
+
+        return site.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m grading", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +64,8 @@ def main(argv=None) -> int:
     b = sub.add_parser("bundle", help="build the students' bundle: release notebooks, data, course_lib "
                                       "without the unreleased solutions (grading/bundle.py)")
     b.add_argument("--out", default=None, help="folder to write (replaced); default grading/bundle")
+
+    sub.add_parser("site", help="build the rendered course, instructor's and students' variants (grading/site.py)")
 
     r = sub.add_parser("report", help="rebuild the class report, the LMS files and the similarity table from the "
                                       "gradebook, without grading again (grading/report.py)")
