@@ -22,6 +22,12 @@ Named misconceptions
 
 None of these needs the pretrained model: every input is a small seeded tensor or model.
 ``hidden=True`` uses other, larger inputs.
+
+Which parameters freeze_for_probe froze is never read from the model object the student's
+function was given (it can be shadowed: instance methods, a swapped ``__class__``). The check
+takes the model's parameter tensors before the call, trains them for 5 SGD steps after it
+through its own forward (autograd gives a frozen tensor no gradient), and records their
+values; the verifier compares them with a model it builds itself from the same seed.
 """
 from __future__ import annotations
 

@@ -435,12 +435,13 @@ def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000,
     Graded (record and replay modes): nothing the kernel says about its memory is used.
     The function runs on a sequence of ``bound_length(limit)`` tokens, where ``limit`` is the
     address space of the whole grading kernel (the sandbox's ``RLIMIT_AS``): an (L, L) array
-    of any dtype does not fit there, so a quadratic form raises MemoryError, while the linear
-    forms need O(L r d_v) bytes (about 6 MB at the default 6 GiB, L = 88,000). The verifier
-    regenerates the same inputs from the grader's own setting
-    (:func:`sandbox_memory_bytes`; a kernel that ran under another bound recorded other
-    inputs and fails) and compares the recorded output with the reference. A kernel can
-    fake neither side: it cannot raise its hard limit, and only the right numbers pass.
+    of one byte per entry or more does not fit there, so a quadratic form raises MemoryError, while the linear
+    forms need O(L r d_v) bytes (a few MB at the default 6 GiB, L = 88,000; d_v = 1 keeps the
+    recorded output at 0.7 MB). The verifier regenerates the same inputs from the grader's
+    own setting (:func:`sandbox_memory_bytes`; a kernel that ran under another bound
+    recorded other inputs and fails) and compares the recorded output with the reference.
+    The kernel cannot raise its hard limit, so a right output on L tokens in the record was
+    computed by code that never held an (L, L) array.
 
     Live (JupyterLab, pytest) and stored (the students' bundle): the function runs on
     ``L`` tokens under tracemalloc (numpy reports every array it allocates there) and the
@@ -467,7 +468,7 @@ def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000,
     assert_close(out, expected, f"{exercise} on '{case.label}'")
 
 
-def _assert_fits_the_sandbox(student, exercise: str, *, causal: bool, d: int, seed: int, dv: int = 2) -> None:
+def _assert_fits_the_sandbox(student, exercise: str, *, causal: bool, d: int, seed: int, dv: int = 1) -> None:
     limit = _kernel_memory_bytes() if _transcript.mode() == "record" else sandbox_memory_bytes()
     L = bound_length(limit)
     rng = seeded(seed)

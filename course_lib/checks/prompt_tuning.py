@@ -20,6 +20,13 @@ Named misconceptions
 Everything runs on small tensors and on tiny randomly initialised ``LlamaForCausalLM`` models
 (the class of the lesson's SmolLM2), never on the 135M-parameter model, so a check takes
 well under a second.
+
+freeze_model's "frozen" is never read from the model object the student's function was given
+(it can be shadowed). The check takes the parameter tensors and modules before the call (with
+torch's own ``nn.Module.named_parameters``), and after it records each parameter's value after
+one probe step (autograd gives a frozen tensor no gradient) and the modules' ``training`` flags
+read from their instance dictionaries; the verifier compares the values with an untouched model
+it builds itself from the same seed.
 """
 from __future__ import annotations
 
