@@ -40,7 +40,9 @@ misconceptions when it sees them:
 What this does NOT catch: one that loops over queries or over blocks of keys (O(L^2)
 time, O(L) memory: it passes, slowly); in live mode only, a function that converts to
 torch inside (tracemalloc does not see torch's allocator; the graded run's address-space
-bound sees every allocator). The graded bound assumes the kernel runs in the sandbox
+bound sees every allocator); in graded runs, an (L, L) mask packed to one bit per entry
+(np.packbits: L^2 / 8 bytes, 0.9 GiB at L = 88,000) fits the bound, a float (L, L) matrix
+never does. The graded bound assumes the kernel runs in the sandbox
 (``python -m grading preflight``) with no GPU (bubblewrap's ``--dev /dev`` shows none):
 GPU memory is outside RLIMIT_AS. ``hidden=True`` selects other, larger inputs for the
 hidden tests.
