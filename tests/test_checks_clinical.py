@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -193,3 +194,90 @@ def test_required_misconceptions_are_named():
     assert {"padding averaged in", "divided by the padded length"} <= {w.name for w in chk.WRONG_MEAN_POOL}
     assert {"unnormalised dot product", "normalised over the wrong axis", "ties broken by the larger index"} <= \
         {w.name for w in chk.WRONG_COSINE_TOP_K}
+
+
+# ---------------------------------------------------------------- freezing judged from values (issue 33 item 2)
+def _shadowed_probe():
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from adversarial import cases
+
+    ns = {"nn": nn}
+    exec(cases._SHADOWED_PROBE, ns)
+    return ns["freeze_for_probe"]
+
+
+def _record_and_replay(check, student, edit=None):
+    import json
+
+    from course_lib.checks import transcript
+
+    with transcript.using("record") as state:
+        check(student)
+        calls = json.loads(json.dumps(list(state.calls)))
+    if edit is not None:
+        edit(calls)
+    return transcript.replay(check, {}, calls)[0]
+
+
+def test_probe_forward_is_the_models_forward():
+    """The check trains through its own forward on the tensors it took; it must be the model's."""
+    model = chk._ProbeModel(8, "probe", 4, 6, 3)
+    x, _ = chk._probe_data(8, 5, 4, 3)
+    params = dict(chk._NAMED_PARAMETERS(model))
+    torch.testing.assert_close(chk._probe_forward(params, "probe", x), model(x), rtol=0, atol=0)
+
+
+def test_the_reference_probe_trains_the_head_and_lowers_the_loss():
+    """What the notebook's test promises (5 SGD steps lower the loss), shown on the reference's record."""
+    kw = {"seed": 8, "head": "classifier", "d_in": 4, "d": 8, "classes": 3}
+    count, names, before, after = chk._reference_probe(ref.freeze_for_probe, **kw)
+    _, initial = chk._untouched_probe(**kw)
+    assert chk._probe_summary((count, names, before, after), (names, initial)) == \
+        (count, "classifier.weight,classifier.bias", "")
+    x, y = chk._probe_data(8, 32, 4, 3)
+    loss = lambda values: float(nn.functional.cross_entropy(  # noqa: E731
+        chk._probe_forward(dict(zip(names.split(","), values)), "classifier", x), y))
+    assert loss(after) < loss(initial)
+
+
+def test_a_shadowed_model_does_not_pass():
+    """A model whose class reports the encoder frozen, while nothing outside the head is: full marks on
+    main until 2026-11-25 (flags read through the model), now the frozen parameters' values decide."""
+    shadowed = _shadowed_probe()
+    with pytest.raises(AssertionError, match="requires_grad is wrong for .*encoder.0.weight"):
+        chk.check_freeze_for_probe(shadowed)
+    assert "requires_grad is wrong for" in _record_and_replay(chk.check_freeze_for_probe, shadowed)
+
+
+def test_the_verifier_judges_values_not_what_the_kernel_says():
+    """A record whose frozen values were changed after the fact fails; names that are not the model's fail."""
+    assert _record_and_replay(chk.check_freeze_for_probe, freeze_by_ids) is None
+
+    def moved(calls):
+        out = calls[0]["output"]["__tuple__"]
+        after = out[3]["__list__"]
+        i = out[1].split(",").index("encoder.0.weight")  # a parameter that must stay frozen
+        t = transcript_decode(after[i]).clone()
+        t += 0.25
+        after[i] = transcript_encode(t)
+
+    assert "requires_grad is wrong for" in _record_and_replay(chk.check_freeze_for_probe, freeze_by_ids, moved)
+
+    def renamed(calls):
+        calls[0]["output"]["__tuple__"][1] = "encoder.weight"
+
+    assert _record_and_replay(chk.check_freeze_for_probe, freeze_by_ids, renamed) is not None
+
+
+def transcript_decode(x):
+    from course_lib.checks import transcript
+
+    return transcript.decode(x)
+
+
+def transcript_encode(x):
+    from course_lib.checks import transcript
+
+    return transcript.encode(x)

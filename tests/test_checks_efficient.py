@@ -313,3 +313,80 @@ def test_independent_answers_agree_with_reference_sanity():
     q, k, v = rng.normal(size=(5, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
     np.testing.assert_allclose(causal_linear_attention(q, k, v), ref.causal_linear_attention(q, k, v), atol=1e-12)
     assert math.isfinite(float(linear_attention(q, k, v).sum()))
+
+
+# ---------------------------------------------------------------- the graded memory bound (issue 33 item 2)
+def _record(check, student, **kwargs):
+    import json
+
+    from course_lib.checks import transcript
+
+    with transcript.using("record") as state:
+        check(student, **kwargs)
+        calls = list(state.calls)
+    return json.loads(json.dumps(calls))
+
+
+def test_bound_length_puts_any_L_by_L_array_beyond_the_sandbox(monkeypatch):
+    monkeypatch.delenv("COURSE_SANDBOX_MEMORY_MB", raising=False)
+    assert C.sandbox_memory_bytes() == 6144 * 2 ** 20  # grading.sandbox's default
+    L = C.bound_length(C.sandbox_memory_bytes())
+    assert L == 88_000 and L * L > C.sandbox_memory_bytes()  # even one byte per entry does not fit
+    monkeypatch.setenv("COURSE_SANDBOX_MEMORY_MB", "16384")
+    assert C.bound_length(C.sandbox_memory_bytes()) ** 2 >= 1.2 * 16384 * 2 ** 20
+
+
+def test_the_kernel_takes_its_length_from_its_own_hard_limit(tmp_path):
+    """In the grading kernel the bound is the hard RLIMIT_AS the sandbox set (a process cannot raise it)."""
+    import resource
+    import subprocess
+    import sys
+
+    limit = 3000 * 2 ** 20
+
+    def bounded():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    code = "from course_lib.checks import efficient as C; print(C._kernel_memory_bytes())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, preexec_fn=bounded, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) == limit
+
+
+@pytest.mark.parametrize("check, fn", [(C.check_linear_attention, linear_attention),
+                                       (C.check_causal_linear_attention, causal_linear_attention)])
+def test_graded_run_checks_the_long_output_from_the_record(check, fn, monkeypatch):
+    """Record then replay (in this process, no address-space bound: the correct forms need a few MB):
+    passes; a record whose long output was changed does not; a kernel that ran under another bound
+    recorded other inputs and does not pass either."""
+    from course_lib.checks import transcript
+
+    monkeypatch.setenv("COURSE_SANDBOX_MEMORY_MB", "1024")  # L = 36,000: quick
+    calls = _record(check, fn)
+    long = [c for c in calls if c["label"].startswith("a long sequence")]
+    assert len(long) == 1 and "L=36,000" in long[0]["label"]
+    assert transcript.replay(check, {}, calls)[0] is None
+    forged = [dict(c) for c in calls]
+    i = calls.index(long[0])
+    out = transcript.decode(forged[i]["output"]).copy()
+    out[-1] += 1e-3
+    forged[i]["output"] = transcript.encode(out)
+    assert "a long sequence" in transcript.replay(check, {}, forged)[0]
+    monkeypatch.setenv("COURSE_SANDBOX_MEMORY_MB", "2048")
+    assert "does not match input" in transcript.replay(check, {}, calls)[0]
+
+
+def test_a_recorded_out_of_memory_failure_is_named_quadratic():
+    """What the verifier makes of a kernel whose student's function ran out of memory on the long input."""
+    from course_lib.checks import transcript
+
+    calls = _record(C.check_linear_attention, linear_attention)
+    for c in calls:
+        if c["label"].startswith("a long sequence"):
+            del c["output"]
+            c["raised"] = {"message": "linear_attention: your function raised _ArrayMemoryError: Unable to allocate "
+                                      "57.7 GiB for an array", "class": "AssertionError",
+                           "cause": "_ArrayMemoryError", "cause_message": "Unable to allocate 57.7 GiB"}
+    verdict, _ = transcript.replay(C.check_linear_attention, {}, calls)
+    assert verdict.startswith("linear_attention: likely misconception 'quadratic (phi(Q) phi(K)^T) V'"), verdict
+    assert "ran out of memory" in verdict

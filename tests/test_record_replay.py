@@ -98,3 +98,95 @@ def test_misconception_gets_the_same_verdict_outside_the_kernel(assignment, path
             failed_somewhere = True
             assert replayed == live or replayed.split(":")[0] == live.split(":")[0], (live, replayed)
     assert failed_somewhere, f"{assignment}: the demo misconception fails no test"
+
+
+# ---------------------------------------------------------------- issue 33 item 2: nothing the kernel says about itself
+# The cases (tests/adversarial/cases.py, LESSON_CASES) are recorded in a child process under the sandbox's
+# address-space bound, exactly as grading.sandbox starts a kernel (RLIMIT_AS soft = hard =
+# COURSE_SANDBOX_MEMORY_MB MiB): lesson 07's graded memory bound rests on it.
+_RECORD_CHILD = r'''
+import json, os, sys
+import nbformat
+from course_lib.checks import transcript
+
+path, replace, out_file = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+nb = nbformat.read(path, as_version=4)
+nbg = lambda c: c.get("metadata", {}).get("nbgrader", {})
+ns = {"__name__": "__notebook__"}
+for cell in nb.cells:
+    meta = nbg(cell)
+    if cell.cell_type == "code" and (meta.get("grade_id") == "setup" or meta.get("solution")):
+        try:
+            exec(compile(replace.get(meta.get("grade_id"), cell.source), "<%s>" % meta.get("grade_id"), "exec"), ns)
+        except Exception:
+            pass
+result = {}
+for cell in nb.cells:
+    meta = nbg(cell)
+    if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+        with transcript.using("record") as state:
+            try:
+                exec(compile(cell.source, "<test>", "exec"), dict(ns))
+                kernel = None
+            except AssertionError as err:
+                kernel = str(err)
+            except Exception as err:
+                kernel = "%s: %s" % (type(err).__name__, err)
+            calls = list(state.calls)
+        result[meta["grade_id"]] = {"kernel": kernel, "calls": calls, "source": cell.source}
+with open(out_file, "w") as fh:
+    json.dump(result, fh, ensure_ascii=False)
+'''
+
+
+def _bounded():
+    import resource
+
+    from course_lib.checks.efficient import sandbox_memory_bytes
+
+    limit = sandbox_memory_bytes()
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def record_in_a_bounded_kernel(path: str, replace: dict, tmp_path) -> dict:
+    """grade_id -> (kernel's verdict, verifier's verdict) of every graded test cell, recorded in a child
+    process under the sandbox's RLIMIT_AS and judged here by grading.verify (as VerifyOutsideKernel does:
+    the verifier's message replaces a failing kernel's when the cell left records)."""
+    import subprocess
+    import sys
+
+    out_file = str(tmp_path / "records.json")
+    proc = subprocess.run([sys.executable, "-c", _RECORD_CHILD, path, json.dumps(replace), out_file],
+                          cwd=os.path.dirname(path), capture_output=True, text=True, preexec_fn=_bounded,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out_file) as fh:
+        recorded = json.load(fh)
+    verdicts = {}
+    for grade_id, r in recorded.items():
+        records = json.loads(json.dumps(r["calls"], ensure_ascii=False).encode("utf-8"))
+        verifier = verify.verify_cell(r["source"], records) if (records or r["kernel"] is None) else None
+        verdicts[grade_id] = (r["kernel"], verifier)
+    return verdicts
+
+
+def _lesson_cases():
+    from adversarial import cases
+
+    return [pytest.param(c, id=f"{c.assignment}-{c.student}") for c in cases.LESSON_CASES]
+
+
+@pytest.mark.parametrize("case", _lesson_cases())
+def test_lesson_case(case, tmp_path):
+    """Each hostile answer of a later lesson scores 0 on exactly the tests it names, with the note, and
+    every other graded test of the notebook passes (recorded under the sandbox's memory bound)."""
+    [path] = [p for a, p in NOTEBOOKS if a == case.assignment]
+    verdicts = record_in_a_bounded_kernel(path, case.replace, tmp_path)
+    assert set(case.failing) <= set(verdicts), sorted(verdicts)
+    for grade_id, (kernel, verifier) in verdicts.items():
+        if grade_id in case.failing:
+            note = verifier if verifier is not None else kernel
+            assert note is not None, f"{case.student}: {grade_id} passed"
+            assert case.failing[grade_id] in note, (grade_id, note)
+        else:
+            assert kernel is None and verifier is None, (case.student, grade_id, kernel, verifier)

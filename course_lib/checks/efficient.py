@@ -13,11 +13,19 @@ misconceptions when it sees them:
 * ``forgot the normaliser``     phi(Q)(phi(K)^T V) without dividing by phi(Q)(phi(K)^T 1)
 * ``no feature map``            raw q, k used instead of phi(q), phi(k)
 * ``ignores feature_map``       elu+1 hard-coded although another feature map was passed
-* ``quadratic (phi(Q) phi(K)^T) V``  the (L, L) matrix is built: found by running the
-                                function on a long sequence (L = 3000) under tracemalloc,
-                                which sees every numpy allocation, and failing when the
-                                peak exceeds L^2 / 2 bytes (an L x L float64 matrix is
-                                16x that, the linear forms need about 1/30 of it)
+* ``quadratic (phi(Q) phi(K)^T) V``  the (L, L) matrix is built. Where the verdict counts
+                                (grading: record and replay modes) no memory figure is taken
+                                from the kernel: the function runs on a sequence so long that an
+                                (L, L) array of even one byte per entry exceeds the address space
+                                the sandbox gives the whole kernel (``RLIMIT_AS``, set by
+                                ``grading.sandbox`` before the kernel starts; the kernel can only
+                                lower it), and the verifier checks the recorded output against the
+                                reference: a quadratic form cannot produce it (MemoryError), a
+                                linear one needs a few MB. See :func:`assert_not_quadratic`.
+                                In JupyterLab (live) and the students' bundle (stored) the function
+                                runs on L = 3000 under tracemalloc instead (the student's own
+                                kernel; nothing is graded there), failing when the peak exceeds
+                                L^2 / 2 bytes.
 * ``causal form sees future keys``  the non-causal sums used for every position
 * ``causal form skips the current key``  prefix sums that stop at j < i (row 0 is 0/0)
 * ``prefix sum over the wrong axis``  cumulative sum over features instead of positions
@@ -29,13 +37,20 @@ misconceptions when it sees them:
 * ``forgot 1/sqrt(m)`` / ``divided by m``   the estimate grows (shrinks) with m
 * ``x @ w instead of x @ w.T``  the projection multiplied the wrong way round
 
-What this does NOT catch: a function that converts to torch inside (tracemalloc
-does not see torch's allocator), or one that loops over queries (O(L^2) time, O(L)
-memory). ``hidden=True`` selects other, larger inputs for the hidden tests.
+What this does NOT catch: one that loops over queries or over blocks of keys (O(L^2)
+time, O(L) memory: it passes, slowly); in live mode only, a function that converts to
+torch inside (tracemalloc does not see torch's allocator; the graded run's address-space
+bound sees every allocator); in graded runs, an (L, L) mask packed to one bit per entry
+(np.packbits: L^2 / 8 bytes, 0.9 GiB at L = 88,000) fits the bound, a float (L, L) matrix
+never does. The graded bound assumes the kernel runs in the sandbox
+(``python -m grading preflight``) with no GPU (bubblewrap's ``--dev /dev`` shows none):
+GPU memory is outside RLIMIT_AS. ``hidden=True`` selects other, larger inputs for the
+hidden tests.
 """
 from __future__ import annotations
 
 import math
+import os
 import tracemalloc
 
 import numpy as np
@@ -54,6 +69,7 @@ from course_lib.checks.core import (
     seeded,
     to_numpy,
 )
+from course_lib.checks import transcript as _transcript
 from course_lib.checks.transcript import is_pending
 
 __all__ = [
@@ -63,6 +79,8 @@ __all__ = [
     "check_linear_attention_step",
     "check_positive_random_features",
     "assert_not_quadratic",
+    "sandbox_memory_bytes",
+    "bound_length",
     "WRONG_ELU",
     "WRONG_LINEAR",
     "WRONG_CAUSAL",
@@ -354,16 +372,88 @@ def _with_peak_memory(student):
     return measured
 
 
+_DEFAULT_SANDBOX_MB = 6144  # grading.sandbox's default for COURSE_SANDBOX_MEMORY_MB
+
+
+def sandbox_memory_bytes() -> int:
+    """The address space the grading sandbox gives one kernel, as the grader configures it.
+
+    ``grading.sandbox`` sets ``RLIMIT_AS`` (soft and hard) to ``COURSE_SANDBOX_MEMORY_MB``
+    MiB before it starts the kernel; the verifier reads the same setting from its own
+    environment, never from the kernel.
+    """
+    try:
+        mb = int(os.environ.get("COURSE_SANDBOX_MEMORY_MB", _DEFAULT_SANDBOX_MB))
+    except ValueError:
+        mb = _DEFAULT_SANDBOX_MB
+    return max(mb, 1) * 2 ** 20
+
+
+def _kernel_memory_bytes() -> int:
+    """Record mode: this kernel's hard address-space limit (what the sandbox set; a process can lower
+    its hard limit, never raise it), or the configured bound where the kernel has none (not sandboxed)."""
+    try:
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    except (ImportError, OSError, ValueError):  # pragma: no cover - no RLIMIT_AS on this platform
+        return sandbox_memory_bytes()
+    return sandbox_memory_bytes() if hard == resource.RLIM_INFINITY or hard <= 0 else int(hard)
+
+
+def bound_length(limit_bytes: int) -> int:
+    """The sequence length whose (L, L) array of ONE byte per entry (a boolean mask; float64 is 8x)
+    is at least 1.2x ``limit_bytes``, rounded up to a multiple of 1000.
+
+    >>> bound_length(6144 * 2 ** 20)   # the sandbox's default 6 GiB: L^2 = 7.7e9 bytes
+    88000
+    """
+    return 1000 * math.ceil(math.sqrt(1.2 * limit_bytes) / 1000)
+
+
+_OUT_OF_MEMORY = ("MemoryError", "Unable to allocate", "can't allocate memory", "not enough memory",
+                  "out of memory")
+
+
+def _ran_out_of_memory(failure: AssertionError) -> bool:
+    cause = failure.__cause__
+    if isinstance(cause, MemoryError):
+        return True
+    return any(word in str(failure) for word in _OUT_OF_MEMORY)
+
+
+def _quadratic_message(exercise: str, causal: bool, what: str) -> str:
+    return (f"{exercise}: likely misconception '{QUADRATIC_NAME}': {what} Linear attention never forms the (L, L) "
+            "matrix phi(Q) phi(K)^T: multiply "
+            + ("phi(K)^T V first (an r x d_v matrix) and then phi(Q) by it." if not causal else
+               "use cumulative sums over positions of phi(k_j) v_j^T (an (L, r, d_v) array) and of phi(k_j), "
+               "with no (L, L) mask."))
+
+
 def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000, d: int = 4, dv: int = 3,
                          seed: int = 17) -> None:
     """Fail, naming the quadratic misconception, when ``student`` builds an (L, L) array.
 
-    Runs ``student(q, k, v, feature_map=elu+1)`` on an L-long sequence under tracemalloc
-    (numpy reports every array it allocates there) and compares the peak of the memory
-    traced during the call with L^2 / 2 bytes: an (L, L) float64 matrix needs 8 L^2, a
-    boolean (L, L) mask L^2, while the linear forms need O(L r d_v) (about 0.3 MB here).
+    Graded (record and replay modes): nothing the kernel says about its memory is used.
+    The function runs on a sequence of ``bound_length(limit)`` tokens, where ``limit`` is the
+    address space of the whole grading kernel (the sandbox's ``RLIMIT_AS``): an (L, L) array
+    of one byte per entry or more does not fit there, so a quadratic form raises MemoryError, while the linear
+    forms need O(L r d_v) bytes (a few MB at the default 6 GiB, L = 88,000; d_v = 1 keeps the
+    recorded output at 0.7 MB). The verifier regenerates the same inputs from the grader's
+    own setting (:func:`sandbox_memory_bytes`; a kernel that ran under another bound
+    recorded other inputs and fails) and compares the recorded output with the reference.
+    The kernel cannot raise its hard limit, so a right output on L tokens in the record was
+    computed by code that never held an (L, L) array.
+
+    Live (JupyterLab, pytest) and stored (the students' bundle): the function runs on
+    ``L`` tokens under tracemalloc (numpy reports every array it allocates there) and the
+    peak traced during the call is compared with L^2 / 2 bytes: an (L, L) float64 matrix
+    needs 8 L^2, a boolean (L, L) mask L^2, the linear forms O(L r d_v) (about 0.3 MB).
     Also checks the long output against the reference.
     """
+    if _transcript.mode() in ("record", "replay"):
+        _assert_fits_the_sandbox(student, exercise, causal=causal, d=d, seed=seed)
+        return
     rng = seeded(seed)
     q, k, v = _qkv(rng, L, L, d, dv)
     case = Case(f"a long sequence, L={L}", (q, k, v), {"feature_map": _softplus})
@@ -373,16 +463,31 @@ def assert_not_quadratic(student, exercise: str, *, causal: bool, L: int = 3000,
     out, used = result
     limit = L * L // 2
     if used > limit:
-        raise AssertionError(
-            f"{exercise}: likely misconception '{QUADRATIC_NAME}': on a sequence of L={L} tokens your function "
-            f"allocated {used / 1e6:.0f} MB at its peak, more than an L x L array needs ({L * L * 8 / 1e6:.0f} MB "
-            f"in float64). Linear attention never forms the (L, L) matrix phi(Q) phi(K)^T: multiply "
-            + ("phi(K)^T V first (an r x d_v matrix) and then phi(Q) by it." if not causal else
-               "use cumulative sums over positions of phi(k_j) v_j^T (an (L, r, d_v) array) and of phi(k_j), "
-               "with no (L, L) mask.")
-        )
+        raise AssertionError(_quadratic_message(
+            exercise, causal, f"on a sequence of L={L} tokens your function allocated {used / 1e6:.0f} MB at its "
+            f"peak, more than an L x L array needs ({L * L * 8 / 1e6:.0f} MB in float64)."))
     expected = reference(ref.causal_linear_attention if causal else ref.linear_attention, q, k, v, feature_map=_softplus)
     assert_close(out, expected, f"{exercise} on '{case.label}'")
+
+
+def _assert_fits_the_sandbox(student, exercise: str, *, causal: bool, d: int, seed: int, dv: int = 1) -> None:
+    limit = _kernel_memory_bytes() if _transcript.mode() == "record" else sandbox_memory_bytes()
+    L = bound_length(limit)
+    rng = seeded(seed)
+    q, k, v = _qkv(rng, L, L, d, dv)
+    case = Case(f"a long sequence, L={L:,} (an L x L array does not fit in the grading kernel's "
+                f"{limit / 2 ** 30:.1f} GiB)", (q, k, v), {"feature_map": _softplus})
+    try:
+        out = call_student(student, case, exercise, FORBIDDEN)
+    except AssertionError as failure:
+        if _ran_out_of_memory(failure):
+            raise AssertionError(_quadratic_message(
+                exercise, causal, f"on a sequence of L={L:,} tokens your function ran out of memory (the grading "
+                f"kernel has {limit / 2 ** 30:.1f} GiB in all; an L x L array needs {L * L / 2 ** 30:.1f} GiB even at "
+                f"one byte per entry, {8 * L * L / 2 ** 30:.0f} GiB in float64).")) from None
+        raise
+    expected = reference(ref.causal_linear_attention if causal else ref.linear_attention, q, k, v, feature_map=_softplus)
+    assert_close(_native(out), expected, f"{exercise} on '{case.label}'")
 
 
 # ---------------------------------------------------------------- checks

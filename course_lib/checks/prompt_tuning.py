@@ -20,6 +20,13 @@ Named misconceptions
 Everything runs on small tensors and on tiny randomly initialised ``LlamaForCausalLM`` models
 (the class of the lesson's SmolLM2), never on the 135M-parameter model, so a check takes
 well under a second.
+
+freeze_model's "frozen" is never read from the model object the student's function was given
+(it can be shadowed). The check takes the parameter tensors and modules before the call (with
+torch's own ``nn.Module.named_parameters``), and after it records each parameter's value after
+one probe step (autograd gives a frozen tensor no gradient) and the modules' ``training`` flags
+read from their instance dictionaries; the verifier compares the values with an untouched model
+it builds itself from the same seed.
 """
 from __future__ import annotations
 
@@ -413,50 +420,132 @@ def _freeze_cases(hidden: bool) -> list[Case]:
     return out
 
 
-def _observe(model):
-    """observe=: what a freeze leaves behind, as plain data (count returned, trainable names, modules in training)."""
+# torch's own functions, bound when this module is imported (before any student cell runs): what the
+# check reads of a model goes through them, never through attributes of the model object, which the
+# student's function receives and can shadow (``model.named_parameters = ...``, a new ``__class__``)
+_NAMED_PARAMETERS = nn.Module.named_parameters
+_NAMED_MODULES = nn.Module.named_modules
+_INSTANCE_DICT = object.__getattribute__
+PROBE_LR = 0.5
+
+
+def _probe_direction(seed: int, index: int, shape) -> torch.Tensor:
+    """The fixed direction a probe step moves parameter ``index`` along (float64, seeded): the verifier
+    recomputes it."""
+    g = torch.Generator().manual_seed(10_000 * seed + index)
+    return torch.randn(tuple(shape), generator=g, dtype=torch.float64)
+
+
+def _capture(model: nn.Module, seed: int):
+    """observe=: taken BEFORE the student's call (the check's own references to the model's parameter
+    tensors and modules), read AFTER it, as plain data the verifier judges with its own model:
+
+    (count returned, parameter names, names of modules still in training mode, each parameter's value
+    after one probe step).
+
+    The probe step: loss = sum_i <p_i, r_i> with a fixed seeded direction r_i per parameter, one
+    backward pass, p_i - lr * grad_i. Autograd itself decides which tensors get a gradient (a frozen
+    one gets none and keeps its value), so what is recorded is what training would do, not a flag the
+    model reports. The model is left as it was (no value changes, gradients cleared).
+    """
+    params = list(_NAMED_PARAMETERS(model))  # each shared (tied) tensor once, as model.parameters()
+    modules = list(_NAMED_MODULES(model))
+
     def look(count):
         count_out = count if isinstance(count, (int, np.integer)) and not isinstance(count, bool) \
             else f"<{type(count).__name__}>"
-        trainable = ",".join(sorted(n for n, p in model.named_parameters() if p.requires_grad))
-        training = ",".join(sorted(n or "<model>" for n, m in model.named_modules() if m.training))
-        return count_out, trainable, training
+        training = ",".join(sorted(n or "<model>" for n, m in modules
+                                   if _INSTANCE_DICT(m, "__dict__").get("training", True)))
+        tensors = [p for _, p in params]
+        saved_grads = [p.grad for p in tensors]
+        for p in tensors:
+            p.grad = None
+        try:
+            with torch.enable_grad():
+                loss = sum((p * _probe_direction(seed, i, p.shape).to(p.dtype)).sum() for i, p in enumerate(tensors))
+                if isinstance(loss, torch.Tensor) and loss.requires_grad:
+                    loss.backward()
+            after = [(p.detach() - PROBE_LR * p.grad) if p.grad is not None else p.detach().clone()
+                     for p in tensors]
+        finally:
+            for p, g in zip(tensors, saved_grads):
+                p.grad = g
+        return count_out, ",".join(n for n, _ in params), training, after
     return look
 
 
 def _reference_freeze(fn, **spec):
     model = _make(**spec)
-    return _observe(model)(fn(model))
+    return _capture(model, spec["seed"])(fn(model))
+
+
+def _untouched(**spec):
+    """The verifier's own model, never given to anyone: (parameter names, their values)."""
+    params = list(_NAMED_PARAMETERS(_make(**spec)))
+    return ",".join(n for n, _ in params), [p.detach().clone() for _, p in params]
+
+
+def _summary(observed, untouched, seed: int) -> tuple:
+    """(count, still-trainable names, modules in training, names changed otherwise), derived from recorded
+    values and the verifier's untouched model: a parameter whose probe step left it as the untouched
+    model has it is frozen; one that moved by exactly -lr * r is trainable; anything else was changed."""
+    count, names, training, after = observed
+    u_names, initial = untouched
+    if names != u_names or len(after) != len(initial):
+        return count, "", training, "<the recorded parameters are not the model's>"
+    trainable, changed = [], []
+    for i, (name, a, x) in enumerate(zip(names.split(","), after, initial)):
+        a = torch.as_tensor(a)
+        if a.shape != x.shape:
+            changed.append(name)
+        elif torch.equal(a.to(x.dtype), x):
+            continue
+        elif torch.allclose(a.double(), x.double() - PROBE_LR * _probe_direction(seed, i, x.shape), rtol=1e-5,
+                            atol=1e-6):
+            trainable.append(name)
+        else:
+            changed.append(name)
+    return count, ",".join(sorted(trainable)), training, ",".join(changed)
 
 
 def check_freeze_model(student, hidden: bool = False) -> None:
-    """Student ``freeze_model(model) -> int``: all parameters frozen, eval mode, each tensor counted once."""
+    """Student ``freeze_model(model) -> int``: all parameters frozen, eval mode, each tensor counted once.
+
+    Frozen is judged from what a training step does to the parameter tensors the check took before
+    the call, compared (by the verifier, when grading) with an untouched model it builds itself."""
     exercise = "freeze_model"
     if student is ref.freeze_model:
         raise AssertionError(f"{exercise}: your function is the reference implementation from course_lib itself")
     for spec in _freeze_cases(hidden):
+        seed = spec.kwargs["seed"]
         model = _make(**spec.kwargs)
         case = Case(spec.label, (model,))
-        got = call_student(student, case, exercise, FORBIDDEN_FREEZE, observe=_observe(model))
+        observed = call_student(student, case, exercise, FORBIDDEN_FREEZE, observe=_capture(model, seed))
         expected = reference(_reference_freeze, ref.freeze_model, **spec.kwargs)
         if is_pending(expected):
             continue  # record mode: the verifier compares, outside the kernel
-        got = tuple(got)
+        untouched = reference(_untouched, **spec.kwargs)
+        got = _summary(observed, untouched, seed)
+        expected = _summary(expected, untouched, seed)
         if _same(got, expected):
             continue
+        count, trainable, training, changed = got
+        if changed:
+            raise AssertionError(f"{exercise} on '{spec.label}': the values of these parameters are not the model's "
+                                 f"any more: {changed.split(',')[:4]}; freezing changes requires_grad, never the "
+                                 "weights")
         for wrong in WRONG_FREEZE:
             try:
-                w_out = tuple(reference(_reference_freeze, wrong.fn, **spec.kwargs))
+                w_out = _summary(reference(_reference_freeze, wrong.fn, **spec.kwargs), untouched, seed)
             except Exception:
                 continue
             if not _same(w_out, expected) and _same(got, w_out):
                 raise AssertionError(f"{exercise}: likely misconception '{wrong.name}': {wrong.message} "
                                      f"(input: {spec.label})")
-        count, trainable, training = got
         if trainable:
             names = trainable.split(",")
-            raise AssertionError(f"{exercise} on '{spec.label}': these parameters still have requires_grad=True: "
-                                 f"{names[:4]}{' ...' if len(names) > 4 else ''}")
+            raise AssertionError(f"{exercise} on '{spec.label}': these parameters still have requires_grad=True "
+                                 f"(a training step changed them): {names[:4]}{' ...' if len(names) > 4 else ''}")
         if training:
             raise AssertionError(f"{exercise} on '{spec.label}': these modules are still in training mode: "
                                  f"{training.split(',')[:4]}; call model.eval()")

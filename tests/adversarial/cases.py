@@ -1096,3 +1096,138 @@ HOSTILE = [
 CASES = HONEST + HOSTILE
 BY_STUDENT = {c.student: c for c in CASES}
 
+
+
+# ====================================================================== issue 33 item 2: later lessons
+# Until 2026-11-25 a fact the kernel reported about itself decided these verdicts: lesson 07's memory
+# bound was a tracemalloc peak taken in the kernel, lessons 08 and 09 read requires_grad through the
+# model object the student's function had just been given. Each case below replaces solution cells of
+# a later lesson's notebook (the instructor's solutions elsewhere) and fixes the outcome of every graded
+# test cell: those in ``failing`` score 0 with the verifier's note holding the words given, every other
+# graded test cell passes. tests/test_record_replay.py::test_lesson_case runs the setup and solution
+# cells and records each graded test cell as the grading kernel does, in a child process under the
+# sandbox's address-space bound (RLIMIT_AS = COURSE_SANDBOX_MEMORY_MB MiB, as grading.sandbox sets it),
+# and judges the records with grading.verify. Ids start with the lesson (``l07_``), so ``-k 07`` selects
+# them and they never collide with the x-numbered cases of 01_attention above.
+
+
+@dataclasses.dataclass
+class LessonCase:
+    student: str
+    assignment: str
+    what: str
+    replace: Dict[str, str]  # solution cell grade_id -> its whole source
+    failing: Dict[str, str]  # graded test cell grade_id -> words its note must hold (the cell scores 0)
+    before: str = ""  # what the same submission scored before the verdict stopped resting on the kernel
+
+
+_QUADRATIC_RESET_PEAK = '''
+import tracemalloc
+
+
+def linear_attention(q, k, v, feature_map=elu_feature_map):
+    """The (L, L) similarity matrix, then tracemalloc's peak reset so the kernel's measurement sees none of it."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    sims = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)
+    out = (sims @ v) / sims.sum(axis=-1, keepdims=True)
+    del sims
+    if tracemalloc.is_tracing():
+        tracemalloc.reset_peak()
+    return out
+'''
+
+_CAUSAL_QUADRATIC_RESET_PEAK = '''
+import tracemalloc
+
+
+def causal_linear_attention(q, k, v, feature_map=elu_feature_map):
+    """Masked (L, L) similarities, then tracemalloc's peak reset."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    T = q.shape[-2]
+    sims = np.tril(feature_map(q) @ np.swapaxes(feature_map(k), -1, -2))
+    out = (sims @ v) / sims.sum(axis=-1, keepdims=True)
+    del sims
+    if tracemalloc.is_tracing():
+        tracemalloc.reset_peak()
+    return out
+'''
+
+_QUADRATIC_IN_TORCH = '''
+def linear_attention(q, k, v, feature_map=elu_feature_map):
+    """The (L, L) matrix built in torch, whose allocator tracemalloc does not see."""
+    fq = torch.as_tensor(feature_map(np.asarray(q, dtype=np.float64)))
+    fk = torch.as_tensor(feature_map(np.asarray(k, dtype=np.float64)))
+    sims = fq @ fk.transpose(-1, -2)
+    out = (sims @ torch.as_tensor(np.asarray(v, dtype=np.float64))) / sims.sum(-1, keepdim=True)
+    return out.numpy()
+'''
+
+_SHADOWED_PROBE = '''
+def freeze_for_probe(model: nn.Module, head: str = "classifier") -> int:
+    """Switches the head on, freezes nothing else, and gives the model a class whose parameter lists show
+    every parameter outside the head as frozen (detached copies)."""
+    modules = dict(model.named_modules())
+    if head not in modules or head == "":
+        raise ValueError(f"the model has no submodule called {head!r}")
+    for p in modules[head].parameters():
+        p.requires_grad_(True)
+    prefix = head + "."
+
+    class Shadow(type(model)):
+        def named_parameters(self, *args, **kwargs):
+            for name, p in super().named_parameters(*args, **kwargs):
+                yield name, (p if name.startswith(prefix) else p.detach())
+
+        def parameters(self, recurse=True):
+            return (p for _, p in self.named_parameters())
+
+    Shadow.__name__ = Shadow.__qualname__ = type(model).__name__
+    model.__class__ = Shadow
+    return sum(p.numel() for p in modules[head].parameters())
+'''
+
+_SHADOWED_FROZEN_MODEL = '''
+def freeze_model(model: nn.Module) -> int:
+    """Counts and switches to eval mode, freezes nothing, and shadows the model's parameter lists with
+    detached copies, so every parameter reads as frozen."""
+    total = sum(p.numel() for p in model.parameters())
+    model.eval()
+    real = model.named_parameters
+
+    def named_parameters(*args, **kwargs):
+        for name, p in real(*args, **kwargs):
+            yield name, p.detach()
+
+    model.named_parameters = named_parameters
+    model.parameters = lambda *args, **kwargs: (p for _, p in named_parameters())
+    return total
+'''
+
+QUADRATIC = "quadratic (phi(Q) phi(K)^T) V"
+
+LESSON_CASES = [
+    LessonCase("l07_tracemalloc_reset_peak", "07_efficient",
+               "both linear attentions build the (L, L) matrix, then call tracemalloc.reset_peak()",
+               {"linear_attention_impl": _QUADRATIC_RESET_PEAK,
+                "causal_linear_attention_impl": _CAUSAL_QUADRATIC_RESET_PEAK},
+               {"linear_attention_visible": QUADRATIC, "linear_attention_hidden": QUADRATIC,
+                "causal_linear_attention_visible": QUADRATIC, "causal_linear_attention_hidden": QUADRATIC},
+               before="15/15: the kernel's tracemalloc peak was the verdict"),
+    LessonCase("l07_quadratic_in_torch", "07_efficient",
+               "linear attention builds the (L, L) matrix in torch (tracemalloc sees numpy only)",
+               {"linear_attention_impl": _QUADRATIC_IN_TORCH},
+               {"linear_attention_visible": QUADRATIC, "linear_attention_hidden": QUADRATIC},
+               before="15/15: tracemalloc does not see torch's allocator"),
+    LessonCase("l08_shadowed_probe_model", "08_clinical_text",
+               "freeze_for_probe freezes nothing outside the head and swaps the model's class for one whose "
+               "named_parameters() shows the encoder frozen",
+               {"freeze_for_probe_impl": _SHADOWED_PROBE},
+               {"freeze_for_probe_visible": "requires_grad is wrong for",
+                "freeze_for_probe_hidden": "requires_grad is wrong for"},
+               before="full marks on both freeze_for_probe tests: the flags were read through the model"),
+    LessonCase("l09_shadowed_frozen_model", "09_prompt_tuning",
+               "freeze_model freezes nothing; model.named_parameters / parameters return detached copies",
+               {"freeze_model_impl": _SHADOWED_FROZEN_MODEL},
+               {"freeze_model_visible": "requires_grad", "freeze_model_hidden": "requires_grad"},
+               before="full marks on both freeze_model tests: the flags were read through the model"),
+]
