@@ -65,7 +65,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_lib.attention import check_attention_shapes
-from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+from course_lib.multihead import MultiHeadAttention
 
 __all__ = [
     "elu_feature_map",
@@ -354,22 +354,29 @@ def trig_random_features(x, w) -> np.ndarray:
     return np.concatenate([np.sin(projections), np.cos(projections)], axis=-1) * scale
 
 
-def softmax_kernel_estimate(x, y, w, kind: str = "positive") -> np.ndarray:
+def softmax_kernel_estimate(x, y, w, kind: str = "positive", feature_map=None) -> np.ndarray:
     """Random-feature estimate phi(x) . phi(y) of SM(x, y) = exp(x . y) for each draw in w.
 
     Args:
         x, y: (d,) vectors; w: (..., m, d) one or many projections
         kind: "positive" or "trig"
+        feature_map: optional callable (x (..., L, d), w (..., m, d)) -> features (..., L, r), used
+            instead of ``kind``'s map: the notebook passes your ``positive_random_features`` (the
+            students' edition withholds the reference of that exercise until its solution is released)
 
     Returns:
         (...,) one estimate per projection in w
     """
     maps = {"positive": positive_random_features, "trig": trig_random_features}
-    if kind not in maps:
-        raise ValueError(f"kind must be one of {sorted(maps)}, got {kind!r}")
+    if feature_map is None:
+        if kind not in maps:
+            raise ValueError(f"kind must be one of {sorted(maps)}, got {kind!r}")
+        feature_map = maps[kind]
+    elif not callable(feature_map):
+        raise ValueError(f"feature_map must be a callable (x, w) -> features, got {type(feature_map).__name__}")
     x = np.asarray(x, dtype=np.float64)[None, :]  # (1, d)
     y = np.asarray(y, dtype=np.float64)[None, :]
-    fx, fy = maps[kind](x, w), maps[kind](y, w)  # (..., 1, r)
+    fx, fy = feature_map(x, w), feature_map(y, w)  # (..., 1, r)
     return np.sum(fx * fy, axis=(-2, -1))
 
 
@@ -629,7 +636,8 @@ def favor_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: 
     Args:
         q: (..., T, d); k: (..., S, d); v: (..., S, d_v); w: (m, d) from :func:`draw_projection`
         causal: position i sees keys 0..i (T == S), computed in chunks of ``chunk_size``
-            tokens (:func:`chunked_causal_attention_torch`)
+            tokens (:func:`chunked_causal_attention_torch`; in the students' edition it is withheld
+            with lesson 07's ``causal_linear_attention`` until that solution is released)
         eps, stabilize: see :func:`favor_features_torch`
 
     Returns:
@@ -638,7 +646,13 @@ def favor_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: 
     _check_torch_qkv(q, k, v, causal)
     phi_q = favor_features_torch(q, w, is_query=True, eps=eps, stabilize=stabilize)  # (..., T, m)
     phi_k = favor_features_torch(k, w, is_query=False, eps=eps, stabilize=stabilize)  # (..., S, m)
-    return attention_from_features_torch(phi_q, phi_k, v, causal, chunk_size)
+    if causal:
+        return chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size)
+    # non-causal: written out on torch operations (the same as attention_from_features_torch,
+    # which the students' edition withholds with lesson 07's linear_attention)
+    kv = phi_k.transpose(-2, -1) @ v  # (..., m, d_v)
+    z = phi_k.sum(dim=-2)  # (..., m)
+    return (phi_q @ kv) / (phi_q @ z.unsqueeze(-1))  # (..., T, d_v)
 
 
 # ---------------------------------------------------------------- multi-head module and model surgery
@@ -697,19 +711,25 @@ class EfficientMultiHeadAttention(MultiHeadAttention):
                     "the causal form (linear_attention_torch(..., causal=True), computed in chunks)"
                 )
             keep = mask[..., 0, :].unsqueeze(-1)  # (..., S, 1), broadcasts against (B, H, S, r)
-        H = self.num_heads
-        q = split_heads(self.q_proj(query), H)  # (B, H, T, d_head)
-        k = split_heads(self.k_proj(key), H)  # (B, H, S, d_head)
-        v = split_heads(self.v_proj(value), H)  # (B, H, S, d_head)
+        H, d_head = self.num_heads, self.d_head
+        # heads by reshaping (the same operations as lesson 03's split_heads / merge_heads, which
+        # the students' edition withholds until lesson 03's solutions are released)
+        q = self.q_proj(query).reshape(*query.shape[:-1], H, d_head).transpose(-3, -2)  # (B, H, T, d_head)
+        k = self.k_proj(key).reshape(*key.shape[:-1], H, d_head).transpose(-3, -2)  # (B, H, S, d_head)
+        v = self.v_proj(value).reshape(*value.shape[:-1], H, d_head).transpose(-3, -2)  # (B, H, S, d_head)
         if self.kind == "linear":
-            phi_q, phi_k = elu_feature_map_torch(q), elu_feature_map_torch(k)  # (B, H, L, d_head)
+            phi_q, phi_k = F.elu(q) + 1.0, F.elu(k) + 1.0  # elu + 1 features (B, H, L, d_head)
             if keep is not None:
                 phi_k = phi_k * keep.to(phi_k.dtype)  # hidden keys contribute nothing
         else:
             phi_q = favor_features_torch(q, self.projection, is_query=True)  # (B, H, T, m)
             phi_k = favor_features_torch(k, self.projection, is_query=False, keep=keep)  # (B, H, S, m)
-        heads = attention_from_features_torch(phi_q, phi_k, v)  # (B, H, T, d_head)
-        out = self.out_proj(merge_heads(heads))  # (B, T, D)
+        # phi_q (phi_k^T v) / phi_q (phi_k^T 1), non-causal, on torch operations
+        kv = phi_k.transpose(-2, -1) @ v  # (B, H, r, d_head)
+        z = phi_k.sum(dim=-2)  # (B, H, r)
+        heads = (phi_q @ kv) / (phi_q @ z.unsqueeze(-1))  # (B, H, T, d_head)
+        T = heads.shape[-2]
+        out = self.out_proj(heads.transpose(-3, -2).reshape(*heads.shape[:-3], T, H * d_head))  # (B, T, D)
         if not self.batch_first:
             out = out.transpose(0, 1)
         return out, None

@@ -668,3 +668,60 @@ def test_lesson_plots_draw_what_they_are_given():
     plt.close(fig)
     with pytest.raises(ValueError):
         attention_scaling_plot([])
+
+
+# ---------------------------------------------------------------- building blocks off the withheld names (issue 41)
+def _old_efficient_mha_forward(mha, query, key, value, mask=None):
+    """EfficientMultiHeadAttention.forward as it was before issue 41: lesson 03's split_heads /
+    merge_heads, elu_feature_map_torch and attention_from_features_torch (all withheld in the
+    students' edition until their solutions are released)."""
+    from course_lib.multihead import merge_heads, split_heads
+
+    keep = None if mask is None else mask[..., 0, :].unsqueeze(-1)
+    H = mha.num_heads
+    q, k, v = (split_heads(p(x), H) for p, x in ((mha.q_proj, query), (mha.k_proj, key), (mha.v_proj, value)))
+    if mha.kind == "linear":
+        phi_q, phi_k = E.elu_feature_map_torch(q), E.elu_feature_map_torch(k)
+        if keep is not None:
+            phi_k = phi_k * keep.to(phi_k.dtype)
+    else:
+        phi_q = E.favor_features_torch(q, mha.projection, is_query=True)
+        phi_k = E.favor_features_torch(k, mha.projection, is_query=False, keep=keep)
+    return mha.out_proj(merge_heads(E.attention_from_features_torch(phi_q, phi_k, v)))
+
+
+@pytest.mark.parametrize("kind", ["linear", "favor"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_efficient_mha_gives_exactly_what_it_gave_before_issue_41(kind, masked):
+    torch.manual_seed(41)
+    mha = E.EfficientMultiHeadAttention(16, 4, kind, num_features=24, seed=3)
+    x, mem = torch.randn(3, 7, 16), torch.randn(3, 9, 16)
+    mask = None
+    if masked:
+        mask = torch.ones(3, 1, 1, 9, dtype=torch.bool)
+        mask[0, ..., 6:] = False
+        mask[2, ..., 1:] = False
+    new, _ = mha(x, mem, mem, mask)
+    assert torch.equal(new, _old_efficient_mha_forward(mha, x, mem, mem, mask))
+
+
+def test_favor_attention_non_causal_gives_exactly_what_it_gave_before_issue_41():
+    g = torch.Generator().manual_seed(41)
+    q, k, v = (torch.randn(2, 3, 11, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    w = E.draw_projection(32, 8, seed=41)
+    for eps, stabilize in ((1e-6, True), (0.0, False)):
+        old = E.attention_from_features_torch(E.favor_features_torch(q, w, is_query=True, eps=eps, stabilize=stabilize),
+                                              E.favor_features_torch(k, w, is_query=False, eps=eps, stabilize=stabilize), v)
+        assert torch.equal(E.favor_attention_torch(q, k, v, w, eps=eps, stabilize=stabilize), old)
+
+
+def test_softmax_kernel_estimate_takes_the_students_feature_map():
+    rng = np.random.default_rng(41)
+    x, y = 0.3 * rng.normal(size=8), 0.3 * rng.normal(size=8)
+    w = E.draw_projection(16, 8, seed=41, batch_shape=(5,)).numpy()
+    assert np.array_equal(E.softmax_kernel_estimate(x, y, w, feature_map=E.positive_random_features),
+                          E.softmax_kernel_estimate(x, y, w, kind="positive"))
+    assert np.array_equal(E.softmax_kernel_estimate(x, y, w, feature_map=E.trig_random_features),
+                          E.softmax_kernel_estimate(x, y, w, kind="trig"))
+    with pytest.raises(ValueError, match="feature_map must be a callable"):
+        E.softmax_kernel_estimate(x, y, w, feature_map="positive")
