@@ -154,15 +154,23 @@ def _check_input(x: torch.Tensor, d_model: int, max_len: int, kind: str) -> None
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds the fixed sinusoidal encoding: x (B, T, d_model) -> x + PE[:T].
 
-    No parameters; the table is a non-trainable buffer computed by
-    :func:`sinusoidal_encoding` and moves with ``.to(device)``.
+    No parameters; the table is a non-trainable float32 buffer (the values of
+    :func:`sinusoidal_encoding`, rounded to float32) and moves with ``.to(device)``.
+    It is built from :func:`sinusoidal_frequencies` here, not by calling lesson 04's
+    exercise, so the module also works in the students' bundle before that solution
+    is released (tests/test_positional.py shows the two tables are identical).
     """
 
     def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0):
         super().__init__()
+        if not isinstance(max_len, (int, np.integer)) or max_len < 1:
+            raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
         self.d_model, self.max_len = d_model, max_len
-        self.register_buffer("pe", torch.from_numpy(sinusoidal_encoding(max_len, d_model, base)).float(),
-                             persistent=False)
+        omega = sinusoidal_frequencies(d_model, base)  # (d/2,)
+        angles = np.arange(max_len, dtype=np.float64)[:, None] * omega[None, :]  # (max_len, d/2)
+        table = np.empty((max_len, d_model), dtype=np.float64)
+        table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)  # sines even, cosines odd
+        self.register_buffer("pe", torch.from_numpy(table).float(), persistent=False)  # (max_len, d_model)
 
     def encoding(self, length: int) -> torch.Tensor:
         """The first ``length`` position vectors, (length, d_model)."""

@@ -296,3 +296,16 @@ def test_plots_smoke():
     with pytest.raises(ValueError, match="features \\(N, n\\)"):
         plotting.basis_plot(r, np.zeros((3, 2)))
     plt.close("all")
+
+
+@pytest.mark.parametrize("d_model,max_len,base", [(8, 20, 10000.0), (32, 512, 10000.0), (6, 7, 100.0)])
+def test_sinusoidal_module_table_is_the_reference_rounded_to_float32(d_model, max_len, base):
+    """The module builds its table without calling the exercise (it must work in the students' bundle
+    before lesson 04's solution is out); the table is bit for bit the reference's, rounded to float32."""
+    mod = P.SinusoidalPositionalEncoding(d_model, max_len=max_len, base=base)
+    expected = torch.from_numpy(P.sinusoidal_encoding(max_len, d_model, base)).float()
+    assert mod.pe.dtype == torch.float32 and torch.equal(mod.pe, expected)
+    with pytest.raises(ValueError, match="max_len must be a positive integer"):
+        P.SinusoidalPositionalEncoding(d_model, max_len=0)
+    with pytest.raises(ValueError, match="d_model must be a positive even integer"):
+        P.SinusoidalPositionalEncoding(7, max_len=4)
