@@ -327,6 +327,8 @@ class MultiHeadAttention(nn.Module):
         S = k.shape[-2]
         one_hot = torch.eye(S, dtype=q.dtype, device=q.device).expand(*k.shape[:-2], S, S)  # (B, H, S, S)
         weights = F.scaled_dot_product_attention(q, k, one_hot, attn_mask=mask)  # (B, H, T, S)
+        if mask is not None:  # a fully masked row: zeros on every backend (CPU's already gives them)
+            weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
         if self.training and self.dropout > 0.0:
             weights = F.dropout(weights, p=self.dropout, training=True)
         heads = weights @ v  # (B, H, T, d_head)
