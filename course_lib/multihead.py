@@ -19,7 +19,9 @@ Does NOT cover
     * different key/value feature sizes (``kdim``/``vdim`` of nn.MultiheadAttention),
       ``add_bias_kv`` and ``add_zero_attn``: ``from_torch`` refuses such modules,
     * grouped-query / multi-query attention, KV caches,
-    * fused kernels: the core is ``course_lib.attention.scaled_dot_product_attention_torch``.
+    * fused kernels for the output: ``MultiHeadAttention`` needs the weights (it returns
+      them, and dropout acts on them), so it takes them from torch's
+      ``F.scaled_dot_product_attention`` and multiplies them with the values itself.
 
 Masks follow the course convention (``course_lib.masking``): boolean, True = may attend,
 broadcastable to the per-head score shape (B, H, T, S), e.g. (T, S) for a causal mask or
@@ -36,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.attention import scaled_dot_product_attention, scaled_dot_product_attention_torch
+from course_lib.attention import check_attention_shapes, scaled_dot_product_attention
 
 __all__ = [
     "split_heads",
@@ -311,15 +313,26 @@ class MultiHeadAttention(nn.Module):
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))  # (B, L, D)
         if query.shape[0] != key.shape[0]:
             raise ValueError(f"query and key have different batch sizes: {query.shape[0]} vs {key.shape[0]}")
-        H = self.num_heads
-        q = split_heads(self.q_proj(query), H)  # (B, H, T, d_head)
-        k = split_heads(self.k_proj(key), H)  # (B, H, S, d_head)
-        v = split_heads(self.v_proj(value), H)  # (B, H, S, d_head)
-        heads, weights = scaled_dot_product_attention_torch(q, k, v, mask)  # (B, H, T, d_head), (B, H, T, S)
+        # Built on torch's own pieces only (no graded exercise of lessons 01 and 03 is called, so the
+        # module works in the students' bundle before those solutions are out); tests/test_multihead.py
+        # shows it equals the former version on split_heads / scaled_dot_product_attention_torch.
+        H, d_head = self.num_heads, self.d_head
+        q = self.q_proj(query).unflatten(-1, (H, d_head)).transpose(1, 2)  # (B, H, T, d_head)
+        k = self.k_proj(key).unflatten(-1, (H, d_head)).transpose(1, 2)  # (B, H, S, d_head)
+        v = self.v_proj(value).unflatten(-1, (H, d_head)).transpose(1, 2)  # (B, H, S, d_head)
+        if mask is not None:
+            check_attention_shapes(q.shape, k.shape, v.shape, mask.shape)
+        # the weights are what attention returns when each key's value is its own one-hot vector:
+        # softmax(q k^T / sqrt(d_head)) @ I, with masked keys at 0 and a fully masked row all 0
+        S = k.shape[-2]
+        one_hot = torch.eye(S, dtype=q.dtype, device=q.device).expand(*k.shape[:-2], S, S)  # (B, H, S, S)
+        weights = F.scaled_dot_product_attention(q, k, one_hot, attn_mask=mask)  # (B, H, T, S)
+        if mask is not None:  # a fully masked row: zeros on every backend (CPU's already gives them)
+            weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
         if self.training and self.dropout > 0.0:
             weights = F.dropout(weights, p=self.dropout, training=True)
-            heads = weights @ v  # (B, H, T, d_head)
-        out = self.out_proj(merge_heads(heads))  # (B, T, D)
+        heads = weights @ v  # (B, H, T, d_head)
+        out = self.out_proj(heads.transpose(1, 2).flatten(-2))  # (B, T, D)
         if not self.batch_first:
             out = out.transpose(0, 1)  # (T, B, D)
         if not need_weights:

@@ -154,15 +154,23 @@ def _check_input(x: torch.Tensor, d_model: int, max_len: int, kind: str) -> None
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds the fixed sinusoidal encoding: x (B, T, d_model) -> x + PE[:T].
 
-    No parameters; the table is a non-trainable buffer computed by
-    :func:`sinusoidal_encoding` and moves with ``.to(device)``.
+    No parameters; the table is a non-trainable float32 buffer (the values of
+    :func:`sinusoidal_encoding`, rounded to float32) and moves with ``.to(device)``.
+    It is built from :func:`sinusoidal_frequencies` here, not by calling lesson 04's
+    exercise, so the module also works in the students' bundle before that solution
+    is released (tests/test_positional.py shows the two tables are identical).
     """
 
     def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0):
         super().__init__()
+        if not isinstance(max_len, (int, np.integer)) or max_len < 1:
+            raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
         self.d_model, self.max_len = d_model, max_len
-        self.register_buffer("pe", torch.from_numpy(sinusoidal_encoding(max_len, d_model, base)).float(),
-                             persistent=False)
+        omega = sinusoidal_frequencies(d_model, base)  # (d/2,)
+        angles = np.arange(max_len, dtype=np.float64)[:, None] * omega[None, :]  # (max_len, d/2)
+        table = np.empty((max_len, d_model), dtype=np.float64)
+        table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)  # sines even, cosines odd
+        self.register_buffer("pe", torch.from_numpy(table).float(), persistent=False)  # (max_len, d_model)
 
     def encoding(self, length: int) -> torch.Tensor:
         """The first ``length`` position vectors, (length, d_model)."""
@@ -311,8 +319,16 @@ def enformer_relative_features(distances, num_features: int, seq_len: float, sym
         )
     r = np.asarray(distances, dtype=np.float64)
     n = num_features // groups
-    sym = np.concatenate([exponential_basis(r, n, seq_len, min_half_life),
-                          central_mask_basis(r, n), gamma_basis(r, n, seq_len)], axis=-1)  # (..., 3n)
+    _check_basis_args(n, seq_len)
+    if not min_half_life <= math.log2(seq_len):
+        raise ValueError(f"min_half_life is log2 of the shortest half-life and must be <= log2(seq_len) = "
+                         f"{math.log2(seq_len):.3g}, got {min_half_life}")
+    # the exponential family as exponential_basis computes it, written out rather than called: that is
+    # lesson 04's exercise, and this function must work in the students' bundle before its solution is
+    # out (lesson 12 uses it); tests/test_positional.py shows the features are the same bit for bit
+    half_lives = 2.0 ** np.linspace(min_half_life, math.log2(seq_len), n)  # (n,)
+    exponential = np.exp(-math.log(2.0) * np.abs(r)[..., None] / half_lives)  # (..., n)
+    sym = np.concatenate([exponential, central_mask_basis(r, n), gamma_basis(r, n, seq_len)], axis=-1)  # (..., 3n)
     if symmetric:
         return sym
     return np.concatenate([sym, np.sign(r)[..., None] * sym], axis=-1)  # (..., 6n)

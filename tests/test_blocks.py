@@ -327,3 +327,43 @@ def test_built_on_course_multihead():
     assert isinstance(B.DecoderLayer(D, H).cross_attn, MultiHeadAttention)
     assert np.isclose(sum(p.numel() for p in layer.parameters()),
                       sum(p.numel() for p in nn.TransformerEncoderLayer(D, H, D_FF).parameters()))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_encoder_layer_forward_method_equals_the_reference_function(norm_first, seed):
+    """EncoderLayer.forward no longer calls lesson 05's graded encoder_layer_forward (so the module works
+    in the students' bundle); it gives the same outputs and weights bit for bit, with dropout in training
+    mode too (same random stream), and Encoder's layer_forward runs a given function instead."""
+    from course_lib.blocks import encoder_layer_forward
+
+    g = torch.Generator().manual_seed(seed)
+    layer = B.EncoderLayer(16, 4, 32, dropout=0.2, activation="gelu", norm_first=norm_first, dtype=torch.float64)
+    x = torch.randn(3, 6, 16, generator=g, dtype=torch.float64)
+    mask = torch.as_tensor(masking.padding_mask([6, 3, 1]))[:, None, None, :]
+    for train in (False, True):
+        layer.train(train)
+        torch.manual_seed(seed)
+        out, w = layer(x, mask, need_weights=True)
+        torch.manual_seed(seed)
+        out_ref, w_ref = encoder_layer_forward(layer, x, mask)
+        assert torch.equal(out, out_ref) and torch.equal(w, w_ref)
+        torch.manual_seed(seed)
+        assert torch.equal(layer(x, mask), out_ref)
+
+    calls = []
+
+    def spy(layer, x, mask):
+        calls.append(layer)
+        return encoder_layer_forward(layer, x, mask)
+
+    torch.manual_seed(seed)
+    enc = B.Encoder(2, 16, 4, 32, dropout=0.0, dtype=torch.float64).eval()
+    plain, maps = enc.forward_with_weights(x, mask)
+    enc.layer_forward = spy
+    hooked, maps_hooked = enc.forward_with_weights(x, mask)
+    assert torch.equal(enc(x, mask), plain) and torch.equal(hooked, plain)
+    assert all(torch.equal(a, b) for a, b in zip(maps, maps_hooked))
+    assert calls == list(enc.layers) * 2
+    with pytest.raises(ValueError, match="layer_forward must be a function"):
+        B.Encoder(1, 16, 4, layer_forward="encoder_layer_forward")

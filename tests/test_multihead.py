@@ -320,3 +320,43 @@ def test_head_heatmaps_one_panel_per_head():
     with pytest.raises(ValueError, match="H, T, S"):
         plotting.head_heatmaps(w, list("abcd"))
     plt.close("all")
+
+
+def _former_forward(m: MultiHeadAttention, query, key, value, mask=None):
+    """MultiHeadAttention.forward as it was written before it moved to torch's own pieces: the references
+    split_heads / merge_heads (lesson 03) and scaled_dot_product_attention_torch (lesson 01)."""
+    from course_lib.attention import scaled_dot_product_attention_torch
+
+    H = m.num_heads
+    q, k, v = (split_heads(proj(t), H) for proj, t in ((m.q_proj, query), (m.k_proj, key), (m.v_proj, value)))
+    heads, weights = scaled_dot_product_attention_torch(q, k, v, mask)
+    if m.training and m.dropout > 0.0:
+        weights = torch.nn.functional.dropout(weights, p=m.dropout, training=True)
+        heads = weights @ v
+    return m.out_proj(merge_heads(heads)), weights
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_forward_equals_the_former_version_on_the_references(dtype, tol, seed):
+    """The module no longer calls lesson 01's and lesson 03's graded references (so it works in the
+    students' bundle); on the same seed it gives the former outputs and weights, with causal, padding
+    and fully masked rows, in eval mode and with dropout in training mode (same random stream)."""
+    g = torch.Generator().manual_seed(seed)
+    m = MultiHeadAttention(16, 4, dropout=0.25, dtype=dtype)
+    x = torch.randn(3, 7, 16, generator=g, dtype=dtype)
+    mem = torch.randn(3, 9, 16, generator=g, dtype=dtype)
+    causal = torch.as_tensor(masking.causal_mask(7))
+    pad = torch.as_tensor(masking.padding_mask([9, 4, 1]))[:, None, None, :]  # (B, 1, 1, S)
+    dead = torch.ones(3, 1, 7, 9, dtype=torch.bool)
+    dead[1, :, 2] = False  # query 2 of sequence 1 sees no key at all
+    for train in (False, True):
+        m.train(train)
+        for q, kv, mask in ((x, x, None), (x, x, causal), (x, mem, pad), (x, mem, dead)):
+            torch.manual_seed(seed)
+            out, w = m(q, kv, kv, mask=mask, average_attn_weights=False)
+            torch.manual_seed(seed)
+            out_old, w_old = _former_forward(m, q, kv, kv, mask)
+            torch.testing.assert_close(w, w_old, atol=tol, rtol=0)
+            torch.testing.assert_close(out, out_old, atol=tol, rtol=0)
+            assert torch.isfinite(out).all()

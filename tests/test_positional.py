@@ -296,3 +296,35 @@ def test_plots_smoke():
     with pytest.raises(ValueError, match="features \\(N, n\\)"):
         plotting.basis_plot(r, np.zeros((3, 2)))
     plt.close("all")
+
+
+@pytest.mark.parametrize("d_model,max_len,base", [(8, 20, 10000.0), (32, 512, 10000.0), (6, 7, 100.0)])
+def test_sinusoidal_module_table_is_the_reference_rounded_to_float32(d_model, max_len, base):
+    """The module builds its table without calling the exercise (it must work in the students' bundle
+    before lesson 04's solution is out); the table is bit for bit the reference's, rounded to float32."""
+    mod = P.SinusoidalPositionalEncoding(d_model, max_len=max_len, base=base)
+    expected = torch.from_numpy(P.sinusoidal_encoding(max_len, d_model, base)).float()
+    assert mod.pe.dtype == torch.float32 and torch.equal(mod.pe, expected)
+    with pytest.raises(ValueError, match="max_len must be a positive integer"):
+        P.SinusoidalPositionalEncoding(d_model, max_len=0)
+    with pytest.raises(ValueError, match="d_model must be a positive even integer"):
+        P.SinusoidalPositionalEncoding(7, max_len=4)
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_enformer_features_equal_the_three_basis_functions(symmetric, seed):
+    """enformer_relative_features writes out the exponential family instead of calling lesson 04's graded
+    exponential_basis (it must work in the students' bundle, lesson 12 uses it); its features are the
+    former ones, the concatenation of the three basis functions, bit for bit."""
+    rng = np.random.default_rng(seed)
+    r = np.concatenate([P.relative_positions(17).ravel(), rng.uniform(-300, 300, size=40)])
+    groups, n, seq_len = (3 if symmetric else 6), 4, 256.0
+    for min_half_life in (3.0, 1.5):
+        feats = P.enformer_relative_features(r, groups * n, seq_len, symmetric=symmetric, min_half_life=min_half_life)
+        sym = np.concatenate([P.exponential_basis(r, n, seq_len, min_half_life), P.central_mask_basis(r, n),
+                              P.gamma_basis(r, n, seq_len)], axis=-1)
+        expected = sym if symmetric else np.concatenate([sym, np.sign(r)[..., None] * sym], axis=-1)
+        assert np.array_equal(feats, expected)
+    with pytest.raises(ValueError, match="min_half_life"):
+        P.enformer_relative_features(r, 6, seq_len=4.0)
