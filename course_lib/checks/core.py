@@ -380,7 +380,7 @@ def _door_names(paths: tuple) -> tuple[frozenset, frozenset]:
 
 
 @contextlib.contextmanager
-def _torch_doors(paths: tuple, exercise: str):
+def _torch_doors(paths: tuple, exercise: str, tripped: list):
     """While the student's function runs, every call of a forbidden torch built-in raises IntegrityError,
     whatever name reached it: a torch function mode sees the public call (``torch.softmax``, an alias
     bound before the check, ``Tensor.softmax``, ``torch.ops.aten._safe_softmax``), a dispatch mode sees
@@ -392,8 +392,6 @@ def _torch_doors(paths: tuple, exercise: str):
         return
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    tripped: list = []
 
     def trip(name):
         message = (f"{exercise}: your code calls torch's {name} (a door to a built-in this exercise asks you "
@@ -416,17 +414,8 @@ def _torch_doors(paths: tuple, exercise: str):
                 raise trip(f"aten.{name}")
             return func(*args, **(kwargs or {}))
 
-    try:
-        with _AtenDoors() if aten_names else contextlib.nullcontext(), _FunctionDoors():
-            yield tripped
-    except IntegrityError:
-        raise
-    except Exception as err:  # a door was tried, its IntegrityError caught and something else raised
-        if tripped:
-            raise IntegrityError(tripped[0]) from err
-        raise
-    if tripped:  # a door was tried and its IntegrityError caught by the student's code
-        raise IntegrityError(tripped[0])
+    with _AtenDoors() if aten_names else contextlib.nullcontext(), _FunctionDoors():
+        yield
 
 
 @contextlib.contextmanager
@@ -443,6 +432,11 @@ def forbidden_calls(paths: Iterable[str], exercise: str):
     """
     saved_code, saved_attr = [], []
     paths = forbid(*paths)
+    tripped: list = []
+
+    def _trip(message):
+        tripped.append(message)
+        return IntegrityError(message)
     try:
         for path in paths:
             try:
@@ -463,25 +457,36 @@ def forbidden_calls(paths: Iterable[str], exercise: str):
                     f"{exercise}: your code calls the course's reference implementation "
                     f"({' or '.join(names)}), which this exercise asks you to write yourself; "
                     "this test scores 0 otherwise."
-                ) if path.startswith("course_lib.") else message
+                ) if path.startswith("course_lib.") else (
+                    f"{exercise}: your code calls {' or '.join(names)}, which this exercise asks you to implement "
+                    "yourself. Write the computation with basic array operations; this test scores 0 otherwise.")
                 if any(fn is original for fn, _, _ in saved_code):
                     continue
                 saved_code.append((original, code, glb.get("__course_integrity_error__")))
-                glb["__course_integrity_error__"] = lambda m=module_message: IntegrityError(m)
+                glb["__course_integrity_error__"] = lambda m=module_message: _trip(m)
                 original.__code__ = _tripwire.__code__
             elif path.startswith("torch.ops.") or path.startswith("torch.Tensor."):
                 continue  # caught by name in torch's modes (an op namespace or Tensor is not patched)
             else:
                 def tripwire(*args, _m=message, **kwargs):
-                    raise IntegrityError(_m)
+                    raise _trip(_m)
 
                 try:
                     setattr(owner, attr, tripwire)
                 except (AttributeError, TypeError):
                     continue  # a read-only binding (torch._C._VariableFunctions): the modes catch it by name
                 saved_attr.append((owner, attr, original))
-        with _torch_doors(paths, exercise):
-            yield
+        try:
+            with _torch_doors(paths, exercise, tripped):
+                yield
+        except IntegrityError:
+            raise
+        except Exception as err:  # a door was tried, its IntegrityError caught and something else raised
+            if tripped:
+                raise IntegrityError(tripped[0]) from err
+            raise
+        if tripped:  # a door was tried and its IntegrityError caught by the student's code: the finding stands
+            raise IntegrityError(tripped[0])
     finally:
         for owner, attr, original in reversed(saved_attr):
             setattr(owner, attr, original)
