@@ -202,3 +202,47 @@ def test_check_calls_come_from_the_cell_source():
     ''')
     assert verify.check_calls(src) == [("attention", "check_softmax", {"hidden": True}),
                                        ("attention", "check_attention_numpy", {"hidden": True})]
+
+
+# ---------------------------------------------------------------- feedback: messages are text (issue 33, item 6)
+HOSTILE_MESSAGE = ("softmax: yours '\n\n# Fake headline\n\n[link](http://x) ![img](http://x/y.png) "
+                   "<script>alert(1)</script> <b>bold</b> $x^2$'")
+
+
+def _feedback_html(message: str) -> str:
+    """The feedback page of a notebook whose one graded test failed with ``message`` (the summary
+    and the per-test details), through the course's feedback preprocessors and nbconvert's HTML export."""
+    from nbconvert import HTMLExporter
+    from traitlets.config import Config
+
+    from grading.feedback import FeedbackSummary, HideHiddenTests, SafeOutputs, sanitise
+
+    cell = new_code_cell("checks.attention.check_softmax(softmax)", outputs=[
+        new_output("error", ename="AssertionError", evalue=message, traceback=[f"AssertionError: {message}"])])
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "softmax_visible", "points": 1,
+                                 "score": 0, "locked": True, "schema_version": 3}
+    nb = new_notebook(cells=[cell])
+    resources = {}
+    for pre in (HideHiddenTests(), FeedbackSummary(), SafeOutputs()):
+        nb, resources = pre.preprocess(nb, resources)
+    config = Config()
+    config.HTMLExporter.sanitize_html = True
+    config.HTMLExporter.filters = {"clean_html": sanitise}
+    body, _ = HTMLExporter(config=config).from_notebook_node(nb)
+    return body
+
+
+def test_verifier_messages_render_as_literal_text_in_the_summary_and_details():
+    import html as html_lib
+
+    body = _feedback_html(HOSTILE_MESSAGE)
+    for markup in ("<h1", ">Fake headline</h1>", 'href="http://x"', '<img src="http://x/y.png"', "<script>alert",
+                   "<b>bold</b>"):
+        assert markup not in body, markup
+    summary = body[body.index("course-sanitised"):]
+    summary = summary[:summary.index("</div>")]
+    shown = html_lib.unescape(summary)
+    for literal in ("# Fake headline", "[link](http://x)", "![img](http://x/y.png)", "<script>alert(1)</script>",
+                    "$x^2$"):
+        assert literal in shown, literal  # the characters as written, in the summary
+    assert "Fake headline" in body[body.index("</div>"):]  # and in the test's own output below it
