@@ -9,8 +9,9 @@ The launcher runs as the grader (root when grading a class) in the submission's 
   library only, so nothing in the submission's folder is ever imported by root;
 * it reads the folder's path, then leaves it (``chdir("/")``); it never opens, lists or
   changes anything in it: the kernel enters the folder only inside the sandbox;
-* it hands the kernel an environment built from an allowlist (:func:`kernel_env`): no
-  gradebook URL, password, token or other credential of the grader ever reaches it.
+* it hands the kernel an environment of a fixed list of variable names (:func:`kernel_env`,
+  :data:`KERNEL_ENV_NAMES`; no pattern such as ``COURSE_*``): no gradebook URL, password, token
+  or other credential of the grader ever reaches it.
 
 It sets resource limits and then replaces itself with the real IPython kernel inside
 bubblewrap (``bwrap``, Debian package ``bubblewrap``):
@@ -52,7 +53,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -84,25 +84,28 @@ def environment_prefix() -> str:
 
 
 # ------------------------------------------------------------------ the kernel's environment
-# names passed through as they are; everything else is dropped (allowlist)
-_PASS = {"LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_MESSAGES", "TZ", "TERM",
-         "MPLBACKEND", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING",
-         "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-         "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "TORCH_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
-         "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}
-# COURSE_* settings pass (COURSE_CHECK_MODE, the limits, ...) unless the name or value looks like a secret
-_SECRET_NAME = re.compile(r"(^|_)(DB|URL|URI|DSN|ROOT|PWD|USER\w*|HOST\w*|PASS\w*|SECRET\w*|TOKEN\w*|CRED\w*|AUTH\w*|"
-                          r"SESSION\w*|COOKIE\w*|\w*KEY\w*)(_|$)", re.I)
-_SECRET_VALUE = re.compile(r"://|@|password", re.I)
+# the kernel's environment is this fixed list of names (passed through as they are, when set) plus the
+# values kernel_env sets itself; every other name is dropped, whatever it looks like (no pattern: a
+# COURSE_* setting the grader holds is never the kernel's unless it is named here)
+KERNEL_ENV_NAMES = (
+    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_MESSAGES", "TZ", "TERM",
+    "MPLBACKEND", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "TORCH_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+    "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+    "COURSE_CHECK_MODE",  # record: set by grading.execute for every grading kernel
+    "COURSE_CACHE",  # where course_lib.pretrained finds its cached weights (a path)
+)
+_PASS = frozenset(KERNEL_ENV_NAMES)
+# the names kernel_env sets itself (with _PASS: every name a kernel's environment can hold)
+KERNEL_ENV_SET = ("PATH", "PYTHONPATH", "HOME", "MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR",
+                  "XDG_CACHE_HOME", "COURSE_SANDBOXED", "PYDEVD_DISABLE_FILE_VALIDATION")
 
 
 def kernel_env(environ: dict | None = None, home: str = "/tmp/home") -> dict:
-    """The kernel's whole environment: an allowlist of the grader's, plus the course's own settings."""
+    """The kernel's whole environment: the names in KERNEL_ENV_NAMES the grader has set, plus KERNEL_ENV_SET."""
     environ = dict(os.environ if environ is None else environ)
-    env = {k: v for k, v in environ.items() if k in _PASS}
-    for k, v in environ.items():
-        if k.startswith("COURSE_") and not _SECRET_NAME.search(k[len("COURSE_"):]) and not _SECRET_VALUE.search(v):
-            env[k] = v
+    env = {k: environ[k] for k in KERNEL_ENV_NAMES if k in environ}
     env.update({
         "PATH": os.pathsep.join([os.path.join(environment_prefix(), "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
         "PYTHONPATH": REPO_DIR,  # course_lib (the only part of the repository the kernel sees)
@@ -113,8 +116,7 @@ def kernel_env(environ: dict | None = None, home: str = "/tmp/home") -> dict:
     env.setdefault("MPLBACKEND", "agg")
     # ipykernel imports debugpy at start-up, which then warns on stderr about Python's frozen modules
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-    for k in ("COURSE_WARM_SOCKET", "COURSE_WARM_PID", "COURSE_WARM_WAIT"):
-        env.pop(k, None)  # the grader's template (grading/warm.py): never the kernel's business
+    assert set(env) <= _PASS | set(KERNEL_ENV_SET), sorted(set(env) - _PASS - set(KERNEL_ENV_SET))
     return env
 
 
