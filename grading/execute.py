@@ -380,6 +380,9 @@ class FreshIPCKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart and self._own_ipc_dir:
+            from grading.sandbox import release_ipc_folder
+
+            release_ipc_folder(self._own_ipc_dir)  # the kernel's bounded tmpfs (grading as root)
             shutil.rmtree(self._own_ipc_dir, ignore_errors=True)
             self._own_ipc_dir = None
 

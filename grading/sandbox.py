@@ -373,6 +373,144 @@ def _write_private(path: str, data: str, owner: int | None = None) -> None:
         fh.write(data)
 
 
+_CLAIMS = "/run/course-sandbox"  # root only: which launcher last claimed each IPC folder's tmpfs
+
+
+def _claim_path(folder: str) -> str:
+    import hashlib
+
+    return os.path.join(_CLAIMS, "ipc-" + hashlib.sha256(os.path.realpath(folder).encode()).hexdigest()[:32])
+
+
+def _claim(folder: str, pid: int | None) -> int | None:
+    """Under a lock: with ``pid``, record this launcher as the IPC folder's owner (a restart's launcher
+    takes it over); without, read the owner. Returns the owner before the call."""
+    import fcntl
+
+    os.makedirs(_CLAIMS, mode=0o700, exist_ok=True)
+    fd = os.open(_claim_path(folder), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        raw = os.pread(fd, 32, 0).strip()
+        owner = int(raw) if raw.isdigit() else None
+        if pid is not None:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(pid).encode(), 0)
+        return owner
+    finally:
+        os.close(fd)
+
+
+def _release_when_unclaimed(folder: str, pid: int) -> None:
+    """The relay, once its kernel is gone: unmount the IPC folder's tmpfs unless a restarted kernel's
+    launcher claimed it since, and remove the claim; the folder itself when the grader left it empty
+    (whatever starts a kernel, the grader's kernel manager or another client, nothing stays mounted)."""
+    import fcntl
+
+    try:
+        fd = os.open(_claim_path(folder), os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        raw = os.pread(fd, 32, 0).strip()
+        if raw != str(pid).encode():
+            return  # a restart took it over: its own relay releases it
+        release_ipc_folder(folder)
+        for leftover in (_claim_path(folder), folder):
+            try:
+                (os.rmdir if leftover == folder else os.unlink)(leftover)  # the folder only when empty
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
+def _bounded_output(limit: int, on_exit=None) -> None:
+    """The kernel never holds a grader's file descriptor: its stdout and stderr (and this launcher's,
+    which it inherits) become a pipe read by a relay process of the launcher, which forwards the first
+    ``limit`` bytes (``COURSE_KERNEL_OUTPUT_BYTES``, 64 KiB: start-up errors) to the grader's stderr and
+    discards the rest with one note. What the grader reads from a kernel's channels is bounded; a cell
+    that floods ``os.write(2, ...)`` fills no worker's pipe."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the relay: outside the sandbox, our code only
+        try:
+            os.close(write_fd)
+            # a session of its own: jupyter_client ends a kernel by signalling its process group, and the
+            # relay must outlive the kernel to release its IPC folder (it ends at end of file, when the
+            # kernel and its sandbox are gone)
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(devnull, 1)  # the grader's stdout: not needed by the relay
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            forwarded = 0
+            while True:
+                try:
+                    chunk = os.read(read_fd, 1 << 16)
+                except InterruptedError:
+                    continue
+                if not chunk:
+                    break
+                if forwarded < limit:
+                    part = chunk[:limit - forwarded]
+                    forwarded += len(part)
+                    try:
+                        os.write(2, part)
+                        if forwarded >= limit:
+                            os.write(2, f"\n[course-sandbox: the kernel wrote more than {limit:,} bytes to its "
+                                        "stdout/stderr; the rest was discarded]\n".encode())
+                    except OSError:
+                        forwarded = limit
+            if on_exit is not None:
+                on_exit()
+        finally:
+            os._exit(0)
+    os.close(read_fd)
+    os.dup2(write_fd, 1)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+
+MNT_DETACH = 2
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def bound_ipc_folder(folder: str, uid: int, size_kb: int) -> bool:
+    """As root: a private tmpfs of ``size_kb`` KiB over the IPC folder, owned by the kernel's uid, so the
+    sockets the kernel makes there (and anything else it writes there) stay in a bounded folder of its
+    own; the grader unmounts it when the kernel is gone (:func:`release_ipc_folder`). True when mounted
+    (or already), False where the grader is not root (the folder then stays on the host's /tmp)."""
+    if os.geteuid() != 0:
+        return False
+    # a restart: the last kernel's relay may have released and removed the folder a moment ago
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if os.path.ismount(folder):
+        return True
+    opts = f"size={size_kb}k,nr_inodes=64,mode=0700,uid={uid},gid={uid}".encode()
+    if _libc().mount(b"tmpfs", folder.encode(), b"tmpfs", 0x2 | 0x4 | 0x8, opts) != 0:  # nosuid nodev noexec
+        import ctypes
+
+        raise SystemExit(f"course-sandbox: cannot mount a tmpfs on the IPC folder {folder}: "
+                         f"{os.strerror(ctypes.get_errno())}")
+    return True
+
+
+def release_ipc_folder(folder: str) -> None:
+    """Unmount the IPC folder's tmpfs (the grader, after its kernel is gone); nothing when not mounted."""
+    if folder and os.path.ismount(folder):
+        _libc().umount2(folder.encode(), MNT_DETACH)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-f" not in argv:
@@ -405,6 +543,12 @@ def main(argv: list[str] | None = None) -> None:
         ok = False  # a TCP kernel cannot live in an empty network namespace
     uid = os.geteuid()
     kernel_uid = _free_uid() if ok and uid == 0 else None
+    launcher, on_exit = os.getpid(), None
+    if private and kernel_uid is not None:  # root: the IPC folder is a bounded tmpfs of this kernel's
+        _claim(private[0], launcher)
+        bound_ipc_folder(private[0], kernel_uid, _env_int("COURSE_SANDBOX_IPC_KB", 1024))
+        on_exit = lambda folder=private[0]: _release_when_unclaimed(folder, launcher)  # noqa: E731
+    _bounded_output(_env_int("COURSE_KERNEL_OUTPUT_BYTES", 64 * 1024), on_exit)
     if private:  # a private copy; a restarted kernel's folder may hold links it made: never followed
         _write_private(connection_file, json.dumps(info), kernel_uid)
     if not ok:
