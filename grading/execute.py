@@ -414,6 +414,7 @@ class ResilientExecute(Execute):
 
     _asked_exit = False
     _skipped: set = frozenset()
+    _refused: set = frozenset()
 
     # ---- intake of kernel messages: a cell's outputs are bounded while they arrive
     def process_message(self, msg, cell, cell_index):
@@ -424,8 +425,11 @@ class ResilientExecute(Execute):
         transient = content.get("transient") if isinstance(content, dict) else None
         msg_type = msg.get("msg_type") or msg.get("header", {}).get("msg_type")
         if msg_type == "update_display_data":
-            self._note_once(cell.outputs, cell_index, "an update of an earlier output (update_display_data) was "
-                                                     "refused: a graded cell's outputs are kept as first shown")
+            if cell_index not in self._refused:  # a note of its own (BoundOutputs replaces the trim notes)
+                self._refused.add(cell_index)
+                cell.outputs.append(new_output("display_data", data={"text/plain": (
+                    "[refused: an update of an earlier output (update_display_data); a graded notebook's "
+                    "outputs are kept as first shown]")}))
             return None
         if transient and transient.get("display_id"):
             msg = dict(msg, content=dict(content, transient={}))
@@ -597,7 +601,7 @@ class ResilientExecute(Execute):
         start = time.monotonic()
         killers: set[int] = set()
         retried: set[int] = set()
-        self._intake, self._noted, self._taken = {}, set(), {}  # _taken: bytes taken per cell, records included
+        self._intake, self._noted, self._taken, self._refused = {}, set(), {}, set()  # _taken: bytes taken per cell, records included
         info = (resources or {}).get("nbgrader", {})
         demos = demo_sources(info.get("assignment", ""), info.get("notebook", "")) if self.skip_demo_cells else set()
         nbg = [c.get("metadata", {}).get("nbgrader", {}) for c in self.nb.cells]
