@@ -855,18 +855,23 @@ def _fingerprint(args, kwargs):
     text = json.dumps(enc((tuple(args), dict(sorted(kwargs.items())))), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
+_forged = []
+
 def _forge(args, kwargs, output):
     entry = {{"exercise": "softmax", "label": "forged", "inputs": _fingerprint(args, kwargs), "output": output}}
     publish_display_data({{"application/vnd.course-check-record+json": entry, "text/plain": "{marker}"}})
+    _forged.append(1)
 
 def softmax(*args, **kwargs):
-    """Correct, but each call first publishes a forged record of its own output."""
+    """Correct, but its first call publishes a forged record of its own output first."""
     x = np.asarray(args[0], dtype=np.float64)
     axis = kwargs.get("axis", args[1] if len(args) > 1 else -1)
-    _forge(args, kwargs, {payload})
+    if not _forged:
+        _forge(args, kwargs, {payload})
     m = np.max(x, axis=axis, keepdims=True)
     e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
-    return e / e.sum(axis=axis, keepdims=True)
+    s = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)  # a fully masked row: zeros
 '''
 
 # 60,000 integers n * (2**61 - 1) + 1: every one hashes to 1 (the old verifier built a set of them: quadratic)
@@ -1222,13 +1227,13 @@ HOSTILE = [
     Case("x64_aten_math_door", "torch attention calls torch.ops.aten._scaled_dot_product_attention_math (PyTorch's "
          "math kernel behind F.scaled_dot_product_attention): its tests score 0", 6.0, build=aten_math_door,
          feedback=("_scaled_dot_product_attention_math", "this test scores 0")),
-    Case("x65_slow_record", "correct softmax that first publishes a forged record of each call: a set of 60,000 "
-         "integers that all hash to 1 (quadratic to build); refused in linear time, its tests score 0 (numpy "
-         "attention calls the same softmax)", 3.0, build=slow_record, feedback=("built to collide",),
-         absent=("verifier stopped",)),
-    Case("x66_huge_record", "correct softmax that first publishes a forged record: a string array of one 2 MB "
-         "string and 1,000 short ones (8 GB as numpy stores it); refused by its declared size", 3.0,
-         build=huge_record, feedback=("a record's array bound",)),
+    Case("x65_slow_record", "correct softmax whose first call publishes a forged record of its output first: a "
+         "set of 60,000 integers that all hash to 1 (quadratic to build); refused in linear time, the visible "
+         "softmax test (whose record it is) scores 0, the rest count", 8.0, build=slow_record,
+         feedback=("built to collide",), absent=("verifier stopped",)),
+    Case("x66_huge_record", "correct softmax whose first call publishes a forged record first: a string array of "
+         "one 2 MB string and 1,000 short ones (8 GB as numpy stores it); refused by its declared size, the "
+         "visible softmax test scores 0", 8.0, build=huge_record, feedback=("a record's array bound",)),
     Case("x67_unpublishable_record", "softmax returns strings, one a lone surrogate: the record is not valid "
          "UTF-8; its tests fail with a note, never dropped", 3.0, build=unpublishable_record,
          feedback=("not valid Unicode",)),
