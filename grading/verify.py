@@ -127,6 +127,9 @@ def _vm_bytes() -> int:
     return 0
 
 
+MAX_VERDICT_CHARS = 20_000  # one verdict, as the verifier's child reports it
+
+
 def _child_verdicts(jobs: list, write_fd: int, cpu_seconds: int, memory_bytes: int) -> None:
     """In the forked child: each job's verdict, one JSON line each, as soon as it is known."""
     try:
@@ -144,7 +147,9 @@ def _child_verdicts(jobs: list, write_fd: int, cpu_seconds: int, memory_bytes: i
             spent = int(used.ru_utime + used.ru_stime) + 1
             resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_seconds, spent + cpu_seconds + 5))
             try:
-                line = {"key": key, "verdict": verify_cell(source, records)}
+                verdict = verify_cell(source, records)
+                # what the parent reads from this child is bounded too (a message quoting a record)
+                line = {"key": key, "verdict": verdict if verdict is None else verdict[:MAX_VERDICT_CHARS]}
             except MemoryError:
                 line = {"key": key, "limit": "memory"}
             except Exception as err:  # fail closed: a cell the verifier cannot judge earns nothing
