@@ -15,9 +15,11 @@ graded test cell it
    every ``checks.<lesson>.check_<exercise>(..., hidden=...)`` call, in order;
 2. takes the records from the cell's outputs (data only: decoded without pickle,
    arrays of an allowlist of plain dtypes);
-3. replays each check here: inputs regenerated, the reference computed, every call of
-   the student's function answered from the record; the first failing check's message
-   is the verdict;
+3. replays each check, in a child process forked from this one and bounded in CPU time and
+   memory (:func:`bounded_verdicts`): inputs regenerated, the reference computed, every call
+   of the student's function answered from the record (decoded only within the record's
+   bounds, ``transcript.record_bounds``); the first failing check's message is the verdict,
+   and a record that exceeds a bound scores 0 for its test with a note;
 4. removes the records from the outputs and, when the verdict is a failure, appends
    it as an ``AssertionError`` output, which nbgrader's ``SaveAutoGrades`` scores 0.
 
