@@ -37,6 +37,13 @@ isolated (with bwrap)
       kernel alone (root is exempt from RLIMIT_NPROC; a shared uid such as nobody
       would let one student's fork bomb starve another's kernel) and it cannot
       escalate (no_new_privs).
+    * the IPC socket folder (as root) is a private tmpfs of ``COURSE_SANDBOX_IPC_KB`` (1 MiB,
+      64 files) owned by the kernel's uid (:func:`bound_ipc_folder`), unmounted when the kernel is
+      gone (by the grader's kernel manager, or by the relay below once no restart claimed it).
+channels (always)
+    * the kernel's stdout and stderr are a pipe to a relay process of the launcher
+      (:func:`_bounded_output`): the grader's file descriptors never reach the kernel, and the
+      grader reads at most ``COURSE_KERNEL_OUTPUT_BYTES`` (64 KiB) of what it writes there.
 bounded (always, also without bwrap)
     * memory: address space ``COURSE_SANDBOX_MEMORY_MB`` (default 6144 MiB);
     * processes and threads: ``COURSE_SANDBOX_NPROC`` more than the uid already runs (default 128);
