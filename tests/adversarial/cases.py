@@ -1234,9 +1234,10 @@ HOSTILE = [
     Case("x66_huge_record", "correct softmax whose first call publishes a forged record first: a string array of "
          "one 2 MB string and 1,000 short ones (8 GB as numpy stores it); refused by its declared size, the "
          "visible softmax test scores 0", 8.0, build=huge_record, feedback=("a record's array bound",)),
-    Case("x67_unpublishable_record", "softmax returns strings, one a lone surrogate: the record is not valid "
-         "UTF-8; its tests fail with a note, never dropped", 3.0, build=unpublishable_record,
-         feedback=("not valid Unicode",)),
+    Case("x67_unpublishable_record", "softmax returns strings, one a lone surrogate: the record cannot be sent as "
+         "UTF-8 and is recorded as not plain data (never dropped); the check already fails in the kernel (numpy "
+         "cannot sum strings), so that failure is the note; numpy attention fails on the strings", 3.0,
+         build=unpublishable_record, feedback=("softmax_visible (0 / 1)", "not compatible with add.reduce")),
     Case("x68_display_update", "an output shown with a display id, rewritten from a later cell with "
          "update_display_data: the update is refused with a note", 9.0, build=display_update,
          feedback=("x68 as first shown", "update_display_data", "x68 update sent"), absent=("x68 REWRITTEN",)),
