@@ -17,6 +17,10 @@ It prints the wall times, the hostile submission's grade and note, and the ratio
 hostile within 10% of demo + honest (the hostile record is refused in linear time, or stopped by the
 verifier's CPU and memory bounds: ``COURSE_VERIFY_CPU_SECONDS``, ``COURSE_VERIFY_MEMORY_MB``).
 Before issue 33 the demo + hostile run did not finish (the verifier had no bound).
+
+Measured 2026-11-25 on the project VM (2 CPUs, shared with other grading runs at the time, so the
+three differ by load as much as by work): demo 103.8 s, demo + honest 95.4 s, demo + hostile 93.8 s
+(x65 graded 8 of 9 with "built to collide" in its feedback): demo + hostile / demo + honest = 0.98.
 """
 from __future__ import annotations
 
