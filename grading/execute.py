@@ -55,8 +55,12 @@ from traitlets import Bool, CaselessStrEnum, Integer, Type
 from grading import NOTEBOOKS_DIR
 
 
-# the verifier's input (course_lib.checks.transcript.RECORD_MIME); never counted against, nor trimmed by, output limits
+# the verifier's input (course_lib.checks.transcript.RECORD_MIME): bounded per record (COURSE_RECORD_BYTES) and
+# counted in the notebook's intake budget (COURSE_INTAKE_NOTEBOOK_BYTES) while it arrives; never trimmed afterwards
 RECORD_MIME = "application/vnd.course-check-record+json"
+# what the grader reads from a kernel, per message (a ZeroMQ frame larger than this is refused by the socket
+# before it is read: the grader never holds it)
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 TRIM_NOTE = "[output trimmed"
 DEMO_TAG = "demo-only"
 DEMO_NOTE = "[demonstration cell: not run when grading (tag demo-only); run it in your notebook to see its output]\n"
@@ -97,6 +101,16 @@ def output_bytes(out) -> int:
                    [out.get("ename", ""), out.get("evalue", ""), *(out.get("traceback") or [])])
     return sum(len(v.encode("utf-8", "replace")) if isinstance(v, str) else len(str(v))
                for v in (out.get("data") or {}).values())
+
+
+def _json_bytes(value) -> int:
+    """Bytes ``value`` takes as JSON (what a record or a widget message costs the grader to keep)."""
+    import json
+
+    try:
+        return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "replace"))
+    except (TypeError, ValueError, RecursionError):
+        return len(str(value))
 
 
 def trim_note(text: str):
@@ -274,6 +288,26 @@ class PromptReadyClient(AsyncKernelClient):
     is ignored by nbclient, which reads only the messages of the request it sent.
     """
 
+    def _create_connected_socket(self, channel, identity=None):
+        """jupyter_client's socket, with ZeroMQ's inbound message bound (``MAX_MESSAGE_BYTES``,
+        ``COURSE_KERNEL_MESSAGE_BYTES``): a larger frame from the kernel is dropped by the socket itself."""
+        import zmq
+        from jupyter_client.channels import HBChannel  # noqa: F401 - jupyter_client is loaded
+        from jupyter_client.connect import channel_socket_types
+
+        url = self._make_url(channel)
+        sock = self.context.socket(channel_socket_types[channel])
+        sock.linger = 1000
+        sock.setsockopt(zmq.MAXMSGSIZE, _env_int("COURSE_KERNEL_MESSAGE_BYTES", MAX_MESSAGE_BYTES))
+        if identity:
+            sock.identity = identity
+        if getattr(self, "curve_publickey", None) is not None:
+            sock.curve_secretkey = self.curve_secretkey
+            sock.curve_publickey = self.curve_publickey
+            sock.curve_serverkey = self.curve_publickey
+        sock.connect(url)
+        return sock
+
     async def _idle_of(self, msg_id: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
@@ -346,6 +380,9 @@ class FreshIPCKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart and self._own_ipc_dir:
+            from grading.sandbox import release_ipc_folder
+
+            release_ipc_folder(self._own_ipc_dir)  # the kernel's bounded tmpfs (grading as root)
             shutil.rmtree(self._own_ipc_dir, ignore_errors=True)
             self._own_ipc_dir = None
 
@@ -377,30 +414,94 @@ class ResilientExecute(Execute):
 
     _asked_exit = False
     _skipped: set = frozenset()
+    _refused: set = frozenset()
 
     # ---- intake of kernel messages: a cell's outputs are bounded while they arrive
+    def process_message(self, msg, cell, cell_index):
+        """Display ids are refused: an output that names one is taken as a plain output (it can never be
+        updated later), and ``update_display_data`` is dropped with a note. So what the intake and its
+        bounds took is what is graded: a record, once taken, cannot be rewritten."""
+        content = msg.get("content") or {}
+        transient = content.get("transient") if isinstance(content, dict) else None
+        msg_type = msg.get("msg_type") or msg.get("header", {}).get("msg_type")
+        if msg_type == "update_display_data":
+            if cell_index not in self._refused:  # a note of its own (BoundOutputs replaces the trim notes)
+                self._refused.add(cell_index)
+                cell.outputs.append(new_output("display_data", data={"text/plain": (
+                    "[refused: an update of an earlier output (update_display_data); a graded notebook's "
+                    "outputs are kept as first shown]")}))
+            return None
+        if transient and transient.get("display_id"):
+            msg = dict(msg, content=dict(content, transient={}))
+        return super().process_message(msg, cell, cell_index)
+
+    def clear_output(self, outs, msg, cell_index):
+        """``clear_output`` clears what the cell showed, never its check records (the verifier's input)."""
+        records = [o for o in outs if RECORD_MIME in (o.get("data") or {})]
+        super().clear_output(outs, msg, cell_index)
+        if not self.clear_before_next_output:
+            outs[:] = records + [o for o in outs if o not in records]
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """Widget messages count in the cell's intake like any output (nbclient keeps widget state)."""
+        size = _json_bytes(msg.get("content"))
+        if not self._take(size, cell_index, outs):
+            return None
+        return super().handle_comm_msg(outs, msg, cell_index)
+
+    def _take(self, size: int, cell_index: int, outs) -> bool:
+        """Count ``size`` bytes in the cell's and the notebook's intake; False (with a note) when over."""
+        limit = _env_int("COURSE_OUTPUT_CELL_BYTES", 500_000)
+        total_limit = _env_int("COURSE_INTAKE_NOTEBOOK_BYTES", 64_000_000)
+        if self._notebook_bytes() + size > total_limit:
+            self._note_once(outs, cell_index, f"this notebook's outputs and check records passed the "
+                                              f"{total_limit:,} bytes a graded notebook may send; the rest was "
+                                              "not recorded (tests without their record score 0)")
+            return False
+        used = self._intake.get(cell_index, 0) + size
+        if used > limit:
+            self._note_once(outs, cell_index, f"this cell produced more than the {limit:,} bytes of output a "
+                                              "graded cell keeps; the rest was not recorded")
+            return False
+        self._intake[cell_index] = used
+        self._taken[cell_index] = self._taken.get(cell_index, 0) + size
+        return True
+
+    def _notebook_bytes(self) -> int:
+        """Bytes of output and records taken so far in this notebook (a replayed cell counts once)."""
+        return sum(self._taken.values())
+
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
         data = content.get("data") or {}
+        if self.clear_before_next_output:  # a clear_output(wait=True): records stay (see clear_output)
+            records = [o for o in outs if RECORD_MIME in (o.get("data") or {})]
+            outs[:] = records
+            self.clear_display_id_mapping(cell_index)
+            self.clear_before_next_output = False
         if RECORD_MIME in data:
-            size = len(str(data[RECORD_MIME]))
-            if size > _env_int("COURSE_RECORD_BYTES", 8_000_000):
+            size = _json_bytes(data)
+            limit = _env_int("COURSE_RECORD_BYTES", 8_000_000)
+            if size > limit:
                 self._note_once(outs, cell_index, f"a check record of {size:,} bytes was larger than "
-                                                  f"{_env_int('COURSE_RECORD_BYTES', 8_000_000):,} and was dropped")
+                                                  f"{limit:,} and was refused: its test scores 0")
                 return None
-            return super().output(outs, msg, display_id, cell_index)
+            total_limit = _env_int("COURSE_INTAKE_NOTEBOOK_BYTES", 64_000_000)
+            if self._notebook_bytes() + size > total_limit:
+                self._note_once(outs, cell_index, f"this notebook's outputs and check records passed the "
+                                                  f"{total_limit:,} bytes a graded notebook may send; a check "
+                                                  "record was refused: its test scores 0")
+                return None
+            # records count in the notebook's budget, not in the cell's display bound
+            self._taken[cell_index] = self._taken.get(cell_index, 0) + size
+            return super().output(outs, msg, None, cell_index)
         if msg.get("msg_type") == "error":  # errors decide scores: always kept (BoundOutputs shortens them)
-            return super().output(outs, msg, display_id, cell_index)
+            return super().output(outs, msg, None, cell_index)
         size = output_bytes({"output_type": "stream", "text": content.get("text", "")}) \
             if msg.get("msg_type") == "stream" else output_bytes({"data": data})
-        used = self._intake.get(cell_index, 0) + size
-        limit = _env_int("COURSE_OUTPUT_CELL_BYTES", 500_000)
-        if used > limit and msg.get("msg_type") in ("stream", "display_data", "execute_result"):
-            self._note_once(outs, cell_index, f"this cell produced more than the {limit:,} bytes of output a "
-                                              "graded cell keeps; the rest was not recorded")
+        if msg.get("msg_type") in ("stream", "display_data", "execute_result") and not self._take(size, cell_index, outs):
             return None
-        self._intake[cell_index] = used
-        return super().output(outs, msg, display_id, cell_index)
+        return super().output(outs, msg, None, cell_index)
 
     def _note_once(self, outs, cell_index, text):
         if cell_index not in self._noted:
@@ -434,6 +535,7 @@ class ResilientExecute(Execute):
                 if cell.cell_type != "code" or j in skip or j in self._skipped:
                     continue
                 self._intake.pop(j, None)
+                self._taken.pop(j, None)
                 try:
                     self.execute_cell(copy.deepcopy(cell), j, store_history=False)
                 finally:
@@ -458,6 +560,7 @@ class ResilientExecute(Execute):
             self._restart_and_replay(index, killers)
             self.timeout = (saved or 30) * self.retry_timeout_factor
             self._intake.pop(index, None)
+            self._taken.pop(index, None)
             self._noted.discard(index)
             self.preprocess_cell(cell, resources, index)
             return not self._asked_exit
@@ -498,7 +601,7 @@ class ResilientExecute(Execute):
         start = time.monotonic()
         killers: set[int] = set()
         retried: set[int] = set()
-        self._intake, self._noted = {}, set()
+        self._intake, self._noted, self._taken, self._refused = {}, set(), {}, set()  # _taken: bytes taken per cell, records included
         info = (resources or {}).get("nbgrader", {})
         demos = demo_sources(info.get("assignment", ""), info.get("notebook", "")) if self.skip_demo_cells else set()
         nbg = [c.get("metadata", {}).get("nbgrader", {}) for c in self.nb.cells]
@@ -531,6 +634,7 @@ class ResilientExecute(Execute):
                 try:
                     self._asked_exit = False
                     self._intake.pop(index, None)
+                    self._taken.pop(index, None)
                     self._noted.discard(index)
                     try:
                         self.preprocess_cell(cell, resources, index)

@@ -68,6 +68,24 @@ def sanitised_markdown(source: str) -> str:
     return f'<div class="course-sanitised">{html}</div>'
 
 
+# characters markdown (or the page's MathJax) would read as markup, written as numeric character references
+_MARKUP = {c: f"&#{ord(c)};" for c in "#[]()!*_`~\\|{}$<>&\"'=:"}
+_MARKUP["\n"] = "&#10;"
+_MARKUP["\r"] = ""
+
+
+def quoted_text(value) -> str:
+    """A verifier message or a value it quotes, as HTML that shows it as literal text, one line of
+    markup: every character markdown, HTML or MathJax could read as markup is a character reference,
+    so ``# Fake headline``, ``[link](http://x)``, ``![img](http://x/y.png)`` and ``<script>`` show as
+    the characters they are, also after the template's markdown pass."""
+    text = _ANSI.sub("", str(value))
+    return "".join(_MARKUP.get(c, c) for c in text)
+
+
+SUMMARY_KEY = "course_summary"  # metadata of the note FeedbackSummary adds: SafeOutputs keeps it as HTML
+
+
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 # SVG is dropped (it would need an SVG-aware sanitiser; matplotlib's default output is PNG)
 SAFE_DATA = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}
@@ -133,7 +151,14 @@ class SafeOutputs(Preprocessor):
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if gid is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", str(gid)):
             del cell.metadata["nbgrader"]  # the template quotes grade ids unescaped: only the gradebook's kind
-        if cell.cell_type == "markdown":
+        if cell.cell_type == "markdown" and cell.get("metadata", {}).get(SUMMARY_KEY):
+            # the grader's own note: fixed tags around text escaped by quoted_text (every character that
+            # markdown, HTML or MathJax reads as markup is a character reference), on one line, so the
+            # template's markdown pass keeps it as one raw HTML block and nothing a message quotes becomes
+            # a headline, a link or an image (a sanitiser would turn the references back into characters)
+            html = cell.source.replace("\r", "").replace("\n", "&#10;")
+            cell.source = f'<div class="course-sanitised">{html}</div>'
+        elif cell.cell_type == "markdown":
             cell.source = sanitised_markdown(cell.source)
         for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
             if out.get("output_type") not in ("display_data", "execute_result"):
@@ -235,8 +260,6 @@ class FeedbackSummary(Preprocessor):
     enabled = Bool(True)
 
     def preprocess(self, nb, resources):
-        import html
-
         from nbformat.v4 import new_markdown_cell
 
         failed = []
@@ -251,14 +274,16 @@ class FeedbackSummary(Preprocessor):
         if not failed:
             text = "<p><b>Every autograded test passed.</b></p>"
         else:
-            items = "".join(f"<li><b>{html.escape(gid)}</b> ({float(score):g} / {float(points):g}): "
-                            f"{html.escape(message)}</li>" for gid, score, points, message in failed)
+            items = "".join(f"<li><b>{quoted_text(gid)}</b> ({float(score):g} / {float(points):g}): "
+                            f"<samp>{quoted_text(message)}</samp></li>" for gid, score, points, message in failed)
             text = f"<p><b>What to look at</b> ({len(failed)} failed test(s)):</p><ul>{items}</ul>"
         pending = resources.get("course_pending") or []
         if pending:
-            text += ("<p><b>Pending</b>: " + ", ".join(f"{html.escape(gid)} ({points:g} points)" for gid, points in pending)
+            text += ("<p><b>Pending</b>: " + ", ".join(f"{quoted_text(gid)} ({points:g} points)" for gid, points in pending)
                      + " graded by hand, not scored yet.</p>")
-        nb.cells.insert(0, new_markdown_cell(text))
+        cell = new_markdown_cell(text)
+        cell.metadata[SUMMARY_KEY] = True
+        nb.cells.insert(0, cell)
         return nb, resources
 
 

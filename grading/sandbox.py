@@ -9,8 +9,9 @@ The launcher runs as the grader (root when grading a class) in the submission's 
   library only, so nothing in the submission's folder is ever imported by root;
 * it reads the folder's path, then leaves it (``chdir("/")``); it never opens, lists or
   changes anything in it: the kernel enters the folder only inside the sandbox;
-* it hands the kernel an environment built from an allowlist (:func:`kernel_env`): no
-  gradebook URL, password, token or other credential of the grader ever reaches it.
+* it hands the kernel an environment of a fixed list of variable names (:func:`kernel_env`,
+  :data:`KERNEL_ENV_NAMES`; no pattern such as ``COURSE_*``): no gradebook URL, password, token
+  or other credential of the grader ever reaches it.
 
 It sets resource limits and then replaces itself with the real IPython kernel inside
 bubblewrap (``bwrap``, Debian package ``bubblewrap``):
@@ -36,6 +37,13 @@ isolated (with bwrap)
       kernel alone (root is exempt from RLIMIT_NPROC; a shared uid such as nobody
       would let one student's fork bomb starve another's kernel) and it cannot
       escalate (no_new_privs).
+    * the IPC socket folder (as root) is a private tmpfs of ``COURSE_SANDBOX_IPC_KB`` (1 MiB,
+      64 files) owned by the kernel's uid (:func:`bound_ipc_folder`), unmounted when the kernel is
+      gone (by the grader's kernel manager, or by the relay below once no restart claimed it).
+channels (always)
+    * the kernel's stdout and stderr are a pipe to a relay process of the launcher
+      (:func:`_bounded_output`): the grader's file descriptors never reach the kernel, and the
+      grader reads at most ``COURSE_KERNEL_OUTPUT_BYTES`` (64 KiB) of what it writes there.
 bounded (always, also without bwrap)
     * memory: address space ``COURSE_SANDBOX_MEMORY_MB`` (default 6144 MiB);
     * processes and threads: ``COURSE_SANDBOX_NPROC`` more than the uid already runs (default 128);
@@ -52,7 +60,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -84,25 +91,28 @@ def environment_prefix() -> str:
 
 
 # ------------------------------------------------------------------ the kernel's environment
-# names passed through as they are; everything else is dropped (allowlist)
-_PASS = {"LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_MESSAGES", "TZ", "TERM",
-         "MPLBACKEND", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING",
-         "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-         "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "TORCH_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
-         "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}
-# COURSE_* settings pass (COURSE_CHECK_MODE, the limits, ...) unless the name or value looks like a secret
-_SECRET_NAME = re.compile(r"(^|_)(DB|URL|URI|DSN|ROOT|PWD|USER\w*|HOST\w*|PASS\w*|SECRET\w*|TOKEN\w*|CRED\w*|AUTH\w*|"
-                          r"SESSION\w*|COOKIE\w*|\w*KEY\w*)(_|$)", re.I)
-_SECRET_VALUE = re.compile(r"://|@|password", re.I)
+# the kernel's environment is this fixed list of names (passed through as they are, when set) plus the
+# values kernel_env sets itself; every other name is dropped, whatever it looks like (no pattern: a
+# COURSE_* setting the grader holds is never the kernel's unless it is named here)
+KERNEL_ENV_NAMES = (
+    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_MESSAGES", "TZ", "TERM",
+    "MPLBACKEND", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PYTHONIOENCODING",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "TORCH_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+    "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+    "COURSE_CHECK_MODE",  # record: set by grading.execute for every grading kernel
+    "COURSE_CACHE",  # where course_lib.pretrained finds its cached weights (a path)
+)
+_PASS = frozenset(KERNEL_ENV_NAMES)
+# the names kernel_env sets itself (with _PASS: every name a kernel's environment can hold)
+KERNEL_ENV_SET = ("PATH", "PYTHONPATH", "HOME", "MPLCONFIGDIR", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR",
+                  "XDG_CACHE_HOME", "COURSE_SANDBOXED", "PYDEVD_DISABLE_FILE_VALIDATION")
 
 
 def kernel_env(environ: dict | None = None, home: str = "/tmp/home") -> dict:
-    """The kernel's whole environment: an allowlist of the grader's, plus the course's own settings."""
+    """The kernel's whole environment: the names in KERNEL_ENV_NAMES the grader has set, plus KERNEL_ENV_SET."""
     environ = dict(os.environ if environ is None else environ)
-    env = {k: v for k, v in environ.items() if k in _PASS}
-    for k, v in environ.items():
-        if k.startswith("COURSE_") and not _SECRET_NAME.search(k[len("COURSE_"):]) and not _SECRET_VALUE.search(v):
-            env[k] = v
+    env = {k: environ[k] for k in KERNEL_ENV_NAMES if k in environ}
     env.update({
         "PATH": os.pathsep.join([os.path.join(environment_prefix(), "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
         "PYTHONPATH": REPO_DIR,  # course_lib (the only part of the repository the kernel sees)
@@ -113,8 +123,7 @@ def kernel_env(environ: dict | None = None, home: str = "/tmp/home") -> dict:
     env.setdefault("MPLBACKEND", "agg")
     # ipykernel imports debugpy at start-up, which then warns on stderr about Python's frozen modules
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-    for k in ("COURSE_WARM_SOCKET", "COURSE_WARM_PID", "COURSE_WARM_WAIT"):
-        env.pop(k, None)  # the grader's template (grading/warm.py): never the kernel's business
+    assert set(env) <= _PASS | set(KERNEL_ENV_SET), sorted(set(env) - _PASS - set(KERNEL_ENV_SET))
     return env
 
 
@@ -371,6 +380,144 @@ def _write_private(path: str, data: str, owner: int | None = None) -> None:
         fh.write(data)
 
 
+_CLAIMS = "/run/course-sandbox"  # root only: which launcher last claimed each IPC folder's tmpfs
+
+
+def _claim_path(folder: str) -> str:
+    import hashlib
+
+    return os.path.join(_CLAIMS, "ipc-" + hashlib.sha256(os.path.realpath(folder).encode()).hexdigest()[:32])
+
+
+def _claim(folder: str, pid: int | None) -> int | None:
+    """Under a lock: with ``pid``, record this launcher as the IPC folder's owner (a restart's launcher
+    takes it over); without, read the owner. Returns the owner before the call."""
+    import fcntl
+
+    os.makedirs(_CLAIMS, mode=0o700, exist_ok=True)
+    fd = os.open(_claim_path(folder), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        raw = os.pread(fd, 32, 0).strip()
+        owner = int(raw) if raw.isdigit() else None
+        if pid is not None:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(pid).encode(), 0)
+        return owner
+    finally:
+        os.close(fd)
+
+
+def _release_when_unclaimed(folder: str, pid: int) -> None:
+    """The relay, once its kernel is gone: unmount the IPC folder's tmpfs unless a restarted kernel's
+    launcher claimed it since, and remove the claim; the folder itself when the grader left it empty
+    (whatever starts a kernel, the grader's kernel manager or another client, nothing stays mounted)."""
+    import fcntl
+
+    try:
+        fd = os.open(_claim_path(folder), os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        raw = os.pread(fd, 32, 0).strip()
+        if raw != str(pid).encode():
+            return  # a restart took it over: its own relay releases it
+        release_ipc_folder(folder)
+        for leftover in (_claim_path(folder), folder):
+            try:
+                (os.rmdir if leftover == folder else os.unlink)(leftover)  # the folder only when empty
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
+def _bounded_output(limit: int, on_exit=None) -> None:
+    """The kernel never holds a grader's file descriptor: its stdout and stderr (and this launcher's,
+    which it inherits) become a pipe read by a relay process of the launcher, which forwards the first
+    ``limit`` bytes (``COURSE_KERNEL_OUTPUT_BYTES``, 64 KiB: start-up errors) to the grader's stderr and
+    discards the rest with one note. What the grader reads from a kernel's channels is bounded; a cell
+    that floods ``os.write(2, ...)`` fills no worker's pipe."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the relay: outside the sandbox, our code only
+        try:
+            os.close(write_fd)
+            # a session of its own: jupyter_client ends a kernel by signalling its process group, and the
+            # relay must outlive the kernel to release its IPC folder (it ends at end of file, when the
+            # kernel and its sandbox are gone)
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(devnull, 1)  # the grader's stdout: not needed by the relay
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            forwarded = 0
+            while True:
+                try:
+                    chunk = os.read(read_fd, 1 << 16)
+                except InterruptedError:
+                    continue
+                if not chunk:
+                    break
+                if forwarded < limit:
+                    part = chunk[:limit - forwarded]
+                    forwarded += len(part)
+                    try:
+                        os.write(2, part)
+                        if forwarded >= limit:
+                            os.write(2, f"\n[course-sandbox: the kernel wrote more than {limit:,} bytes to its "
+                                        "stdout/stderr; the rest was discarded]\n".encode())
+                    except OSError:
+                        forwarded = limit
+            if on_exit is not None:
+                on_exit()
+        finally:
+            os._exit(0)
+    os.close(read_fd)
+    os.dup2(write_fd, 1)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+
+MNT_DETACH = 2
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def bound_ipc_folder(folder: str, uid: int, size_kb: int) -> bool:
+    """As root: a private tmpfs of ``size_kb`` KiB over the IPC folder, owned by the kernel's uid, so the
+    sockets the kernel makes there (and anything else it writes there) stay in a bounded folder of its
+    own; the grader unmounts it when the kernel is gone (:func:`release_ipc_folder`). True when mounted
+    (or already), False where the grader is not root (the folder then stays on the host's /tmp)."""
+    if os.geteuid() != 0:
+        return False
+    # a restart: the last kernel's relay may have released and removed the folder a moment ago
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if os.path.ismount(folder):
+        return True
+    opts = f"size={size_kb}k,nr_inodes=64,mode=0700,uid={uid},gid={uid}".encode()
+    if _libc().mount(b"tmpfs", folder.encode(), b"tmpfs", 0x2 | 0x4 | 0x8, opts) != 0:  # nosuid nodev noexec
+        import ctypes
+
+        raise SystemExit(f"course-sandbox: cannot mount a tmpfs on the IPC folder {folder}: "
+                         f"{os.strerror(ctypes.get_errno())}")
+    return True
+
+
+def release_ipc_folder(folder: str) -> None:
+    """Unmount the IPC folder's tmpfs (the grader, after its kernel is gone); nothing when not mounted."""
+    if folder and os.path.ismount(folder):
+        _libc().umount2(folder.encode(), MNT_DETACH)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-f" not in argv:
@@ -403,6 +550,12 @@ def main(argv: list[str] | None = None) -> None:
         ok = False  # a TCP kernel cannot live in an empty network namespace
     uid = os.geteuid()
     kernel_uid = _free_uid() if ok and uid == 0 else None
+    launcher, on_exit = os.getpid(), None
+    if private and kernel_uid is not None:  # root: the IPC folder is a bounded tmpfs of this kernel's
+        _claim(private[0], launcher)
+        bound_ipc_folder(private[0], kernel_uid, _env_int("COURSE_SANDBOX_IPC_KB", 1024))
+        on_exit = lambda folder=private[0]: _release_when_unclaimed(folder, launcher)  # noqa: E731
+    _bounded_output(_env_int("COURSE_KERNEL_OUTPUT_BYTES", 64 * 1024), on_exit)
     if private:  # a private copy; a restarted kernel's folder may hold links it made: never followed
         _write_private(connection_file, json.dumps(info), kernel_uid)
     if not ok:

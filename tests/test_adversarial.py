@@ -387,16 +387,38 @@ def test_kernel_environment_is_an_allowlist(sandbox_root, tmp_path):
                "COURSE_GRADEBOOK_PASSWORD": "hunter2", "AWS_SECRET_ACCESS_KEY": "hunter2",
                "GITHUB_TOKEN": "hunter2", "COURSE_NOTE": "https://user:hunter2@example.org/"}
     course = {"COURSE_CHECK_MODE": "record", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-              "PYTHONHASHSEED": "0", "MPLBACKEND": "agg", "COURSE_SANDBOX_NPROC": "128"}
+              "PYTHONHASHSEED": "0", "MPLBACKEND": "agg"}
+    # exact names, no pattern: a COURSE_* setting that looks harmless is not passed either (issue 33, item 7)
+    unnamed = {"COURSE_SANDBOX_NPROC": "128", "COURSE_NOTE_TO_SELF": "plain words", "COURSE_WARM_SOCKET": "/x"}
     (tmp_path / "w").mkdir()
-    k = Kernel(sandbox_root, str(tmp_path / "w"), env={**secrets, **course})
+    k = Kernel(sandbox_root, str(tmp_path / "w"), env={**secrets, **course, **unnamed})
     try:
-        out = k.run("import json, os\nprint('ENV ' + json.dumps(dict(os.environ)))")
+        out = k.run("import json, os\nprint('ENV ' + json.dumps(dict(os.environ)))\n"
+                    "print('START ' + json.dumps(sorted(x.split(b'=')[0].decode() for x in "
+                    "open('/proc/self/environ', 'rb').read().split(b'\\0') if x)))\n"
+                    "print('PROC1 ' + json.dumps(open('/proc/1/cmdline', 'rb').read().decode('utf-8', 'replace')))\n"
+                    "print('PIDS ' + json.dumps(sorted(int(p) for p in os.listdir('/proc') if p.isdigit())))")
     finally:
         k.close()
     env = json.loads([x for x in out.splitlines() if x.startswith("ENV ")][0][4:])
     assert not [k for k, v in env.items() if "hunter2" in v], env
     assert not set(secrets) & set(env)
+    assert not set(unnamed) & set(env), sorted(set(unnamed) & set(env))
+    from grading import sandbox
+
+    # what the kernel started with (its own start-up adds PAGER, CLICOLOR, ... to os.environ later):
+    # the fixed names, and the working folder the sandbox's shell set when it entered it
+    started = set(json.loads([x for x in out.splitlines() if x.startswith("START ")][0][6:]))
+    assert started <= set(sandbox.KERNEL_ENV_NAMES) | set(sandbox.KERNEL_ENV_SET) | {"PWD", "OLDPWD", "SHLVL"}, \
+        sorted(started - set(sandbox.KERNEL_ENV_NAMES) - set(sandbox.KERNEL_ENV_SET))
+    # its own /proc: pid 1 is the sandbox's (bwrap's init or the sandbox's shell), never the host's init
+    proc1 = json.loads([x for x in out.splitlines() if x.startswith("PROC1 ")][0][6:])
+    with open("/proc/1/cmdline", "rb") as fh:
+        host1 = fh.read().decode("utf-8", "replace")
+    assert proc1 != host1, (proc1, host1)
+    assert "bwrap" in proc1 or proc1.startswith("/bin/sh") or "setpriv" in proc1, proc1
+    pids = json.loads([x for x in out.splitlines() if x.startswith("PIDS ")][0][5:])
+    assert len(pids) < 20, pids  # the sandbox's few processes, not the machine's
     for key, value in course.items():
         assert env.get(key) == value, (key, env.get(key))
     assert env["HOME"].startswith("/tmp/") and env["COURSE_SANDBOXED"] == "1"
@@ -1018,8 +1040,13 @@ def test_warm_kernels_are_as_isolated_as_cold_ones(warm_template, tmp_path):
              "except OSError:\n    print('offline')",
              "print(resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20, resource.getrlimit(resource.RLIMIT_NPROC)[0] > 0)",
              "print(sorted(k for k in os.environ if 'WARM' in k or 'DB_URL' in k), open('/proc/self/status').read()"
-             ".split('NoNewPrivs:')[1].split()[0], open('/proc/self/status').read().split('CapEff:')[1].split()[0])"]
+             ".split('NoNewPrivs:')[1].split()[0], open('/proc/self/status').read().split('CapEff:')[1].split()[0])",
+             "print(repr(open('/proc/1/cmdline', 'rb').read()), len([p for p in os.listdir('/proc') if p.isdigit()]))"]
     out = _run_sandboxed(cells, tmp_path / "c")
+    with open("/proc/1/cmdline", "rb") as fh:
+        host1 = repr(fh.read())
+    proc1, npids = out[5][0].rsplit(" ", 1)
+    assert proc1 != host1 and int(npids) < 20, ("its own /proc: pid 1 is the sandbox's", out[5], host1)
     assert out[0] == ["True True /tmp/work\n"]
     assert "notebooks" not in out[1][0] and ".git" not in out[1][0], out[1]
     assert out[2] == ["offline\n"]

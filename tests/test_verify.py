@@ -202,3 +202,167 @@ def test_check_calls_come_from_the_cell_source():
     ''')
     assert verify.check_calls(src) == [("attention", "check_softmax", {"hidden": True}),
                                        ("attention", "check_attention_numpy", {"hidden": True})]
+
+
+# ---------------------------------------------------------------- feedback: messages are text (issue 33, item 6)
+HOSTILE_MESSAGE = ("softmax: yours '\n\n# Fake headline\n\n[link](http://x) ![img](http://x/y.png) "
+                   "<script>alert(1)</script> <b>bold</b> $x^2$'")
+
+
+def _feedback_html(message: str) -> str:
+    """The feedback page of a notebook whose one graded test failed with ``message`` (the summary
+    and the per-test details), through the course's feedback preprocessors and nbconvert's HTML export."""
+    from nbconvert import HTMLExporter
+    from traitlets.config import Config
+
+    from grading.feedback import FeedbackSummary, HideHiddenTests, SafeOutputs, sanitise
+
+    cell = new_code_cell("checks.attention.check_softmax(softmax)", outputs=[
+        new_output("error", ename="AssertionError", evalue=message, traceback=[f"AssertionError: {message}"])])
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "softmax_visible", "points": 1,
+                                 "score": 0, "locked": True, "schema_version": 3}
+    nb = new_notebook(cells=[cell])
+    resources = {}
+    for pre in (HideHiddenTests(), FeedbackSummary(), SafeOutputs()):
+        nb, resources = pre.preprocess(nb, resources)
+    config = Config()
+    config.HTMLExporter.sanitize_html = True
+    config.HTMLExporter.filters = {"clean_html": sanitise}
+    body, _ = HTMLExporter(config=config).from_notebook_node(nb)
+    return body
+
+
+def test_verifier_messages_render_as_literal_text_in_the_summary_and_details():
+    import html as html_lib
+
+    body = _feedback_html(HOSTILE_MESSAGE)
+    for markup in ("<h1", ">Fake headline</h1>", 'href="http://x"', '<img src="http://x/y.png"', "<script>alert",
+                   "<b>bold</b>"):
+        assert markup not in body, markup
+    summary = body[body.index("course-sanitised"):]
+    summary = summary[:summary.index("</div>")]
+    shown = html_lib.unescape(summary)
+    for literal in ("# Fake headline", "[link](http://x)", "![img](http://x/y.png)", "<script>alert(1)</script>",
+                    "$x^2$"):
+        assert literal in shown, literal  # the characters as written, in the summary
+    assert "Fake headline" in body[body.index("</div>"):]  # and in the test's own output below it
+
+
+# ---------------------------------------------------------------- bounded records and verifier (issue 33, item 4)
+def _entry(output) -> dict:
+    return {"exercise": "softmax", "label": "x", "inputs": "0" * 16, "output": output}
+
+
+def test_a_record_over_its_bounds_is_refused_before_decoding():
+    deep = 1
+    for _ in range(transcript.MAX_RECORD_DEPTH + 5):
+        deep = {"__list__": [deep]}
+    wide = {"__list__": list(range(transcript.MAX_RECORD_ELEMENTS + 1))}
+    long_string = "x" * (transcript.MAX_STRING_CHARS + 1)
+    assert "nested more than" in transcript.record_bounds(_entry(deep))
+    assert "more than" in transcript.record_bounds(_entry(wide)) and "values" in transcript.record_bounds(_entry(wide))
+    assert "a string of" in transcript.record_bounds(_entry(long_string))
+    assert transcript.record_bounds(_entry({"__list__": list(range(1000))})) is None
+    # replayed, each is the test's failure with a note (never a crash of the verifier)
+    for output in (deep, wide, long_string):
+        with transcript.using("replay", [_entry(output)]):
+            with pytest.raises(transcript.RecordError, match="over a record's bounds"):
+                transcript.student_call(lambda: None, "softmax", "x", (), {})
+
+
+def test_keys_built_to_collide_are_refused_in_linear_time():
+    """ints n * (2**61 - 1) + 1 all hash to 1: a set of them took the old verifier quadratic time."""
+    p = 2 ** 61 - 1
+    colliding = [{"__int__": str(p * i + 1)} for i in range(1, 50_001)]
+    assert len({hash(int(c["__int__"])) for c in colliding[:100]}) == 1
+    out = transcript.decode({"__set__": "set", "items": colliding})
+    assert isinstance(out, transcript.Unplain) and "collide" in out.why
+    pairs = [[c, 1] for c in colliding]
+    out = transcript.decode({"__dict__": pairs})
+    assert isinstance(out, transcript.Unplain) and "collide" in out.why
+    # plain keys decode as before: strings, small ints, tuples of them
+    ok = transcript.decode(transcript.encode({("a", 1): 2, "b": {3, 4}, 5: frozenset({"c"})}))
+    assert ok == {("a", 1): 2, "b": {3, 4}, 5: frozenset({"c"})}
+    # a key that is not plain data (a list, an array) never reaches a dict
+    assert isinstance(transcript.decode({"__dict__": [[{"__list__": [1]}, 1]]}), transcript.Unplain)
+
+
+def test_strings_and_arrays_decode_by_their_declared_size():
+    huge = {"__ndarray__": {"strings": ["x" * 2_000_000] + ["a"] * 1000, "shape": [1001], "dtype": "<U2000000"}}
+    with pytest.raises(transcript.RecordError, match="larger than"):
+        transcript.decode(huge)
+    lying = {"__ndarray__": {"dtype": "<f8", "shape": [10 ** 9], "b64": ""}}
+    with pytest.raises(transcript.RecordError, match="larger than"):
+        transcript.decode(lying)
+    overflow = {"__ndarray__": {"dtype": "<f8", "shape": [2 ** 32, 2 ** 32], "b64": ""}}  # np.prod wraps to 0
+    with pytest.raises(transcript.RecordError):
+        transcript.decode(overflow)
+    small = transcript.encode(np.array(["ab", "c"]))
+    assert transcript.decode(small).tolist() == ["ab", "c"]
+
+
+def test_a_record_that_cannot_be_published_is_a_note_never_dropped():
+    lone = "\ud800"
+    entry = transcript._publishable(_entry(transcript.safe_encode(np.array([lone, "a"]))))
+    assert entry["output"]["__unplain__"] and "Unicode" in entry["output"]["why"]
+    entry = transcript._publishable(_entry({"__unplain__": "Evil" + lone}))  # any string the encoder missed
+    assert "could not be published" in entry["output"]["why"]
+    json.dumps(entry, ensure_ascii=False).encode("utf-8")  # what the kernel sends is valid UTF-8
+    raised = transcript._publishable({"exercise": "softmax", "label": "x", "inputs": "0",
+                                      "raised": {"message": "bad " + lone, "class": "AssertionError"}})
+    assert raised["raised"]["message"] == "bad \\ud800"
+    # in a kernel whose display publisher fails, the test fails with a note
+    code = textwrap.dedent("""
+        import IPython.display, sys
+        from IPython.testing.globalipapp import get_ipython
+        get_ipython()
+        def broken(*a, **k):
+            raise UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates not allowed")
+        IPython.display.publish_display_data = broken
+        from course_lib.checks import transcript
+        try:
+            transcript.publish({"exercise": "softmax", "label": "x", "inputs": "0", "output": 1})
+            print("NOT RAISED")
+        except transcript.RecordError as err:
+            print("NOTE", err)
+    """)
+    env = dict(os.environ, COURSE_CHECK_MODE="record")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert "NOTE softmax: the record of input 'x' could not be published" in proc.stdout, proc.stdout + proc.stderr
+
+
+def _fake_verify(source, records):
+    import time as _t
+
+    if source == "slow":
+        while True:
+            _t.perf_counter()
+    if source == "huge":
+        return str(len(bytearray(3 * 1024 ** 3)))
+    if source == "crash":
+        os.kill(os.getpid(), 9)
+    return None if source == "pass" else f"verdict for {source}"
+
+
+def test_the_verifier_bounds_each_record_in_time_and_memory(monkeypatch):
+    monkeypatch.setattr(verify, "verify_cell", _fake_verify)
+    jobs = [(1, "pass", []), (2, "slow", []), (3, "fail", []), (4, "huge", []), (5, "crash", []), (6, "pass", [])]
+    out = verify.bounded_verdicts(jobs, cpu_seconds=1, memory_mb=512)
+    assert out[1] is None and out[6] is None and out[3] == "verdict for fail"
+    assert "more than 1 s of CPU time" in out[2] and "this test scores 0" in out[2]
+    assert "more than 512 MiB of memory" in out[4]
+    assert "verifier stopped" in out[5]
+
+
+def test_preprocessor_scores_a_record_over_the_verifier_bounds_zero(monkeypatch):
+    monkeypatch.setattr(verify, "verify_cell", _fake_verify)
+    monkeypatch.setenv("COURSE_VERIFY_CPU_SECONDS", "1")
+    cells = []
+    for gid, source in (("a", "pass"), ("b", "slow"), ("c", "pass")):
+        cell = new_code_cell(source, metadata={"nbgrader": {"grade": True, "grade_id": gid, "points": 1,
+                                                            "solution": False, "locked": True}})
+        cells.append(cell)
+    nb, res = verify.VerifyOutsideKernel().preprocess(new_notebook(cells=cells), {})
+    assert [len(c.outputs) for c in nb.cells] == [0, 1, 0]
+    assert "CPU time" in nb.cells[1].outputs[0].evalue
+    assert [v["grade_id"] for v in res["course_verifier"]] == ["b"]

@@ -23,6 +23,7 @@ import torch
 
 from course_lib import attention as ref
 from course_lib.checks.core import (
+    forbid,
     Case,
     Wrong,
     assert_close,
@@ -44,9 +45,9 @@ __all__ = [
     "WRONG_ATTENTION",
 ]
 
-FORBIDDEN_SOFTMAX = ("course_lib.attention.softmax", "course_lib.attention.softmax_torch",
-                     "scipy.special.softmax")
-FORBIDDEN_ATTENTION = (
+FORBIDDEN_SOFTMAX = forbid("course_lib.attention.softmax", "course_lib.attention.softmax_torch",
+                            "scipy.special.softmax", "torch.softmax")
+FORBIDDEN_ATTENTION = forbid(
     "course_lib.attention.scaled_dot_product_attention",
     "course_lib.attention.scaled_dot_product_attention_torch",
     "torch.nn.functional.scaled_dot_product_attention",

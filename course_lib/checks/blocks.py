@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from course_lib import blocks as ref
 from course_lib.checks.core import (
+    forbid,
     Case,
     Wrong,
     assert_close,
@@ -45,20 +46,20 @@ __all__ = [
     "WRONG_ENCODER_LAYER",
 ]
 
-FORBIDDEN_LAYER_NORM = (
+FORBIDDEN_LAYER_NORM = forbid(
     "course_lib.blocks.layer_norm",
     "course_lib.blocks.LayerNorm.forward",
     "torch.nn.functional.layer_norm",
     "torch.layer_norm",
     "torch.nn.functional.rms_norm",
 )
-FORBIDDEN_FEED_FORWARD = (
+FORBIDDEN_FEED_FORWARD = forbid(
     "course_lib.blocks.feed_forward",
     "course_lib.blocks.gelu",
     "course_lib.blocks.FeedForward.forward",
     "torch.nn.functional.gelu",
 )
-FORBIDDEN_ENCODER_LAYER = (
+FORBIDDEN_ENCODER_LAYER = forbid(
     "course_lib.blocks.encoder_layer_forward",
     "course_lib.blocks.EncoderLayer.forward",
     "torch.nn.TransformerEncoderLayer.forward",

@@ -39,6 +39,7 @@ from torch import nn
 from course_lib import clinical as ref
 from course_lib.checks import transcript as _transcript
 from course_lib.checks.core import (
+    forbid,
     Case,
     Wrong,
     assert_close,
@@ -62,7 +63,7 @@ __all__ = [
 
 FORBIDDEN_MEAN_POOL = ("course_lib.clinical.mean_pool", "course_lib.clinical.EncoderClassifier.forward",
                        "course_lib.pretrained._pool_normalise", "course_lib.pretrained.sentence_embeddings")
-FORBIDDEN_COSINE = ("course_lib.clinical.cosine_top_k", "course_lib.clinical.tfidf_vectors",
+FORBIDDEN_COSINE = forbid("course_lib.clinical.cosine_top_k", "course_lib.clinical.tfidf_vectors",
                     "torch.nn.functional.cosine_similarity", "torch.cosine_similarity")
 FORBIDDEN_FREEZE = ("course_lib.clinical.freeze_for_probe",)
 FORBIDDEN_ROLLOUT = ("course_lib.clinical.attention_rollout",)

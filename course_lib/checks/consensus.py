@@ -42,7 +42,7 @@ FORBIDDEN_EDIT = ("course_lib.consensus.edit_distance", "course_lib.consensus.so
 FORBIDDEN_PILEUP = ("course_lib.consensus.pileup",)
 FORBIDDEN_LOSS = ("course_lib.consensus.soft_alignment_loss", "course_lib.consensus.hard_alignment_loss",
                   "course_lib.consensus.soft_edit_distance", "course_lib.consensus._soft_dp")
-FORBIDDEN_CE = ("course_lib.consensus.positionwise_cross_entropy", "torch.nn.functional.cross_entropy",
+FORBIDDEN_CE = core.forbid("course_lib.consensus.positionwise_cross_entropy", "torch.nn.functional.cross_entropy",
                 "torch.nn.functional.nll_loss")
 _BASES = "ACGT"
 

@@ -56,6 +56,8 @@ __all__ = [
     "reference",
     "compare_with_reference",
     "forbidden_calls",
+    "forbid",
+    "BUILTIN_DOORS",
     "tolerance",
     "dtype_problem",
     "inputs_changed",
@@ -291,6 +293,131 @@ def _tripwire(*args, **kwargs):
     raise __course_integrity_error__()
 
 
+# ---------------------------------------------------------------- every door of a forbidden built-in
+# One table, the only place where the doors of a torch built-in are listed: a lesson's FORBIDDEN_*
+# tuple names the built-in once (any of its doors) and :func:`forbid` adds all the others: its
+# aliases, its ``torch._C`` bindings, its ``torch.ops.aten`` entry points and the lower-level aten ops
+# it dispatches to. ``tests/test_forbidden_doors.py`` lists them per exercise and calls each one.
+_SDPA_KERNELS = ("_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps",
+                 "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                 "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                 "_scaled_dot_product_fused_attention_overrideable", "_flash_attention_forward",
+                 "_efficient_attention_forward")
+BUILTIN_DOORS: dict[str, tuple[str, ...]] = {
+    "softmax": (
+        "torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
+        "torch._C._VariableFunctions.softmax", "torch._C._special.special_softmax",
+        "torch.ops.aten.softmax", "torch.ops.aten._softmax", "torch.ops.aten._safe_softmax"),
+    "scaled_dot_product_attention": (
+        "torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention",
+        "torch.ops.aten.scaled_dot_product_attention", "torch.ops.aten._safe_softmax",
+        *(f"torch.ops.aten.{k}" for k in _SDPA_KERNELS)),
+    "multi_head_attention": (
+        "torch.nn.functional.multi_head_attention_forward", "torch.nn.MultiheadAttention.forward",
+        "torch._native_multi_head_attention", "torch.ops.aten._native_multi_head_attention"),
+    "layer_norm": (
+        "torch.nn.functional.layer_norm", "torch.layer_norm", "torch._C._VariableFunctions.layer_norm",
+        "torch.native_layer_norm", "torch.ops.aten.layer_norm", "torch.ops.aten.native_layer_norm"),
+    "rms_norm": ("torch.nn.functional.rms_norm", "torch.rms_norm", "torch.ops.aten.rms_norm",
+                 "torch.ops.aten._fused_rms_norm"),
+    "gelu": ("torch.nn.functional.gelu", "torch._C._nn.gelu", "torch.ops.aten.gelu"),
+    "elu": ("torch.nn.functional.elu", "torch.nn.functional.elu_", "torch._C._nn.elu", "torch._C._nn.elu_",
+            "torch.ops.aten.elu", "torch.ops.aten.elu_"),
+    "cosine_similarity": ("torch.nn.functional.cosine_similarity", "torch.cosine_similarity",
+                          "torch.ops.aten.cosine_similarity"),
+    "cross_entropy": ("torch.nn.functional.cross_entropy", "torch._C._nn.cross_entropy_loss",
+                      "torch.ops.aten.cross_entropy_loss"),
+    "nll_loss": ("torch.nn.functional.nll_loss", "torch._C._nn.nll_loss", "torch._C._nn.nll_loss_nd",
+                 "torch._C._nn.nll_loss2d", "torch.ops.aten.nll_loss", "torch.ops.aten.nll_loss_nd",
+                 "torch.ops.aten.nll_loss_forward", "torch.ops.aten.nll_loss2d",
+                 "torch.ops.aten.nll_loss2d_forward"),
+    "transformer_encoder_layer": (
+        "torch.nn.TransformerEncoderLayer.forward", "torch._transformer_encoder_layer_fwd",
+        "torch.ops.aten._transformer_encoder_layer_fwd"),
+}
+# a door that several built-ins dispatch to (aten._safe_softmax: softmax and attention) names no family
+_DOOR_FAMILIES: dict[str, list[str]] = {}
+for _family, _doors in BUILTIN_DOORS.items():
+    for _door in _doors:
+        _DOOR_FAMILIES.setdefault(_door, []).append(_family)
+_DOOR_FAMILY = {door: families[0] for door, families in _DOOR_FAMILIES.items() if len(families) == 1}
+
+
+def forbid(*paths: str) -> tuple[str, ...]:
+    """An exercise's forbidden paths with every door of each torch built-in among them (in order, once each)."""
+    out = []
+    for path in paths:
+        out.append(path)
+        family = _DOOR_FAMILY.get(path)
+        if family is not None:
+            out += BUILTIN_DOORS[family]
+    return tuple(dict.fromkeys(out))
+
+
+def _op_name(func) -> str:
+    """The name a torch function mode sees, without the module and the overload: ``aten._softmax.default``,
+    ``torch._C._special.special_softmax``, ``Tensor.softmax`` -> ``_softmax``, ``special_softmax``, ``softmax``."""
+    name = getattr(func, "__name__", None) or str(func)
+    schema = getattr(func, "_schema", None)  # an OpOverload / OpOverloadPacket
+    if schema is not None:
+        name = str(getattr(schema, "name", name)).split("::")[-1]
+    return str(name).split(".")[0]
+
+
+def _door_names(paths: tuple) -> tuple[frozenset, frozenset]:
+    """(names a torch function mode matches, aten op names a dispatch mode matches) of the torch doors in ``paths``."""
+    function_names, aten_names = set(), set()
+    for path in paths:
+        if not path.startswith("torch."):
+            continue
+        last = path.rsplit(".", 1)[-1]
+        if last in ("forward", "__call__"):  # a module's method: its code is swapped (aliases trip too)
+            continue
+        function_names.add(last)
+        if path.startswith("torch.ops.aten."):
+            aten_names.add(last)
+    return frozenset(function_names), frozenset(aten_names)
+
+
+@contextlib.contextmanager
+def _torch_doors(paths: tuple, exercise: str, tripped: list):
+    """While the student's function runs, every call of a forbidden torch built-in raises IntegrityError,
+    whatever name reached it: a torch function mode sees the public call (``torch.softmax``, an alias
+    bound before the check, ``Tensor.softmax``, ``torch.ops.aten._safe_softmax``), a dispatch mode sees
+    the aten op it dispatches to (also with ``torch._C.DisableTorchFunction``). A door tried and then
+    caught by the student's code still fails the call: the finding is kept and raised when it returns."""
+    function_names, aten_names = _door_names(paths)
+    if not function_names:
+        yield
+        return
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def trip(name):
+        message = (f"{exercise}: your code calls torch's {name} (a door to a built-in this exercise asks you "
+                   "to implement yourself). Write the computation with basic operations (exp, sum, matmul, "
+                   "...); this test scores 0 otherwise.")
+        tripped.append(message)
+        return IntegrityError(message)
+
+    class _FunctionDoors(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = _op_name(func)
+            if name in function_names:
+                raise trip(name)
+            return func(*args, **(kwargs or {}))
+
+    class _AtenDoors(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = _op_name(func)
+            if name in aten_names:
+                raise trip(f"aten.{name}")
+            return func(*args, **(kwargs or {}))
+
+    with _AtenDoors() if aten_names else contextlib.nullcontext(), _FunctionDoors():
+        yield
+
+
 @contextlib.contextmanager
 def forbidden_calls(paths: Iterable[str], exercise: str):
     """Inside the block, calling any of ``paths`` raises IntegrityError.
@@ -298,17 +425,24 @@ def forbidden_calls(paths: Iterable[str], exercise: str):
     Used while the student's function runs, so a submission that simply calls the
     reference (or the torch built-in the exercise asks to implement) scores 0 with
     a reason instead of full marks. Python functions get their code object swapped
-    (catching every alias); built-ins are replaced on their module. Paths whose
+    (catching every alias); built-ins are replaced on their module, and every torch door
+    (:data:`BUILTIN_DOORS`, through :func:`forbid`) is caught by name in torch's function and
+    dispatch modes (:func:`_torch_doors`), aliases bound earlier included. Paths whose
     module is not installed are skipped.
     """
     saved_code, saved_attr = [], []
-    paths = tuple(paths)
+    paths = forbid(*paths)
+    tripped: list = []
+
+    def _trip(message):
+        tripped.append(message)
+        return IntegrityError(message)
     try:
         for path in paths:
             try:
                 owner, attr = _resolve(path)
                 original = getattr(owner, attr)
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RuntimeError):
                 continue
             message = (
                 f"{exercise}: your code calls {path}, which this exercise asks you to implement "
@@ -323,17 +457,36 @@ def forbidden_calls(paths: Iterable[str], exercise: str):
                     f"{exercise}: your code calls the course's reference implementation "
                     f"({' or '.join(names)}), which this exercise asks you to write yourself; "
                     "this test scores 0 otherwise."
-                )
+                ) if path.startswith("course_lib.") else (
+                    f"{exercise}: your code calls {' or '.join(names)}, which this exercise asks you to implement "
+                    "yourself. Write the computation with basic array operations; this test scores 0 otherwise.")
+                if any(fn is original for fn, _, _ in saved_code):
+                    continue
                 saved_code.append((original, code, glb.get("__course_integrity_error__")))
-                glb["__course_integrity_error__"] = lambda m=module_message: IntegrityError(m)
+                glb["__course_integrity_error__"] = lambda m=module_message: _trip(m)
                 original.__code__ = _tripwire.__code__
+            elif path.startswith("torch.ops.") or path.startswith("torch.Tensor."):
+                continue  # caught by name in torch's modes (an op namespace or Tensor is not patched)
             else:
                 def tripwire(*args, _m=message, **kwargs):
-                    raise IntegrityError(_m)
+                    raise _trip(_m)
 
+                try:
+                    setattr(owner, attr, tripwire)
+                except (AttributeError, TypeError):
+                    continue  # a read-only binding (torch._C._VariableFunctions): the modes catch it by name
                 saved_attr.append((owner, attr, original))
-                setattr(owner, attr, tripwire)
-        yield
+        try:
+            with _torch_doors(paths, exercise, tripped):
+                yield
+        except IntegrityError:
+            raise
+        except Exception as err:  # a door was tried, its IntegrityError caught and something else raised
+            if tripped:
+                raise IntegrityError(tripped[0]) from err
+            raise
+        if tripped:  # a door was tried and its IntegrityError caught by the student's code: the finding stands
+            raise IntegrityError(tripped[0])
     finally:
         for owner, attr, original in reversed(saved_attr):
             setattr(owner, attr, original)

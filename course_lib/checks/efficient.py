@@ -57,6 +57,7 @@ import numpy as np
 
 from course_lib import efficient as ref
 from course_lib.checks.core import (
+    forbid,
     Case,
     IntegrityError,
     Wrong,
@@ -93,7 +94,7 @@ _REFERENCES = ("elu_feature_map", "elu_feature_map_torch", "linear_attention", "
                "attention_from_features_torch", "prefix_sum_causal_attention_torch",
                "chunked_causal_attention_torch", "linear_attention_torch", "positive_random_features",
                "trig_random_features", "softmax_kernel_estimate", "favor_features_torch", "favor_attention_torch")
-FORBIDDEN = tuple(f"course_lib.efficient.{name}" for name in _REFERENCES) + (
+FORBIDDEN = tuple(f"course_lib.efficient.{name}" for name in _REFERENCES) + forbid(
     "torch.nn.functional.elu",
     "torch.nn.functional.scaled_dot_product_attention",
     "torch._C._nn.scaled_dot_product_attention",

@@ -31,6 +31,7 @@ import torch
 
 from course_lib import masking as ref
 from course_lib.checks.core import (
+    forbid,
     Case,
     Wrong,
     assert_finite,
@@ -58,7 +59,7 @@ FORBIDDEN = tuple(f"course_lib.masking.{name}" for name in ref.__all__) + (
     "torch.nn.attention.bias.causal_lower_right",
     "torch.nn.attention.bias.causal_upper_left",
 )
-FORBIDDEN_SOFTMAX = FORBIDDEN + (
+FORBIDDEN_SOFTMAX = FORBIDDEN + forbid(
     "course_lib.attention.softmax",
     "course_lib.attention.softmax_torch",
     "scipy.special.softmax",

@@ -30,6 +30,7 @@ import torch
 
 from course_lib import multihead as ref
 from course_lib.checks.core import (
+    forbid,
     Case,
     Wrong,
     call_student,
@@ -50,7 +51,7 @@ __all__ = [
 
 FORBIDDEN = tuple(f"course_lib.multihead.{n}" for n in
                   ("split_heads", "merge_heads", "head_weights", "multi_head_attention",
-                   "numpy_params_from_torch")) + ("torch.nn.functional.multi_head_attention_forward",)
+                   "numpy_params_from_torch")) + forbid("torch.nn.functional.multi_head_attention_forward")
 PARAM_KEYS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o", "num_heads")
 
 

@@ -33,6 +33,7 @@ import torch
 
 from course_lib import proteins as ref
 from course_lib.checks.core import (
+    forbid,
     Case,
     Wrong,
     assert_shape,
@@ -55,7 +56,7 @@ __all__ = [
 
 FORBIDDEN_ENCODE = ("course_lib.proteins.encode_proteins",)
 FORBIDDEN_KMER = ("course_lib.proteins.kmer_vectors",)
-FORBIDDEN_FAVOR = (
+FORBIDDEN_FAVOR = forbid(
     "course_lib.proteins.favor_padded_attention",
     "course_lib.efficient.attention_from_features_torch",
     "course_lib.efficient.favor_attention_torch",

@@ -57,8 +57,12 @@ import numpy as np
 
 RECORD_MIME = "application/vnd.course-check-record+json"
 MODES = ("live", "record", "replay", "capture", "stored")
-MAX_RECORD_BYTES = 32 * 1024 * 1024  # one check's record, encoded
-MAX_ARRAY_BYTES = 16 * 1024 * 1024
+MAX_RECORD_BYTES = 32 * 1024 * 1024  # one check's record, encoded (the grader's intake has its own, smaller bound)
+MAX_ARRAY_BYTES = 16 * 1024 * 1024  # one array or tensor's data, decoded (strings: 4 bytes per character)
+MAX_RECORD_DEPTH = 24  # nesting of one record (encode marks an output nested more than 20 levels as not plain)
+MAX_RECORD_ELEMENTS = 200_000  # values (numbers, strings, containers; an array counts as one) in one record
+MAX_STRING_CHARS = 4 * 1024 * 1024  # one string value of a record
+MAX_EQUAL_HASHES = 8  # dict keys / set elements of a record that may share one hash (see _hash_bounded)
 
 # dtypes a record may hold; anything else is "not plain data"
 _NUMPY_DTYPES = {"|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8", "<c8", "<c16"}
@@ -206,7 +210,15 @@ def _encode_array(a: np.ndarray) -> dict:
     a = np.ascontiguousarray(a)
     if a.dtype.str not in _NUMPY_DTYPES:
         if a.dtype.kind in "US":
-            return {"strings": [str(v) for v in a.ravel().tolist()], "shape": list(a.shape), "dtype": a.dtype.str}
+            if a.size * max(a.dtype.itemsize, 1) > MAX_ARRAY_BYTES * 4:
+                raise _NotPlain(f"array of {a.size:,} strings of up to {a.dtype.itemsize:,} bytes")
+            strings = [str(v) for v in a.ravel().tolist()]
+            try:
+                for v in strings:
+                    v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _NotPlain("array of strings that are not valid Unicode (a lone surrogate)") from None
+            return {"strings": strings, "shape": list(a.shape), "dtype": a.dtype.str}
         raise _NotPlain(f"array of dtype {a.dtype}")
     if a.nbytes > MAX_ARRAY_BYTES:
         raise _NotPlain(f"array of {a.nbytes:,} bytes (more than {MAX_ARRAY_BYTES:,})")
@@ -238,21 +250,96 @@ def safe_encode(x: Any) -> Any:
         return {"__unplain__": type(x).__qualname__[:80], "why": f"could not be read ({type(err).__name__})"}
 
 
-def decode(x: Any) -> Any:
-    """The inverse of :func:`encode`, for data from an untrusted record: never runs code."""
-    if x is None or isinstance(x, (bool, int, float, str)):
+def record_bounds(x: Any) -> str | None:
+    """Why an untrusted record (parsed JSON) is over a record's bounds, or None: its nesting
+    (:data:`MAX_RECORD_DEPTH`), its number of values (:data:`MAX_RECORD_ELEMENTS`), a string
+    (:data:`MAX_STRING_CHARS`) or its encoded size (:data:`MAX_RECORD_BYTES`). One pass, without
+    recursion, stops at the first bound: linear in the record, whatever it holds."""
+    todo, elements, size = [(x, 0)], 0, 0
+    while todo:
+        value, depth = todo.pop()
+        elements += 1
+        if elements > MAX_RECORD_ELEMENTS:
+            return f"it holds more than {MAX_RECORD_ELEMENTS:,} values"
+        if depth > MAX_RECORD_DEPTH:
+            return f"it is nested more than {MAX_RECORD_DEPTH} levels deep"
+        if isinstance(value, str):
+            if len(value) > MAX_STRING_CHARS:
+                return f"it holds a string of {len(value):,} characters (more than {MAX_STRING_CHARS:,})"
+            size += len(value) + 2
+        elif isinstance(value, dict):
+            size += 2
+            for k, v in value.items():
+                size += len(k) + 3 if isinstance(k, str) else 8
+                todo.append((v, depth + 1))
+        elif isinstance(value, list):
+            size += 2
+            todo.extend((v, depth + 1) for v in value)
+        else:
+            size += 8
+        if size > MAX_RECORD_BYTES:
+            return f"it is larger than {MAX_RECORD_BYTES:,} bytes"
+    return None
+
+
+def _hash_bounded(items: list, what: str):
+    """``items`` (decoded keys or elements, plain data: str, int, float, bool, None, tuples of them) when at
+    most :data:`MAX_EQUAL_HASHES` of them share one hash, else Unplain: a dict or set built from keys made
+    to collide costs a quadratic number of comparisons to build. The hashes are counted in a dict keyed by
+    the hash values themselves (ints below 2**61, whose hashes are themselves: they never collide), so
+    the count is linear, and so is building the dict or set afterwards."""
+    counts: dict = {}
+    for item in items:
+        try:
+            h = hash(item)
+        except TypeError:
+            return Unplain(what, "a key or element that is not hashable")
+        counts[h] = counts.get(h, 0) + 1
+        if counts[h] > MAX_EQUAL_HASHES:
+            return Unplain(what, f"more than {MAX_EQUAL_HASHES} keys or elements with one hash (built to collide)")
+    return items
+
+
+def _plain_key(k) -> bool:
+    """A dict key or set element decoded from a record: plain immutable data only (hash computed by Python itself)."""
+    if k is None or type(k) in (str, int, float, bool):
+        return True
+    if type(k) is tuple:
+        return all(_plain_key(v) for v in k)
+    return False
+
+
+def decode(x: Any, _depth: int = 0) -> Any:
+    """The inverse of :func:`encode`, for data from an untrusted record: never runs code, linear in its size.
+
+    Strings and arrays are decoded by their declared size (checked against the bounds before any
+    memory is taken); dict keys and set elements are plain data only, and a record whose keys were
+    built to collide in their hashes is not plain (:func:`_hash_bounded`). A record over
+    :func:`record_bounds` is refused before decoding (``replay``); a deeper one here is not plain."""
+    if _depth > MAX_RECORD_DEPTH:
+        return Unplain("value", f"nested more than {MAX_RECORD_DEPTH} levels")
+    if x is None or isinstance(x, (bool, int, float)):
         return x
+    if isinstance(x, str):
+        return x if len(x) <= MAX_STRING_CHARS else Unplain("str", "a string longer than a record may hold")
     if isinstance(x, list):  # plain JSON lists only appear inside our markers
-        return [decode(v) for v in x]
+        return [decode(v, _depth + 1) for v in x]
     if not isinstance(x, dict) or len(x) == 0:
         return Unplain(type(x).__name__, "malformed record")
     if "__str__" in x:
+        raw = str(x["__str__"])
+        if len(raw) > MAX_STRING_CHARS * 4 // 3 + 4:
+            return Unplain("str", "a string longer than a record may hold")
         try:
-            return base64.b64decode(str(x["__str__"]), validate=True).decode("utf-8", "surrogatepass")
+            return base64.b64decode(raw, validate=True).decode("utf-8", "surrogatepass")
         except ValueError:
             return Unplain("str", "malformed string in the record")
     if "__int__" in x:
-        return int(str(x["__int__"])[:400])
+        digits = str(x["__int__"])[:400]
+        try:
+            return int(digits)
+        except ValueError:
+            return Unplain("int", "malformed integer in the record")
     if "__float__" in x:
         return float({"inf": "inf", "-inf": "-inf", "nan": "nan"}.get(str(x["__float__"]), "nan"))
     if "__npscalar__" in x:
@@ -271,24 +358,33 @@ def decode(x: Any) -> Any:
             t.requires_grad_(True)
         return t
     if "__tuple__" in x:
-        return tuple(decode(v) for v in x["__tuple__"])
+        items = x["__tuple__"]
+        return tuple(decode(v, _depth + 1) for v in items) if isinstance(items, list) else Unplain("tuple", "malformed")
     if "__list__" in x:
-        return [decode(v) for v in x["__list__"]]
+        items = x["__list__"]
+        return [decode(v, _depth + 1) for v in items] if isinstance(items, list) else Unplain("list", "malformed")
     if "__dict__" in x:
-        out = {}
-        for pair in x["__dict__"]:
-            k = decode(pair[0])
-            try:
-                out[k] = decode(pair[1])
-            except TypeError:  # an unhashable key
-                return Unplain("dict", "a key that is not hashable")
-        return out
+        pairs = x["__dict__"]
+        if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            return Unplain("dict", "malformed record")
+        keys = [decode(p[0], _depth + 1) for p in pairs]
+        if not all(_plain_key(k) for k in keys):
+            return Unplain("dict", "a key that is not plain data (a string, a number or a tuple of them)")
+        keys = _hash_bounded(keys, "dict")
+        if isinstance(keys, Unplain):
+            return keys
+        return {k: decode(p[1], _depth + 1) for k, p in zip(keys, pairs)}
     if "__set__" in x:
-        items = [decode(v) for v in x.get("items", [])]
-        try:
-            return frozenset(items) if x["__set__"] == "frozenset" else set(items)
-        except TypeError:
-            return Unplain("set", "an element that is not hashable")
+        items = x.get("items", [])
+        if not isinstance(items, list):
+            return Unplain("set", "malformed record")
+        items = [decode(v, _depth + 1) for v in items]
+        if not all(_plain_key(v) for v in items):
+            return Unplain("set", "an element that is not plain data (a string, a number or a tuple of them)")
+        items = _hash_bounded(items, "set")
+        if isinstance(items, Unplain):
+            return items
+        return frozenset(items) if x["__set__"] == "frozenset" else set(items)
     if "__unplain__" in x:
         return Unplain(str(x["__unplain__"])[:80], str(x.get("why", ""))[:200])
     return Unplain("dict", "malformed record")
@@ -297,16 +393,35 @@ def decode(x: Any) -> Any:
 def _decode_array(d: dict) -> np.ndarray:
     if not isinstance(d, dict):
         raise RecordError("malformed array in the record")
-    shape = tuple(int(s) for s in d.get("shape", []))
-    if any(s < 0 for s in shape) or len(shape) > 32:
+    raw_shape = d.get("shape", [])
+    if not isinstance(raw_shape, list) or len(raw_shape) > 32:
         raise RecordError("malformed array shape in the record")
+    shape = tuple(int(s) for s in raw_shape)
+    if any(s < 0 for s in shape):
+        raise RecordError("malformed array shape in the record")
+    count = 1
+    for s_ in shape:  # the declared size, in Python ints (np.prod would overflow to a small number)
+        count *= s_
     if "strings" in d:
-        return np.array([str(s) for s in d["strings"]]).reshape(shape)
+        strings = d["strings"]
+        if not isinstance(strings, list) or len(strings) != count or not all(isinstance(v, str) for v in strings):
+            raise RecordError("array strings do not match its shape in the record")
+        width = max((len(v) for v in strings), default=0)
+        if count * max(width, 1) * 4 > MAX_ARRAY_BYTES:  # numpy stores count x the longest string, 4 bytes a character
+            raise RecordError(f"an array of {count:,} strings of up to {width:,} characters is larger than "
+                              f"{MAX_ARRAY_BYTES:,} bytes (a record's array bound)")
+        return np.array(strings, dtype=f"<U{max(width, 1)}").reshape(shape)
     dtype = d.get("dtype")
     if dtype not in _NUMPY_DTYPES:
         raise RecordError(f"array dtype {dtype!r} is not allowed in a record")
-    raw = base64.b64decode(str(d.get("b64", "")), validate=True)
-    if len(raw) != int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize:
+    nbytes = count * np.dtype(dtype).itemsize
+    if nbytes > MAX_ARRAY_BYTES:
+        raise RecordError(f"an array of {nbytes:,} bytes is larger than {MAX_ARRAY_BYTES:,} (a record's array bound)")
+    encoded = str(d.get("b64", ""))
+    if len(encoded) > (nbytes + 2) // 3 * 4 + 4:
+        raise RecordError("array bytes do not match its shape in the record")
+    raw = base64.b64decode(encoded, validate=True)
+    if len(raw) != nbytes:
         raise RecordError("array bytes do not match its shape in the record")
     return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
@@ -361,6 +476,10 @@ def student_call(run: Callable[[], Any], exercise: str, label: str, args: tuple,
                           "in the grading kernel, or its record was removed")
     entry = calls[_State.position]
     _State.position += 1
+    over = record_bounds(entry)
+    if over is not None:
+        raise RecordError(f"{exercise}: the record of input '{label}' is over a record's bounds ({over}); "
+                          "this test scores 0")
     if not isinstance(entry, dict) or entry.get("inputs") != fingerprint(args, kwargs):
         raise RecordError(f"{exercise}: the recorded call does not match input '{label}' (the record was "
                           "changed, or the test's inputs are not deterministic)")
@@ -440,23 +559,50 @@ def wrong_value(name: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
     return value
 
 
-def publish(entry: dict) -> None:
-    """Put one call's record in the running cell's outputs (record mode only)."""
-    _State.calls.append(entry)  # also kept here, for tests that record in-process
-    text = json.dumps(entry)
+def _text(value: str) -> str:
+    """A message for the record as valid UTF-8 text (a lone surrogate from the student's str() shown escaped)."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _publishable(entry: dict) -> dict:
+    """The entry as the kernel can send it: strict UTF-8 JSON within :data:`MAX_RECORD_BYTES`. An output
+    that cannot be sent becomes a marker saying why, so the test fails with a note; it is never dropped."""
+    keep = {k: entry[k] for k in ("exercise", "label", "inputs") if k in entry}
+    if "raised" in entry and isinstance(entry["raised"], dict):
+        entry = dict(entry, raised={k: (_text(v) if isinstance(v, str) else v) for k, v in entry["raised"].items()})
+    try:
+        text = json.dumps(entry, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except (UnicodeEncodeError, ValueError, TypeError, RecursionError) as err:
+        return dict(keep, output={"__unplain__": "output", "why": f"the record could not be published "
+                                                                  f"({type(err).__name__}): not plain data"})
     if len(text) > MAX_RECORD_BYTES:
-        entry = {k: v for k, v in entry.items() if k in ("exercise", "label", "inputs")}
-        entry["output"] = {"__unplain__": "output", "why": f"{len(text):,} bytes, more than a record may hold"}
+        return dict(keep, output={"__unplain__": "output",
+                                  "why": f"{len(text):,} bytes, more than a record may hold"})
+    return entry
+
+
+def publish(entry: dict) -> None:
+    """Put one call's record in the running cell's outputs (record mode only).
+
+    A record that cannot be published raises :class:`RecordError` in the kernel, so its test fails
+    with that note in its output (the verifier then finds no record for it): a record is never
+    dropped silently."""
+    entry = _publishable(entry)
+    _State.calls.append(entry)  # also kept here, for tests that record in-process
     try:
         from IPython import get_ipython
         from IPython.display import publish_display_data
-
-        if get_ipython() is None:
-            return
+    except ImportError:  # pragma: no cover - not in a kernel: nothing to publish to
+        return
+    if get_ipython() is None:
+        return
+    try:
         publish_display_data({RECORD_MIME: entry, "text/plain": f"[recorded: {entry.get('exercise')} on "
                                                                f"'{entry.get('label')}']"})
-    except Exception:  # pragma: no cover - not in a kernel: nothing to publish to
-        pass
+    except Exception as err:
+        raise RecordError(f"{entry.get('exercise')}: the record of input '{entry.get('label')}' could not be "
+                          f"published ({type(err).__name__}: {_text(err)[:200]}); this test scores 0") from None
 
 
 def replay(check: Callable, kwargs: dict, calls: list) -> tuple[str | None, int]:

@@ -823,6 +823,137 @@ def hostile_grade_id(ctx):
     return files(notebook(ctx, edit=edit))
 
 
+# ------------------------------------------------------------------ issue 33 (items 3-7): doors, records, channels, text
+def aten_math_door(ctx):
+    return files(notebook(ctx, replace={"attention_torch_impl": '''
+        def scaled_dot_product_attention_torch(q, k, v, mask=None):
+            """PyTorch's own math kernel, reached through torch.ops rather than F.scaled_dot_product_attention."""
+            out, w = torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=mask)
+            return out, w
+    '''}))
+
+
+# a forged record for the call in progress, published by the student's own softmax just before the
+# check's genuine one: the verifier takes the first record of a call, so it decodes the forged output
+_FORGE = '''
+import base64, hashlib, json
+import numpy as np
+from IPython.display import publish_display_data
+
+def _fingerprint(args, kwargs):
+    """course_lib.checks.transcript.fingerprint, written out (the checks are not imported)."""
+    def enc(x):
+        if isinstance(x, np.ndarray):
+            a = np.ascontiguousarray(x)
+            return {{"__ndarray__": {{"dtype": a.dtype.str, "shape": list(a.shape),
+                                      "b64": base64.b64encode(a.tobytes()).decode("ascii")}}}}
+        if isinstance(x, tuple):
+            return {{"__tuple__": [enc(v) for v in x]}}
+        if isinstance(x, dict):
+            return {{"__dict__": [[enc(k), enc(v)] for k, v in x.items()]}}
+        return x
+    text = json.dumps(enc((tuple(args), dict(sorted(kwargs.items())))), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+_forged = []
+
+def _forge(args, kwargs, output):
+    entry = {{"exercise": "softmax", "label": "forged", "inputs": _fingerprint(args, kwargs), "output": output}}
+    publish_display_data({{"application/vnd.course-check-record+json": entry, "text/plain": "{marker}"}})
+    _forged.append(1)
+
+def softmax(*args, **kwargs):
+    """Correct, but its first call publishes a forged record of its own output first."""
+    x = np.asarray(args[0], dtype=np.float64)
+    axis = kwargs.get("axis", args[1] if len(args) > 1 else -1)
+    if not _forged:
+        _forge(args, kwargs, {payload})
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
+    s = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)  # a fully masked row: zeros
+'''
+
+# 60,000 integers n * (2**61 - 1) + 1: every one hashes to 1 (the old verifier built a set of them: quadratic)
+SLOW_PAYLOAD = ('{"__set__": "set", "items": [{"__int__": str((2 ** 61 - 1) * i + 1)} for i in range(1, 60_001)]}')
+# one string of 2 MB and 1,000 short ones in a string array: 1,001 x 2 MB x 4 bytes (8 GB) as numpy stores it
+HUGE_PAYLOAD = ('{"__ndarray__": {"strings": ["x" * 2_000_000] + ["a"] * 1000, "shape": [1001], '
+                '"dtype": "<U2000000"}}')
+
+
+def slow_record(ctx):
+    return files(notebook(ctx, replace={"softmax_impl": _FORGE.format(marker="x65 forged", payload=SLOW_PAYLOAD)}))
+
+
+def huge_record(ctx):
+    return files(notebook(ctx, replace={"softmax_impl": _FORGE.format(marker="x66 forged", payload=HUGE_PAYLOAD)}))
+
+
+def unpublishable_record(ctx):
+    return files(notebook(ctx, replace={"softmax_impl": '''
+        def softmax(x, axis=-1):
+            """Returns strings, one of them a lone surrogate: its record cannot be sent as UTF-8."""
+            return np.array(["\\ud800", "x67"])
+    '''}))
+
+
+def display_update(ctx):
+    return files(notebook(ctx, after={"softmax_impl": [
+        "from IPython.display import display\nx68 = display({'text/plain': 'x68 as first shown'}, raw=True, "
+        "display_id='x68')\nprint('x68 shown')"],
+        LAST_IMPL: ["x68.update({'text/plain': 'x68 REWRITTEN'}, raw=True)\nprint('x68 update sent')"]}))
+
+
+def channels_flood(ctx):
+    return added(ctx, LAST_IMPL, """
+        import os, sys
+        chunk, written = b"e" * (1 << 20), 0
+        for _ in range(64):  # 64 MiB straight to file descriptor 2
+            try:
+                written += os.write(2, chunk)
+            except OSError as err:
+                break
+        print("x69 wrote", written >> 20, "MiB to fd 2")
+        ipc = os.path.dirname(os.path.abspath(sys.argv[sys.argv.index("-f") + 1]))
+        filled = 0
+        try:
+            with open(os.path.join(ipc, "fill.bin"), "wb") as fh:
+                for _ in range(100):  # 100 MiB into the folder of its IPC sockets
+                    fh.write(chunk)
+                    fh.flush()
+                    filled += 1
+            print("IPC NOT " + "BOUNDED", filled)
+        except OSError as err:
+            print("x69 IPC folder bounded after", filled, "MiB:", err.strerror)
+        finally:
+            try:
+                os.remove(os.path.join(ipc, "fill.bin"))
+            except OSError:
+                pass
+    """)
+
+
+def markdown_message(ctx):
+    return files(notebook(ctx, replace={"softmax_impl": '''
+        def softmax(x, axis=-1):
+            """Raises an error whose message is markdown and HTML, quoted by the verifier's note."""
+            raise ValueError("\\n\\n# x70 Fake headline\\n\\n[x70 link](http://x70.example) "
+                             "![x70 img](http://x70.example/y.png) <script>alert('x70')</script>")
+    '''}))
+
+
+def course_env_and_proc(ctx):
+    return added(ctx, LAST_IMPL, """
+        import os
+        seen = sorted(k for k in os.environ if k.startswith("COURSE_"))
+        print("x71 COURSE_ names:", seen)
+        print("x71 harmless setting", "LE" + "AKED" if os.environ.get("COURSE_X71_SETTING") else "not passed")
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        print("x71 own /proc only" if len(pids) < 20 else "PROC " + "LEAK %d pids" % len(pids))
+        print("x71 pid 1 is", open("/proc/1/cmdline", "rb").read().split(b"\\0")[0].decode())
+    """)
+
+
 # ------------------------------------------------------------------ the table
 HONEST = [
     Case("s01_correct", "the instructor's solutions", 9.0, feedback=("visible tests passed",)),
@@ -1091,6 +1222,37 @@ HOSTILE = [
          "and imports softmax from it: 3/11 on 2026-11-25 until the kernel's sys.path lost its working folder; "
          "the import now finds the installed tabnanny", 0.0, build=stdlib_shadow,
          feedback=("cannot import name 'softmax' from 'tabnanny'",)),
+    # ---- issue 33: every door of a forbidden built-in, bounded records and verifier, the worker's channels,
+    # messages as text, the environment by exact names
+    Case("x64_aten_math_door", "torch attention calls torch.ops.aten._scaled_dot_product_attention_math (PyTorch's "
+         "math kernel behind F.scaled_dot_product_attention): its tests score 0", 6.0, build=aten_math_door,
+         feedback=("_scaled_dot_product_attention_math", "this test scores 0")),
+    Case("x65_slow_record", "correct softmax whose first call publishes a forged record of its output first: a "
+         "set of 60,000 integers that all hash to 1 (quadratic to build); refused in linear time, the visible "
+         "softmax test (whose record it is) scores 0, the rest count", 8.0, build=slow_record,
+         feedback=("built to collide",), absent=("verifier stopped",)),
+    Case("x66_huge_record", "correct softmax whose first call publishes a forged record first: a string array of "
+         "one 2 MB string and 1,000 short ones (8 GB as numpy stores it); refused by its declared size, the "
+         "visible softmax test scores 0", 8.0, build=huge_record, feedback=("a record's array bound",)),
+    Case("x67_unpublishable_record", "softmax returns strings, one a lone surrogate: the record cannot be sent as "
+         "UTF-8 and is recorded as not plain data (never dropped); the check already fails in the kernel (numpy "
+         "cannot sum strings), so that failure is the note; numpy attention fails on the strings", 3.0,
+         build=unpublishable_record, feedback=("softmax_visible (0 / 1)", "not compatible with add.reduce")),
+    Case("x68_display_update", "an output shown with a display id, rewritten from a later cell with "
+         "update_display_data: the update is refused with a note", 9.0, build=display_update,
+         feedback=("x68 as first shown", "update_display_data", "x68 update sent"), absent=("x68 REWRITTEN",)),
+    Case("x69_channels_flood", "64 MiB written to file descriptor 2 (the kernel's stderr), 100 MiB into the folder "
+         "of its IPC sockets", 9.0, build=channels_flood,
+         feedback=("x69 wrote", "x69 IPC folder bounded", "scaled_dot_product_attention_torch: visible tests passed"),
+         absent=("IPC NOT BOUNDED",)),
+    Case("x70_markdown_message", "softmax raises an error whose message holds a markdown headline, a link, a remote "
+         "image and a script: quoted as text in the summary and the test's output", 3.0, build=markdown_message,
+         feedback=("# x70 Fake headline", "[x70 link](http://x70.example)"),
+         absent_html=('id="x70-Fake-headline"', 'href="http://x70.example"', 'src="http://x70.example/y.png"',
+                      "<script>alert('x70')")),
+    Case("x71_course_env_and_proc", "reads COURSE_* settings (a harmless-looking one included) and the host's "
+         "/proc", 9.0, build=course_env_and_proc,
+         feedback=("x71 harmless setting not passed", "x71 own /proc only"), absent=("LEAKED", "PROC LEAK")),
 ]
 
 CASES = HONEST + HOSTILE

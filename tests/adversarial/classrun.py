@@ -45,7 +45,9 @@ GUARDED = [
 
 # credentials a grader's environment may hold: none may reach a kernel (x54_env_secrets)
 SECRETS = {"COURSE_GRADEBOOK_PASSWORD": "x54-secret-gradebook", "PGPASSWORD": "x54-secret-pg",
-           "AWS_SECRET_ACCESS_KEY": "x54-secret-aws", "COURSE_API_TOKEN": "x54-secret-token"}
+           "AWS_SECRET_ACCESS_KEY": "x54-secret-aws", "COURSE_API_TOKEN": "x54-secret-token",
+           # not a secret by its name or value: the kernel's environment is a fixed list of names (x71)
+           "COURSE_X71_SETTING": "plain-words"}
 
 
 def env_for(root: str) -> dict:
