@@ -308,3 +308,25 @@ def test_shipped_weights_reproduce_their_stored_figures_on_a_held_out_molecule()
     stored = info["measured"][zmw]["mean_error"]
     assert np.mean(vote_err) == pytest.approx(stored["majority vote (POA backbone)"], abs=1e-5)
     assert np.mean(model_err) == pytest.approx(stored["model"], abs=2e-3)  # float rounding may flip a rare argmax
+
+
+def test_read_rows_needs_no_pileup(monkeypatch):
+    """read_rows is a building block of lesson 11's notebook; pileup is its exercise, withheld from the students'
+    bundle: read_rows must not call it, and it keeps pileup's checks and messages (issue 41)."""
+    reads, alignments = ["AC", "AGC"], ["=D=", "=X="]
+    expected = C.read_rows(reads, alignments, 3)
+    errors = {}
+    for bad in ([["AC"], ["=D=D"], 3], [["AC", "A"], ["=D="], 3], [["AC"], ["=D"], 3]):
+        with pytest.raises(ValueError) as err:
+            C.pileup(*bad)
+        errors[str(bad)] = str(err.value)
+
+    def withheld(*args, **kwargs):
+        raise NotImplementedError("withheld in the students' bundle")
+
+    monkeypatch.setattr(C, "pileup", withheld)
+    assert (C.read_rows(reads, alignments, 3) == expected).all()
+    for bad in ([["AC"], ["=D=D"], 3], [["AC", "A"], ["=D="], 3], [["AC"], ["=D"], 3]):
+        with pytest.raises(ValueError) as err:
+            C.read_rows(*bad)
+        assert str(err.value) == errors[str(bad)]
