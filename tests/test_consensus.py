@@ -308,3 +308,93 @@ def test_shipped_weights_reproduce_their_stored_figures_on_a_held_out_molecule()
     stored = info["measured"][zmw]["mean_error"]
     assert np.mean(vote_err) == pytest.approx(stored["majority vote (POA backbone)"], abs=1e-5)
     assert np.mean(model_err) == pytest.approx(stored["model"], abs=2e-3)  # float rounding may flip a rare argmax
+
+
+def test_read_rows_needs_no_pileup(monkeypatch):
+    """read_rows is a building block of lesson 11's notebook; pileup is its exercise, withheld from the students'
+    bundle: read_rows must not call it, and it keeps pileup's checks and messages (issue 41)."""
+    reads, alignments = ["AC", "AGC"], ["=D=", "=X="]
+    expected = C.read_rows(reads, alignments, 3)
+    errors = {}
+    for bad in ([["AC"], ["=D=D"], 3], [["AC", "A"], ["=D="], 3], [["AC"], ["=D"], 3]):
+        with pytest.raises(ValueError) as err:
+            C.pileup(*bad)
+        errors[str(bad)] = str(err.value)
+
+    def withheld(*args, **kwargs):
+        raise NotImplementedError("withheld in the students' bundle")
+
+    monkeypatch.setattr(C, "pileup", withheld)
+    assert (C.read_rows(reads, alignments, 3) == expected).all()
+    for bad in ([["AC"], ["=D=D"], 3], [["AC", "A"], ["=D="], 3], [["AC"], ["=D"], 3]):
+        with pytest.raises(ValueError) as err:
+            C.read_rows(*bad)
+        assert str(err.value) == errors[str(bad)]
+
+
+def _encoder_by_the_references(model, features):
+    """ConsensusTransformer's forward as it was computed before issue 41: lesson 05's encoder_layer_forward
+    (pre-norm), lesson 03's split_heads / merge_heads and lesson 01's scaled_dot_product_attention_torch."""
+    import torch.nn.functional as F
+
+    from course_lib.attention import scaled_dot_product_attention_torch
+    from course_lib.multihead import merge_heads, split_heads
+
+    x = model.positions(model.embed(features))
+    for layer in model.encoder.layers:
+        attn = layer.self_attn
+        h = layer.norm1(x)
+        q, k, v = (split_heads(p(h), attn.num_heads) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+        heads, weights = scaled_dot_product_attention_torch(q, k, v, None)
+        if attn.training and attn.dropout > 0.0:
+            weights = F.dropout(weights, p=attn.dropout, training=True)
+            heads = weights @ v
+        x = x + layer.dropout1(attn.out_proj(merge_heads(heads)))
+        x = x + layer.dropout2(layer.ff(layer.norm2(x)))
+    return model.head(model.encoder.norm(x))
+
+
+@pytest.mark.parametrize("train_mode", [True, False])
+def test_model_forward_equals_the_references_bit_for_bit(train_mode):
+    """The written-out forward pass gives the same logits, the same dropout draws and the same gradients as the
+    references of lessons 01, 03 and 05 (so lesson 11's trained numbers do not move), on a seed."""
+    torch.manual_seed(0)
+    model = C.ConsensusTransformer(d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1).train(train_mode)
+    features = torch.rand(8, 32, 10)
+    torch.manual_seed(1)
+    ours = model(features)
+    grads_ours = torch.autograd.grad(ours.square().sum(), list(model.parameters()))
+    torch.manual_seed(1)
+    theirs = _encoder_by_the_references(model, features)
+    grads_theirs = torch.autograd.grad(theirs.square().sum(), list(model.parameters()))
+    assert torch.equal(ours, theirs)
+    assert all(torch.equal(a, b) for a, b in zip(grads_ours, grads_theirs))
+
+
+def test_shipped_models_forward_equals_the_references_bit_for_bit():
+    models, info = C.load_pretrained()
+    features = torch.rand(4, 32, info["model"].get("in_features", 10), generator=torch.Generator().manual_seed(2))
+    for model in models.values():
+        with torch.no_grad():
+            assert torch.equal(model(features), _encoder_by_the_references(model, features))
+
+
+def test_model_calls_no_graded_reference(monkeypatch):
+    """In the students' bundle lessons 01, 03 and 05's references raise until released: the model must not need them."""
+    from course_lib import attention, blocks, multihead
+
+    def withheld(*args, **kwargs):
+        raise NotImplementedError("withheld in the students' bundle")
+
+    torch.manual_seed(0)
+    model = C.ConsensusTransformer(d_model=16, num_heads=2, num_layers=2, d_ff=32)
+    features = torch.rand(2, 32, 10)
+    expected = model.eval()(features)
+    for module, name in ((attention, "scaled_dot_product_attention_torch"), (attention, "softmax_torch"),
+                         (multihead, "split_heads"), (multihead, "merge_heads"),
+                         (blocks, "encoder_layer_forward"), (blocks, "layer_norm"), (blocks, "feed_forward")):
+        monkeypatch.setattr(module, name, withheld)
+    monkeypatch.setattr(multihead.MultiHeadAttention, "forward", withheld)
+    monkeypatch.setattr(blocks.Encoder, "forward", withheld)
+    assert torch.equal(model(features), expected)
+    model.train()(features).sum().backward()
