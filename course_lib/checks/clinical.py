@@ -415,6 +415,15 @@ def _fr_cases(hidden: bool) -> list[Case]:
             Case("head called 'head' (5 -> 2)", (), {"seed": 9, "head": "head", "d_in": 3, "d": 5, "classes": 2})]
 
 
+def _wrong_probe(wrong: Wrong, kw: dict):
+    """A known wrong answer's (count, flags, names) on the probe model of ``kw`` (None when it raises), through
+    ``transcript.wrong_value``: stored in the students' bundle, so stored mode names the same misconception."""
+    try:
+        return _transcript.wrong_value(wrong.name, lambda **k: _reference_probe(wrong.fn, **k), (), kw, key=wrong.key)
+    except Exception:
+        return None
+
+
 def check_freeze_for_probe(student, hidden: bool = False) -> None:
     """Only the head's parameters require gradients; the count is right; 5 SGD steps lower the loss and leave
     the frozen parameters unchanged; a missing head raises ValueError."""
@@ -428,12 +437,15 @@ def check_freeze_for_probe(student, hidden: bool = False) -> None:
         got = call_student(student, case, exercise, FORBIDDEN_FREEZE, observe=_observe_probe(model, kw["seed"]))
         count, flags, names, losses, change = got
         expected = reference(_reference_probe, ref.freeze_for_probe, **kw)
+        if _transcript.mode() == "capture":  # the bundle stores every wrong answer's output too
+            for wrong in WRONG_FREEZE:
+                _wrong_probe(wrong, kw)
         if not _transcript.is_pending(expected):
             e_count, e_flags, e_names = expected
             if not (count == e_count and np.array_equal(to_numpy(flags), to_numpy(e_flags))):
                 for wrong in WRONG_FREEZE:
-                    w = reference(_reference_probe, wrong.fn, **kw)
-                    if w[0] == count and np.array_equal(to_numpy(w[1]), to_numpy(flags)) and \
+                    w = _wrong_probe(wrong, kw)
+                    if w is not None and w[0] == count and np.array_equal(to_numpy(w[1]), to_numpy(flags)) and \
                             not (w[0] == e_count and np.array_equal(to_numpy(w[1]), to_numpy(e_flags))):
                         raise AssertionError(f"{exercise}: likely misconception '{wrong.name}': {wrong.message} "
                                              f"(input: {case.label})")
