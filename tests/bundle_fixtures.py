@@ -1,0 +1,52 @@
+"""Shared by the bundle tests (tests/test_bundle*.py): the bundles a class meets, built and installed once
+per test session (pytest-xdist workers share them through a lock: tests/bundle_student.py)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bundle_student  # noqa: E402
+
+from grading import bundle  # noqa: E402
+
+LESSONS = bundle.assignments()
+# the partly released bundle: solutions of 01-06 out, run on the lessons after them
+RELEASED_UP_TO = "06_bpe"
+PARTLY_RELEASED = [a for a in LESSONS if a <= RELEASED_UP_TO]
+
+# Lessons still failing in the bundle at this branch's deadline (other helpers are making lessons
+# 02-12 work in the bundle): {(bundle tag, lesson): failing cells}. strict: the mark goes as soon as
+# the lesson passes. The coordinator removes the entries after merging.
+KNOWN_FAILING: dict[tuple[str, str], str] = {}
+
+
+def _root(tmp_path_factory) -> str:
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each worker has its own basetemp below one per-session folder: share that one
+    return str(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+
+
+def built_bundle(tmp_path_factory, released: list[str]) -> dict:
+    return bundle_student.shared_build(_root(tmp_path_factory), released)
+
+
+def lesson_params(tag: str, lessons: list[str]) -> list:
+    out = []
+    for a in lessons:
+        why = KNOWN_FAILING.get((tag, a))
+        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+        out.append(pytest.param(a, marks=marks, id=a))
+    return out
+
+
+def check_lesson(built: dict, assignment: str, work: str) -> None:
+    """Zero errors in every cell of the lesson's filled release notebooks (visible tests included)."""
+    results = bundle_student.run_lesson(built, assignment, work)
+    bad = {nb: errors for nb, errors in results.items() if errors}
+    assert results and not bad, "cells that raised in the students' bundle (released: " + \
+        (", ".join(built["released"]) or "none") + "):\n" + "\n".join(
+            f"{nb} cell {e['cell']} ({e['grade_id'] or 'not graded'}): {e['ename']}: {e['evalue'][:300]}"
+            for nb, errors in bad.items() for e in errors)
