@@ -34,6 +34,11 @@ KNOWN_FAILING: dict[tuple[str, str], str] = {
     ('default', '11_read_consensus'): "cells 30, 35: NotImplementedError (a withheld reference); cells 31: KeyError ('cross-entropy'); cells 33: KeyError ('alignment loss'); cells 36: NameError (an earlier cell failed)",
     ('default', '12_long_range_dna'): 'cells 19: NotImplementedError (a withheld reference); cells 21, 22, 28, 30, 32: NameError (an earlier cell failed)',
     ('released-01-06', '07_efficient'): "cells 3, 16, 26, 28, 34, 36, 38, 44: NotImplementedError (a withheld reference); cells 45: KeyError ('linear')",
+    ('released-01-06', '09_prompt_tuning'): 'not measured by the deadline (the default bundle\'s lesson 09 kernel died, '
+                                            'see above)',
+    ('released-01-06', '10_proteins'): 'cells 31, 32: NotImplementedError (a withheld reference)',
+    ('released-01-06', '11_read_consensus'): 'cells 35: NotImplementedError (a withheld reference); cells 36: ValueError '
+                                             '(an error rate lies in [0, 1], got np.float64(nan))',
 }
 
 
