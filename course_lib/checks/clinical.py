@@ -477,6 +477,15 @@ def _fr_cases(hidden: bool) -> list[Case]:
             Case("head called 'head' (5 -> 2)", (), {"seed": 9, "head": "head", "d_in": 3, "d": 5, "classes": 2})]
 
 
+def _wrong_probe(wrong: Wrong, kw: dict):
+    """A known wrong answer's (count, flags, names) on the probe model of ``kw`` (None when it raises), through
+    ``transcript.wrong_value``: stored in the students' bundle, so stored mode names the same misconception."""
+    try:
+        return _transcript.wrong_value(wrong.name, lambda **k: _reference_probe(wrong.fn, **k), (), kw, key=wrong.key)
+    except Exception:
+        return None
+
+
 def check_freeze_for_probe(student, hidden: bool = False) -> None:
     """Only the head's parameters require gradients; the count is right; 5 SGD steps lower the loss and leave
     the frozen parameters unchanged; a missing head raises ValueError.
@@ -492,6 +501,9 @@ def check_freeze_for_probe(student, hidden: bool = False) -> None:
         case = Case(spec.label, (model, kw["head"]))
         observed = call_student(student, case, exercise, FORBIDDEN_FREEZE, observe=_observe_probe(model, kw["seed"]))
         expected = reference(_reference_probe, ref.freeze_for_probe, **kw)
+        if _transcript.mode() == "capture":  # the bundle stores every wrong answer's output too
+            for wrong in WRONG_FREEZE:
+                _wrong_probe(wrong, kw)
         if _transcript.is_pending(expected):
             continue  # record mode: the verifier judges, outside the kernel
         untouched = reference(_untouched_probe, **kw)
@@ -502,7 +514,8 @@ def check_freeze_for_probe(student, hidden: bool = False) -> None:
                                  f"{touched.split(',')[:4]}; freezing changes requires_grad, never the weights")
         if got != e_sum:
             for wrong in WRONG_FREEZE:
-                w = _probe_summary(reference(_reference_probe, wrong.fn, **kw), untouched)
+                w_out = _wrong_probe(wrong, kw)
+                w = None if w_out is None else _probe_summary(w_out, untouched)
                 if w == got and w != e_sum:
                     raise AssertionError(f"{exercise}: likely misconception '{wrong.name}': {wrong.message} "
                                          f"(input: {case.label})")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import hashlib
 import importlib
 import math
 from typing import Any, Callable, Iterable, Sequence
@@ -91,6 +92,11 @@ class Wrong:
     name: str
     fn: Callable
     message: str
+
+    @property
+    def key(self) -> str:
+        """The stored values' key: the name and a digest of the message (variants share a name)."""
+        return f"{self.name} #{hashlib.sha1(self.message.encode()).hexdigest()[:10]}"
 
 
 def to_numpy(x: Any) -> np.ndarray:
@@ -741,7 +747,7 @@ def compare_with_reference(
         if _transcript.mode() == "capture":  # the bundle stores every wrong answer's output too
             for wrong in wrongs:
                 try:
-                    _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs)
+                    _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs, key=wrong.key)
                 except Exception:
                     pass
         try:
@@ -784,7 +790,7 @@ def _one_per_name(wrongs: list) -> list:
 def _fits(wrong: Wrong, case: Case, got, observe, atol, rtol, expected=None) -> bool:
     """Does the student's output on ``case`` equal this wrong answer's (and, given ``expected``, differ from it)?"""
     try:
-        wrong_out = _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs)
+        wrong_out = _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs, key=wrong.key)
         if observe is not None:
             wrong_out = observe(wrong_out)
     except Exception:
@@ -833,7 +839,7 @@ def _name_crash(cause: BaseException, case: Case, wrongs: Sequence[Wrong], exerc
     exception type AND message on the same input: a type alone is no evidence), name it."""
     for wrong in wrongs:
         try:
-            _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs)
+            _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs, key=wrong.key)
         except Exception as err:
             if type(err) is type(cause) and getattr(err, "course_message", str(err)) == str(cause)[:2000]:
                 raise _AssertionError(

@@ -537,13 +537,21 @@ def reference_value(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
     return value
 
 
-def wrong_value(name: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
-    """A known wrong implementation's output (raises what it raises); stored in the bundle."""
+def wrong_value(name: str, fn: Callable, args: tuple, kwargs: dict, key: str | None = None) -> Any:
+    """A known wrong implementation's output (raises what it raises); stored in the bundle.
+
+    ``key``: what the store knows it by (default ``name``; two variants of one misconception, with
+    one name and two messages, need two keys)."""
     m = mode()
+    shown, name = name, key or name
     if m == "stored":
-        entry = _stored(_key("wrong", name, args, kwargs), f"the misconception '{name}'")
+        entry = _stored(_key("wrong", name, args, kwargs), f"the misconception '{shown}'")
         if isinstance(entry, dict) and "__raised__" in entry:
-            err = _EXCEPTIONS.get(entry["__raised__"], RuntimeError)("stored")
+            cls = _EXCEPTIONS.get(entry["__raised__"], RuntimeError)
+            try:
+                err = cls("stored")
+            except TypeError:  # UnicodeDecodeError and kin take several arguments
+                err = cls.__new__(cls)
             err.course_message = entry.get("message", "stored")  # str() of what the wrong answer raised
             raise err
         return decode(entry)

@@ -1,0 +1,238 @@
+"""The exercise registry: one declaration per graded exercise, and what each lesson releases on purpose.
+
+    from course_lib.checks import registry
+    registry.exercises()                      # every graded exercise, lesson order
+    registry.exercises("06_bpe")              # one assignment's
+    registry.exercise("06_bpe", "train_naive").equivalents
+    registry.withheld(["01_attention"])       # qualified names the students' edition leaves out
+
+An :class:`Exercise` names, by qualified name (``module.function``):
+
+* ``reference``: the instructor's solution in ``course_lib`` (the solution cell of the
+  assignment defines a function or class of the same name, ``name``);
+* ``equivalents``: other ``course_lib`` functions that compute the same thing under another
+  name (or the private machinery that does the whole computation): a student could call them
+  instead of writing the exercise, so they are withheld with the reference (issue 33);
+* ``checks``: the check functions the graded test cells call on the student's answer.
+
+A :class:`Lesson` lists the ``building_blocks`` its topic module releases on purpose: public
+functions and classes that are not a graded answer (lessons may use them freely). Every public
+function and class of a lesson's topic module is exactly one of: a reference, an equivalent,
+or a building block (``tests/test_registry.py``), so a new function must be classified.
+Modules with no graded exercise in them (``training``, ``plotting``, ``pretrained``, ``bio``)
+are released whole.
+
+``grading.bundle`` strips, for every assignment whose solutions are not released, exactly the
+references and equivalents, in their own modules (never by bare name across modules).
+The shape is declarative on purpose: issue 34 adds visible/hidden cases, misconceptions and
+promises to the same declarations.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Exercise:
+    assignment: str  # "01_attention": the notebook folder
+    name: str  # the name the solution cell defines (and the student writes)
+    reference: str  # "course_lib.attention.softmax"
+    checks: tuple[str, ...]  # "course_lib.checks.attention.check_softmax", ...
+    equivalents: tuple[str, ...] = ()  # withheld with the reference
+
+    @property
+    def module(self) -> str:
+        """The module that holds the reference: "course_lib.attention"."""
+        return self.reference.rsplit(".", 1)[0]
+
+    @property
+    def withheld(self) -> tuple[str, ...]:
+        return (self.reference,) + self.equivalents
+
+
+@dataclass(frozen=True)
+class Lesson:
+    assignment: str
+    module: str  # the topic module: "course_lib.attention"
+    building_blocks: tuple[str, ...] = ()  # qualified names released on purpose
+
+
+def _ex(assignment: str, topic: str, name: str, check: str | None = None, equivalents: tuple[str, ...] = (),
+        checks_module: str | None = None) -> Exercise:
+    return Exercise(assignment=assignment, name=name, reference=f"course_lib.{topic}.{name}",
+                    checks=(f"course_lib.checks.{checks_module or topic}.{check or 'check_' + name}",),
+                    equivalents=tuple(f"course_lib.{topic}.{e}" for e in equivalents))
+
+
+_A, _M, _MH, _P, _B = "01_attention", "02_masking", "03_multihead", "04_positional", "05_blocks"
+_BPE, _E, _C, _PT, _PR = "06_bpe", "07_efficient", "08_clinical_text", "09_prompt_tuning", "10_proteins"
+_RC, _DNA = "11_read_consensus", "12_long_range_dna"
+
+EXERCISES: tuple[Exercise, ...] = (
+    _ex(_A, "attention", "softmax", equivalents=("softmax_torch",)),
+    _ex(_A, "attention", "scaled_dot_product_attention", check="check_attention_numpy"),
+    _ex(_A, "attention", "scaled_dot_product_attention_torch", check="check_attention_torch"),
+
+    _ex(_M, "masking", "causal_mask"),
+    _ex(_M, "masking", "padding_mask"),
+    _ex(_M, "masking", "combine_masks"),
+    _ex(_M, "masking", "to_additive"),
+    _ex(_M, "masking", "masked_softmax"),
+
+    _ex(_MH, "multihead", "split_heads"),
+    _ex(_MH, "multihead", "merge_heads"),
+    _ex(_MH, "multihead", "multi_head_attention"),
+    _ex(_MH, "multihead", "numpy_params_from_torch"),
+
+    _ex(_P, "positional", "sinusoidal_encoding"),
+    _ex(_P, "positional", "shift_matrix"),
+    _ex(_P, "positional", "exponential_basis"),
+
+    _ex(_B, "blocks", "layer_norm"),
+    _ex(_B, "blocks", "feed_forward"),
+    _ex(_B, "blocks", "encoder_layer_forward"),
+
+    _ex(_BPE, "bpe", "get_stats"),
+    _ex(_BPE, "bpe", "merge"),
+    _ex(_BPE, "bpe", "word_counts"),
+    # train_fast: the same merges as train_naive, incrementally (tests/test_bpe.py compares them)
+    _ex(_BPE, "bpe", "train_naive", check="check_train", equivalents=("train_fast",)),
+    # apply_merges: the same ids as encode_ids (tests/test_bpe.py compares them)
+    _ex(_BPE, "bpe", "encode_ids", check="check_encode", equivalents=("apply_merges",)),
+    _ex(_BPE, "bpe", "decode_ids", check="check_decode"),
+
+    _ex(_E, "efficient", "elu_feature_map", equivalents=("elu_feature_map_torch",)),
+    # the torch forms and the O(T S) form compute the same attention (tests/test_efficient.py)
+    _ex(_E, "efficient", "linear_attention",
+        equivalents=("linear_attention_torch", "attention_from_features_torch", "quadratic_linear_attention")),
+    _ex(_E, "efficient", "causal_linear_attention",
+        equivalents=("recurrent_linear_attention", "prefix_sum_causal_attention_torch",
+                     "chunked_causal_attention_torch")),
+    _ex(_E, "efficient", "linear_attention_step"),
+    _ex(_E, "efficient", "positive_random_features"),
+
+    _ex(_C, "clinical", "mean_pool"),
+    _ex(_C, "clinical", "cosine_top_k"),
+    _ex(_C, "clinical", "freeze_for_probe"),
+    _ex(_C, "clinical", "attention_rollout"),
+
+    _ex(_PT, "prompt_tuning", "freeze_model"),
+    _ex(_PT, "prompt_tuning", "prepend_soft_prompt"),
+    _ex(_PT, "prompt_tuning", "answer_only_labels"),
+    _ex(_PT, "prompt_tuning", "option_log_likelihood"),
+
+    _ex(_PR, "proteins", "encode_proteins"),
+    _ex(_PR, "proteins", "kmer_vectors"),
+    _ex(_PR, "proteins", "favor_padded_attention"),
+    _ex(_PR, "proteins", "greedy_decode"),
+
+    # soft_edit_distance(a, b, 0) == edit_distance(a, b)[0] (tests/test_consensus.py)
+    _ex(_RC, "consensus", "edit_distance", equivalents=("soft_edit_distance",)),
+    _ex(_RC, "consensus", "pileup"),
+    _ex(_RC, "consensus", "positionwise_cross_entropy"),
+    # _loss_costs + _soft_dp are the whole loss; hard_alignment_loss is its gamma -> 0 limit on them
+    _ex(_RC, "consensus", "soft_alignment_loss", equivalents=("_soft_dp", "_loss_costs", "hard_alignment_loss")),
+
+    _ex(_DNA, "dna", "one_hot_dna"),
+    _ex(_DNA, "dna", "reverse_complement"),
+    _ex(_DNA, "dna", "receptive_field"),
+    _ex(_DNA, "dna", "in_silico_mutagenesis"),
+)
+
+
+def _lesson(assignment: str, topic: str, *blocks: str) -> Lesson:
+    return Lesson(assignment, f"course_lib.{topic}", tuple(f"course_lib.{topic}.{b}" for b in blocks))
+
+
+LESSONS: tuple[Lesson, ...] = (
+    _lesson(_A, "attention", "check_attention_shapes"),
+    _lesson(_M, "masking", "padding_mask_from_ids", "from_additive", "to_mha_key_padding_mask",
+            "to_mha_attn_mask", "from_mha_masks"),
+    _lesson(_MH, "multihead", "head_weights", "MultiHeadAttention"),
+    _lesson(_P, "positional", "sinusoidal_frequencies", "SinusoidalPositionalEncoding",
+            "LearnedPositionalEmbedding", "relative_positions", "central_mask_basis", "gamma_basis",
+            "enformer_relative_features", "relative_position_logits"),
+    _lesson(_B, "blocks", "LayerNorm", "gelu", "FeedForward", "EncoderLayer", "decoder_layer_forward",
+            "DecoderLayer", "Encoder", "Decoder", "masked_mean", "TransformerClassifier"),
+    _lesson(_BPE, "bpe", "chunk_counts", "build_vocab", "WordBPE", "ByteBPE", "load"),
+    _lesson(_E, "efficient", "draw_projection", "trig_random_features", "softmax_kernel_estimate",
+            "positive_features_mse", "trig_features_mse", "favor_attention_mse_limit", "favor_features_torch",
+            "favor_attention_torch", "EfficientMultiHeadAttention", "swap_attention", "measure_torch_call",
+            "measure_numpy_call"),
+    _lesson(_C, "clinical", "EncoderClassifier", "tfidf_vectors"),
+    _lesson(_PT, "prompt_tuning", "SoftPrompt", "InstructionPrompt", "PromptedLM", "lm_loss", "encode_examples",
+            "text_embeds", "option_scores", "step_budget", "mcnemar_exact", "save_soft_prompt",
+            "load_soft_prompt"),
+    _lesson(_PR, "proteins", "decode_proteins", "name_tokens", "NameTokenizer", "name_words", "token_f1",
+            "naming_scores", "ProteinNamer", "seq2seq_loss", "mask_residues", "ProteinMLM", "mlm_loss",
+            "peak_tensor_memory"),
+    _lesson(_RC, "consensus", "encode", "decode", "reverse_complement", "alignment_counts", "majority_consensus",
+            "poa_consensus", "error_rate", "trimmed_error_rate", "column_labels", "windows", "label_windows",
+            "ConsensusTransformer", "read_rows", "row_windows", "molecule_windows", "pass_subsets", "stitch",
+            "phred_qv", "sign_test", "load_pretrained"),
+    _lesson(_DNA, "dna", "measured_receptive_field", "softmax_pool", "SoftmaxPool1d", "RelativeSelfAttention",
+            "DNAConvNet", "DNATransformer", "lesson12_models"),
+)
+
+
+_MODULES = frozenset(les.module for les in LESSONS)
+
+
+# ---------------------------------------------------------------- lookups
+def assignments() -> list[str]:
+    """Every assignment with graded exercises, in lesson order."""
+    return [lesson.assignment for lesson in LESSONS]
+
+
+def _known(assignment: str) -> str:
+    if assignment not in assignments():
+        raise KeyError(f"no assignment {assignment!r} in the exercise registry; expected one of {assignments()}")
+    return assignment
+
+
+def exercises(assignment: str | None = None) -> tuple[Exercise, ...]:
+    """Every exercise (lesson order), or those of one assignment."""
+    if assignment is None:
+        return EXERCISES
+    _known(assignment)
+    return tuple(e for e in EXERCISES if e.assignment == assignment)
+
+
+def exercise(assignment: str, name: str) -> Exercise:
+    """The exercise ``name`` of ``assignment``."""
+    for e in exercises(assignment):
+        if e.name == name:
+            return e
+    raise KeyError(f"{assignment} has no exercise {name!r}; it has {[e.name for e in exercises(assignment)]}")
+
+
+def lesson(assignment: str) -> Lesson:
+    _known(assignment)
+    return next(les for les in LESSONS if les.assignment == assignment)
+
+
+def withheld(released: list[str] | tuple[str, ...] | set[str] = ()) -> dict[str, list[str]]:
+    """{module: [names]} that the students' edition leaves out when the solutions of ``released`` are out:
+    the references and equivalents of every other assignment, each in its own module."""
+    for a in released:
+        _known(a)
+    out: dict[str, list[str]] = {}
+    for e in EXERCISES:
+        if e.assignment in released:
+            continue
+        for qual in e.withheld:
+            module, name = qual.rsplit(".", 1)
+            out.setdefault(module, []).append(name)
+    return out
+
+
+def resolve(qualified: str):
+    """The object a qualified name ("course_lib.attention.softmax", or a lesson's module) names, imported."""
+    module, _, name = qualified.rpartition(".")
+    if qualified in _MODULES:
+        return importlib.import_module(qualified)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise LookupError(f"{qualified!r} does not resolve: {err}") from err

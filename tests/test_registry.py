@@ -1,0 +1,97 @@
+"""The exercise registry (course_lib/checks/registry.py) matches the notebooks and course_lib.
+
+Every function or class a solution cell defines is declared, under the module that holds its
+reference; every check a graded test cell calls is declared for the exercise it tests; every
+qualified name resolves in the instructor's edition; every public function and class of a
+lesson's topic module is exactly one of reference, equivalent, building block.
+"""
+import ast
+import inspect
+import re
+
+import nbformat
+import pytest
+
+from conftest import source_notebooks
+from course_lib.checks import registry
+
+_CHECK_CALL = re.compile(r"checks\.(\w+)\.(\w+)\(\s*(\w+)")
+
+
+def _cells(kind: str):
+    """(assignment, grade_id, source) of every solution (kind="solution") or graded test ("grade") cell."""
+    for a, path in source_notebooks():
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get(kind) and not (kind == "grade" and meta.get("solution")):
+                yield a, meta.get("grade_id"), cell.source
+
+
+def _defined(source: str) -> list[str]:
+    tree = ast.parse(re.sub(r"^[ \t]*[%!].*$", "", source, flags=re.M))
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+
+
+def test_every_solution_definition_is_declared_under_its_references_module():
+    declared = {(e.assignment, e.name): e for e in registry.exercises()}
+    seen = set()
+    for a, gid, source in _cells("solution"):
+        for name in _defined(source):
+            assert (a, name) in declared, f"{a} cell {gid} defines {name!r}, which the registry does not declare"
+            e = declared[(a, name)]
+            assert e.reference.rsplit(".", 1)[1] == name, e
+            assert getattr(registry.resolve(e.module), name, None) is not None, \
+                f"{e.module} holds no {name!r} (the reference of {a}'s {name})"
+            seen.add((a, name))
+    assert seen == set(declared), f"declared but defined by no solution cell: {sorted(set(declared) - seen)}"
+
+
+def test_every_check_a_graded_cell_calls_is_declared_for_its_exercise():
+    calls = 0
+    for a, gid, source in _cells("grade"):
+        for module, check, student in _CHECK_CALL.findall(source):
+            e = registry.exercise(a, student)
+            assert f"course_lib.checks.{module}.{check}" in e.checks, \
+                f"{a} cell {gid} calls checks.{module}.{check}({student}, ...), not declared in {e}"
+            calls += 1
+    assert calls >= 2 * len(registry.exercises()), "every exercise has a visible and a hidden test cell"
+
+
+@pytest.mark.parametrize("e", registry.exercises(), ids=lambda e: f"{e.assignment}.{e.name}")
+def test_every_qualified_name_resolves_in_the_instructors_edition(e):
+    for qual in e.withheld + e.checks:
+        assert callable(registry.resolve(qual)), qual
+        assert qual.startswith(e.module + ".") or qual in e.checks, \
+            f"{qual}: an equivalent lives in the reference's own module ({e.module}) in this registry"
+    assert e.assignment in registry.assignments()
+
+
+def test_lessons_classify_every_public_function_of_their_topic_module():
+    for les in registry.LESSONS:
+        module = registry.resolve(les.module)
+        withheld = {q for e in registry.exercises(les.assignment) for q in e.withheld}
+        assert not withheld & set(les.building_blocks), f"{les.assignment}: a building block is also withheld"
+        for qual in les.building_blocks:
+            registry.resolve(qual)
+        public = {f"{les.module}.{n}" for n, obj in vars(module).items()
+                  if not n.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
+                  and obj.__module__ == module.__name__}
+        unclassified = public - withheld - set(les.building_blocks)
+        assert not unclassified, (f"{les.module}: {sorted(unclassified)} are neither a reference, an equivalent "
+                                  f"nor a building block: add them to course_lib/checks/registry.py")
+
+
+def test_lookups():
+    assert registry.assignments()[0] == "01_attention" and len(registry.assignments()) == 12
+    assert registry.exercise("06_bpe", "train_naive").equivalents == ("course_lib.bpe.train_fast",)
+    assert registry.lesson("11_read_consensus").module == "course_lib.consensus"
+    everything = registry.withheld()
+    assert "reverse_complement" in everything["course_lib.dna"]
+    assert "reverse_complement" not in everything["course_lib.consensus"]  # lesson 11's own, released
+    assert "course_lib.attention" not in registry.withheld(["01_attention"])
+    with pytest.raises(KeyError, match="no assignment"):
+        registry.exercises("13_nothing")
+    with pytest.raises(KeyError, match="has no exercise"):
+        registry.exercise("01_attention", "nothing")
+    with pytest.raises(LookupError, match="does not resolve"):
+        registry.resolve("course_lib.attention.nothing")
