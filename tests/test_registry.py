@@ -83,7 +83,8 @@ def test_lessons_classify_every_public_function_of_their_topic_module():
 
 def test_lookups():
     assert registry.assignments()[0] == "01_attention" and len(registry.assignments()) == 12
-    assert registry.exercise("06_bpe", "train_naive").equivalents == ("course_lib.bpe.train_fast",)
+    assert registry.exercise("06_bpe", "train_naive").equivalents == (
+        "course_lib.bpe.train_fast", "course_lib.bpe.WordBPE", "course_lib.bpe.ByteBPE")
     assert registry.lesson("11_read_consensus").module == "course_lib.consensus"
     everything = registry.withheld()
     assert "reverse_complement" in everything["course_lib.dna"]

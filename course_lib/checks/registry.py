@@ -96,8 +96,9 @@ EXERCISES: tuple[Exercise, ...] = (
     _ex(_BPE, "bpe", "get_stats"),
     _ex(_BPE, "bpe", "merge"),
     _ex(_BPE, "bpe", "word_counts"),
-    # train_fast: the same merges as train_naive, incrementally (tests/test_bpe.py compares them)
-    _ex(_BPE, "bpe", "train_naive", check="check_train", equivalents=("train_fast",)),
+    # train_fast: the same merges as train_naive, incrementally (tests/test_bpe.py compares them); WordBPE and
+    # ByteBPE train and encode with them (a whole tokenizer: lesson 06's exercises), so they go with them
+    _ex(_BPE, "bpe", "train_naive", check="check_train", equivalents=("train_fast", "WordBPE", "ByteBPE")),
     # apply_merges: the same ids as encode_ids (tests/test_bpe.py compares them)
     _ex(_BPE, "bpe", "encode_ids", check="check_encode", equivalents=("apply_merges",)),
     _ex(_BPE, "bpe", "decode_ids", check="check_decode"),
@@ -155,7 +156,7 @@ LESSONS: tuple[Lesson, ...] = (
             "enformer_relative_features", "relative_position_logits"),
     _lesson(_B, "blocks", "LayerNorm", "gelu", "FeedForward", "EncoderLayer", "decoder_layer_forward",
             "DecoderLayer", "Encoder", "Decoder", "masked_mean", "TransformerClassifier"),
-    _lesson(_BPE, "bpe", "chunk_counts", "build_vocab", "WordBPE", "ByteBPE", "load"),
+    _lesson(_BPE, "bpe", "chunk_counts", "build_vocab", "load"),
     _lesson(_E, "efficient", "draw_projection", "trig_random_features", "softmax_kernel_estimate",
             "positive_features_mse", "trig_features_mse", "favor_attention_mse_limit", "favor_features_torch",
             "favor_attention_torch", "EfficientMultiHeadAttention", "swap_attention", "measure_torch_call",
