@@ -12,7 +12,8 @@ Covers
     * ``freeze_model``: every weight of the language model frozen, eval mode, and the number
       of its parameters (a tied weight counted once).
     * Around them: :class:`SoftPrompt`, :class:`PromptedLM` (a frozen LM with a soft prompt,
-      for ``course_lib.training.train``), ``lm_loss``, ``encode_examples``,
+      for ``course_lib.training.train``), ``lm_loss``, ``encode_examples`` (and ``trim_padding``,
+      its batches without the padding columns no example of the batch needs),
       ``option_scores`` (scores every option of many questions, reusing the shared prefix
       and each question's key/value cache), ``wilson_interval``.
     * Med-PaLM's *instruction* prompt tuning (Singhal et al., Nature 620:172-180, 2023): the
@@ -43,7 +44,7 @@ from torch import nn
 from torch.utils.data import Dataset, Subset, TensorDataset
 
 __all__ = ["prepend_soft_prompt", "answer_only_labels", "option_log_likelihood", "freeze_model", "SoftPrompt",
-           "PromptedLM", "lm_loss", "encode_examples", "option_scores", "text_embeds", "wilson_interval",
+           "PromptedLM", "lm_loss", "encode_examples", "trim_padding", "option_scores", "text_embeds", "wilson_interval",
            "IGNORE", "InstructionPrompt", "step_budget", "mcnemar_exact", "save_soft_prompt", "load_soft_prompt",
            "SHIPPED_PROMPTS"]
 
@@ -239,6 +240,28 @@ def encode_examples(tokenizer, prompts: Sequence[str], answers: Sequence[str], p
     return TensorDataset(ids, mask, labels)
 
 
+def trim_padding(batch: Sequence[tuple]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A ``collate_fn`` for :func:`encode_examples`' data: stack ``(input_ids, attention_mask, labels)`` examples
+    and drop the last columns that are padding in every example of the batch.
+
+    ``encode_examples`` pads every example to the longest of the WHOLE data set; a batch of four
+    short questions then runs mostly padding. A column is dropped only when its mask is 0 and
+    its label -100 in every row, and only at the end: in a causal model a position never sees
+    the ones after it, so the logits and the loss of the kept positions are the same (up to
+    float rounding), at less cost.
+
+    >>> ex = [(torch.tensor([5, 6, 0, 0]), torch.tensor([1, 1, 0, 0]), torch.tensor([-100, -100, 6, -100, -100])),
+    ...       (torch.tensor([7, 0, 0, 0]), torch.tensor([1, 0, 0, 0]), torch.tensor([-100, 7, -100, -100, -100]))]
+    >>> [tuple(t.shape) for t in trim_padding(ex)]
+    [(2, 2), (2, 2), (2, 3)]
+    """
+    ids, mask, labels = (torch.stack(t) for t in zip(*batch))
+    P = labels.shape[1] - ids.shape[1]
+    used = mask.bool().any(dim=0) | (labels[:, P:] != IGNORE).any(dim=0)  # (T,) columns some row needs
+    keep = int(used.nonzero().max()) + 1 if used.any() else 1
+    return ids[:, :keep], mask[:, :keep], labels[:, :P + keep]
+
+
 @torch.no_grad()
 def text_embeds(lm: nn.Module, tokenizer, text: str) -> torch.Tensor:
     """(P, d) the input embeddings of ``text``'s tokens (a hard prompt as a prefix)."""
@@ -249,20 +272,36 @@ def text_embeds(lm: nn.Module, tokenizer, text: str) -> torch.Tensor:
 @torch.no_grad()
 def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts: Sequence[str],
                   options: Sequence[Sequence[str]], *, scorer: Callable = option_log_likelihood,
-                  normalise: bool | tuple = False, batch_size: int = 16, progress: bool = False):
+                  normalise: bool | tuple = False, batch_size: int = 48, progress: bool = False):
     """(N, K) score of each of the K options of N questions: ``scorer`` on [prefix; prompt; option].
 
     ``normalise`` is passed to ``scorer``; a tuple such as ``(False, True)`` returns a tuple of
     (N, K) tensors, one per value, from the same forward passes.
 
     ``prefix``: (P, d) embeddings shared by every question (a soft prompt, or a hard prompt's
-    token embeddings from :func:`text_embeds`), or None. The prefix is run once and each
-    prompt once, each continuing from the key/value cache before it; the K options of a
-    question continue from its cache, so the cost is about P + N * (prompt + K * option)
-    tokens instead of N * K * (P + prompt + option).
-    ``scorer(logits, labels, normalise)`` gets logits (N*K, L+1, V) whose position 0 is the
-    prediction after the prompt's last token and labels (N*K, L+1) = [-100, option ids,
-    -100 padding], so it is exactly ``option_log_likelihood``'s convention.
+    token embeddings from :func:`text_embeds`), or None.
+
+    What is computed is exactly the model on each [prefix; prompt; option] sequence; what is
+    never computed twice or at all:
+
+    * the prefix, and the tokens every prompt starts with (``Phenotype:``), run once; their
+      key/value cache is copied for each batch of questions;
+    * the questions run in batches of ``batch_size`` sorted by token count (little padding;
+      few large batches: on a CPU each forward pass costs a near-fixed time for reading the
+      model's weights, measured on 2 busy cores: 96 questions took 21 s of CPU in one batch,
+      25 s in batches of 48, 39 s in batches of 32),
+      each keeping only its last position's logits (the prediction of every option's first
+      token);
+    * an option's tokens after the first continue from its question's cache (rows picked with
+      ``Cache.reorder_cache``), options of equal length together, so nothing is padded; an
+      option's last token is never run (its prediction scores nothing), so a one-token option
+      costs no forward pass at all.
+
+    ``scorer(logits, labels, normalise)`` gets logits (B, L+1, V) whose position 0 is the
+    prediction after the prompt's last token, position t that after the option's t-th token,
+    and zeros where nothing is predicted (after an option's last token and on padding), and
+    labels (B, L+1) = [-100, option ids, -100 padding], so it is exactly
+    ``option_log_likelihood``'s convention.
     """
     from tqdm.auto import tqdm
 
@@ -270,17 +309,30 @@ def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts
     device = emb.weight.device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     K = len(options[0])
+    if any(len(row) != K for row in options):
+        raise ValueError(f"every question needs the same number of options, got {sorted({len(r) for r in options})}")
     if prefix is None:
         prefix = torch.zeros(0, emb.weight.shape[1], device=device, dtype=emb.weight.dtype)
-    P = prefix.shape[0]
     flags = normalise if isinstance(normalise, tuple) else (normalise,)
     outs = [torch.empty(len(prompts), K, dtype=torch.float32) for _ in flags]
+    qs_all = [tokenizer(p)["input_ids"] for p in prompts]
+    opts_all = [[tokenizer(o)["input_ids"] for o in row] for row in options]
+    if any(len(q) == 0 for q in qs_all) or any(len(o) == 0 for row in opts_all for o in row):
+        raise ValueError("every prompt and every option must have at least one token")
+    # the tokens every prompt starts with join the shared prefix (each prompt keeps >= 1 token of its own)
+    common = 0
+    while common < min(len(q) for q in qs_all) - 1 and len({q[common] for q in qs_all}) == 1:
+        common += 1
+    head = torch.cat([prefix.to(emb.weight.dtype),
+                      emb(torch.tensor(qs_all[0][:common], dtype=torch.long, device=device))])  # (P', d)
+    P = head.shape[0]
     # transformers >= 5.24 names the key/value cache ``cache`` (argument and output); the old name
     # ``past_key_values`` is deprecated there and removed in 5.40 (Makefile pins >=5.24,<6)
-    prefix_cache = lm(inputs_embeds=prefix.unsqueeze(0), use_cache=True).cache if P else None
-    for lo in tqdm(range(0, len(prompts), batch_size), disable=not progress, desc="scoring", unit="batch"):
-        qs = [tokenizer(p)["input_ids"] for p in prompts[lo:lo + batch_size]]
-        opts = [[tokenizer(o)["input_ids"] for o in options[i]] for i in range(lo, lo + len(qs))]
+    head_cache = lm(inputs_embeds=head.unsqueeze(0), use_cache=True).cache if P else None
+    order = sorted(range(len(prompts)), key=lambda i: (len(qs_all[i]), i))  # by length: little padding
+    batches = [order[lo:lo + batch_size] for lo in range(0, len(order), batch_size)]
+    for rows in tqdm(batches, disable=not progress, desc="scoring", unit="batch"):
+        qs = [qs_all[i][common:] for i in rows]
         b, Lq = len(qs), max(len(q) for q in qs)
         # 1) each question after the (cached) prefix, LEFT-padded so every question ends in the last column
         ids = torch.full((b, Lq), pad, dtype=torch.long, device=device)
@@ -292,31 +344,32 @@ def option_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, prompts
         # the padding sits between prefix and question: real tokens get consecutive positions 0, 1, ...
         pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
         cache = None
-        if prefix_cache is not None:
-            cache = copy.deepcopy(prefix_cache)
+        if head_cache is not None:
+            cache = copy.deepcopy(head_cache)
             cache.batch_repeat_interleave(b)
         first = lm(input_ids=ids, attention_mask=mask, position_ids=pos[:, P:], cache=cache,
                    use_cache=True, logits_to_keep=1)
-        cache = first.cache
-        cache.batch_repeat_interleave(K)
-        last = first.logits[:, -1].repeat_interleave(K, dim=0)  # (b*K, V): predicts each option's 1st token
-        # 2) the K options of each question continue from its cache, RIGHT-padded
-        flat = [o for row in opts for o in row]
+        flat = [o for i in rows for o in opts_all[i]]  # b*K options, question-major
         Lo = max(len(o) for o in flat)
-        oid = torch.full((b * K, Lo), pad, dtype=torch.long, device=device)
-        omask = torch.zeros(b * K, Lo, dtype=torch.long, device=device)
-        for i, o in enumerate(flat):
-            oid[i, :len(o)] = torch.tensor(o, device=device)
-            omask[i, :len(o)] = 1
-        start = pos[:, -1].repeat_interleave(K).unsqueeze(1) + 1  # (b*K, 1)
-        opos = start + torch.arange(Lo, device=device).unsqueeze(0)
-        full_mask = torch.cat([mask.repeat_interleave(K, dim=0), omask], dim=1)
-        second = lm(input_ids=oid, attention_mask=full_mask, position_ids=opos, cache=cache)
-        logits = torch.cat([last.unsqueeze(1), second.logits], dim=1)  # (b*K, Lo+1, V)
-        labels = torch.cat([torch.full((b * K, 1), IGNORE, dtype=torch.long, device=device),
-                            torch.where(omask.bool(), oid, torch.full_like(oid, IGNORE))], dim=1)
-        for out, flag in zip(outs, flags):
-            out[lo:lo + b] = scorer(logits, labels, flag).float().view(b, K).cpu()
+        logits = torch.zeros(b * K, Lo + 1, first.logits.shape[-1], dtype=first.logits.dtype, device=device)
+        logits[:, 0] = first.logits[:, -1].repeat_interleave(K, dim=0)  # predicts each option's 1st token
+        # 2) an option's later tokens continue from its question's cache; options of one length together
+        for n in sorted({len(o) for o in flat} - {1}):
+            which = [j for j, o in enumerate(flat) if len(o) == n]
+            src = torch.tensor([j // K for j in which], dtype=torch.long, device=device)  # their questions
+            sub = copy.deepcopy(first.cache) if n != max(len(o) for o in flat) else first.cache
+            sub.reorder_cache(src)
+            oid = torch.tensor([flat[j][:-1] for j in which], dtype=torch.long, device=device)  # (m, n-1)
+            opos = pos[src, -1:] + 1 + torch.arange(n - 1, device=device).unsqueeze(0)
+            omask = torch.cat([mask[src], torch.ones_like(oid)], dim=1)
+            out = lm(input_ids=oid, attention_mask=omask, position_ids=opos, cache=sub)
+            logits[torch.tensor(which, device=device), 1:n] = out.logits
+        labels = torch.full((b * K, Lo + 1), IGNORE, dtype=torch.long, device=device)
+        for j, o in enumerate(flat):
+            labels[j, 1:1 + len(o)] = torch.tensor(o, device=device)
+        idx = torch.tensor(rows)
+        for res, flag in zip(outs, flags):
+            res[idx] = scorer(logits, labels, flag).float().view(b, K).cpu()
     return tuple(outs) if isinstance(normalise, tuple) else outs[0]
 
 

@@ -85,6 +85,67 @@ def test_cached_option_scores_equal_the_plain_computation(normalise):
                 assert got[i, k].item() == pytest.approx(want.item(), abs=1e-5), (i, k)
 
 
+def _plain_scores(lm, tok, prefix, prompts, options, normalise):
+    """Every [prefix; prompt; option] run alone from scratch: what option_scores must reproduce."""
+    emb = lm.get_input_embeddings()
+    out = torch.empty(len(prompts), len(options[0]))
+    with torch.no_grad():
+        for i, p in enumerate(prompts):
+            for k, o in enumerate(options[i]):
+                q, a = tok(p)["input_ids"], tok(o)["input_ids"]
+                x = torch.cat([prefix, emb(torch.tensor(q + a))]).unsqueeze(0)
+                labels = torch.tensor([[-100] * (prefix.shape[0] + len(q)) + a])
+                out[i, k] = pt.option_log_likelihood(lm(inputs_embeds=x).logits, labels, normalise)
+    return out
+
+
+@pytest.mark.parametrize("with_prefix", [True, False])
+def test_option_scores_with_shared_leading_tokens_and_options_of_many_lengths(with_prefix):
+    """Prompts that all start with the same tokens (moved into the shared cache), of unsorted lengths (sorted
+    into batches), options of 1 to 4 tokens (one-token options need no forward pass; the others run by
+    length, unpadded): the same scores as each sequence run alone."""
+    lm = tiny_llama(5, tied=True).eval()
+    tok = _Tok()
+    prefix = torch.randn(2, 16, generator=torch.Generator().manual_seed(2)) if with_prefix else torch.zeros(0, 16)
+    prompts = ["a b c d e f g", "a b", "a b c x y", "a b q", "a b c d e f g h i", "a b z z z z"]
+    options = [["x", "y z", "u v w t", "q"], ["r s", "q", "m", "n o p"]] * 3
+    summed, normed = pt.option_scores(lm, tok, prefix if with_prefix else None, prompts, options,
+                                      normalise=(False, True), batch_size=4)
+    for got, flag in ((summed, False), (normed, True)):
+        want = _plain_scores(lm, tok, prefix, prompts, options, flag)
+        assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+
+
+def test_option_scores_refuses_ragged_options_and_empty_texts():
+    lm = tiny_llama(5, tied=True).eval()
+    with pytest.raises(ValueError, match="same number of options"):
+        pt.option_scores(lm, _Tok(), None, ["a b", "c d"], [["x", "y"], ["x"]])
+    with pytest.raises(ValueError, match="at least one token"):
+        pt.option_scores(lm, _Tok(), None, ["a b", ""], [["x", "y"], ["x", "y"]])
+
+
+def test_trim_padding_keeps_the_loss_and_the_gradient():
+    """Batches without their common trailing padding: the same loss and the same prompt gradient (causal model)."""
+    lm = tiny_llama(5, tied=True)
+    pt.freeze_model(lm)
+    data = pt.encode_examples(_Tok(), ["a b c d e f g h", "a", "b c", "d e f"], ["x y", "z", "y", "x"], 2)
+    batch = [data[i] for i in (1, 2, 3)]  # the long example is left out: its columns are padding here
+    ids, mask, labels = pt.trim_padding(batch)
+    assert ids.shape[1] == 4 < data.tensors[0].shape[1] and labels.shape[1] == 2 + ids.shape[1]
+    full = [torch.stack(t) for t in zip(*batch)]
+    grads = []
+    for inputs in (full, (ids, mask, labels)):
+        prompt = pt.SoftPrompt(torch.ones(2, 16))
+        loss = pt.lm_loss(pt.PromptedLM(lm, prompt)(*inputs[:2]), inputs[2])
+        loss.backward()
+        grads.append((loss.detach(), prompt.weight.grad))
+    assert torch.allclose(grads[0][0], grads[1][0], atol=1e-6) and torch.allclose(grads[0][1], grads[1][1], atol=1e-6)
+    # a column some row still labels is kept, even where the mask says padding
+    odd = [(i, m, l.clone()) for i, m, l in batch]
+    odd[0][2][-1] = 7
+    assert pt.trim_padding(odd)[2].shape[1] == labels.shape[1] + (data.tensors[0].shape[1] - ids.shape[1])
+
+
 # ---------------------------------------------------------------- the real model, offline
 @pytest.fixture(scope="module")
 def smollm():
@@ -97,6 +158,33 @@ def smollm():
     except FileNotFoundError as err:
         pytest.skip(str(err))
     return smollm2.load_frozen_lm()
+
+
+@pytest.mark.slow
+def test_first_conversion_says_what_it_does_where_and_how_much_disk(smollm, tmp_path, monkeypatch, capsys):
+    """A cold cache (a temporary COURSE_CACHE): the conversion prints its source, destination and disk use,
+    shows a five-step progress bar, and writes the same weights as the usual cache; a warm cache says nothing."""
+    from safetensors.torch import load_file
+
+    from course_lib.bio import smollm2
+
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
+    dest = smollm2.model_dir()
+    assert str(dest).startswith(str(tmp_path)) and not dest.exists()
+    lm, _ = smollm2.load_frozen_lm()
+    out, err = capsys.readouterr()
+    assert "First use of SmolLM2-135M-Instruct" in out and str(smollm2.gguf_path()) in out, out
+    assert f"float32 checkpoint in {dest}" in out and "GB of disk" in out and "GB free there" in out, out
+    assert f"MB written to {dest}" in out, out
+    assert "converting SmolLM2 (once)" in err and "5/5" in err, err  # the progress bar, on stderr
+    assert (dest / "model.safetensors").is_file() and not list(dest.parent.glob(dest.name + ".*"))
+    real_lm, _ = smollm
+    for name, p in real_lm.state_dict().items():
+        assert torch.equal(lm.state_dict()[name], p), name
+    del lm
+    smollm2.load_frozen_lm()  # warm: loads, converts nothing, prints nothing
+    out, err = capsys.readouterr()
+    assert "First use" not in out and "converting" not in err
 
 
 def test_real_model_is_smollm2_and_runs_offline(smollm, monkeypatch):

@@ -8,7 +8,8 @@ Covers
     * :func:`convert`: de-quantise the GGUF file once into a float32 ``safetensors``
       checkpoint plus tokenizer files in the cache folder (``~/.cache/course_lib`` or
       ``$COURSE_CACHE``), written to a temporary folder and renamed, so an interrupted
-      conversion leaves nothing half-written.
+      conversion leaves nothing half-written. It prints what it does, where, and how much
+      disk it takes, with a progress bar (the first run of lesson 09 waits for it).
     * :func:`load_frozen_lm`: ``(model, tokenizer)`` from that cache (converting first
       when it is missing): a ``transformers`` ``LlamaForCausalLM`` in eval mode, float32.
 
@@ -63,9 +64,24 @@ def model_dir() -> pathlib.Path:
     return cache_root() / _NAME
 
 
+def _free_bytes(folder: pathlib.Path) -> int:
+    """Free disk space where ``folder`` is (or would be created)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
 def convert(dest: pathlib.Path | None = None, *, progress: bool = True) -> pathlib.Path:
-    """De-quantise the GGUF file into ``dest`` (safetensors + tokenizer); returns ``dest``."""
+    """De-quantise the GGUF file into ``dest`` (safetensors + tokenizer); returns ``dest``.
+
+    With ``progress`` (the default) it says what it does, from where to where and how much
+    disk it takes, and shows a progress bar over its five steps (reading the GGUF
+    configuration, building the model, de-quantising the tensors, which has its own bar from
+    ``transformers``, building the tokenizer, writing the files). Raises OSError before
+    writing anything when the disk lacks room for the checkpoint.
+    """
     import torch
+    from tqdm.auto import tqdm
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
@@ -73,32 +89,54 @@ def convert(dest: pathlib.Path | None = None, *, progress: bool = True) -> pathl
     src = gguf_path()
     start = time.perf_counter()
     if progress:
-        print(f"converting {src.name} to float32 safetensors in {dest} (once; about a minute on 2 cores)")
-    config = AutoConfig.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    tensors = load_gguf_checkpoint(str(src), return_tensors=True, model_to_load=model)["tensors"]
-    result = model.load_state_dict({k: torch.as_tensor(v) for k, v in tensors.items()}, strict=False)
-    missing = set(result.missing_keys) - {"lm_head.weight"}
-    if missing or result.unexpected_keys:
-        raise RuntimeError(f"GGUF conversion: missing {sorted(missing)}, unexpected {result.unexpected_keys}")
-    model.tie_weights()
-    tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    if progress:  # the silent part: writing ~0.5 GB can take a minute on a slow or busy disk
-        n_bytes = sum(t.numel() * t.element_size() for t in model.parameters())  # the tied weight once
-        print(f"writing the float32 checkpoint ({n_bytes / 1e6:.0f} MB) to {dest.parent} ...", flush=True)
+        print(f"First use of SmolLM2-135M-Instruct: converting the 4-bit file {src} "
+              f"({src.stat().st_size / 1e6:.0f} MB) into a float32 checkpoint in {dest} (about 0.5 GB of disk, "
+              f"{_free_bytes(dest.parent) / 1e9:.1f} GB free there; set COURSE_CACHE to put it elsewhere). "
+              "This happens once; later runs load the checkpoint in seconds.", flush=True)
+    bar = tqdm(total=5, desc="converting SmolLM2 (once)", unit="step", disable=not progress)
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        if dest.exists():
-            shutil.rmtree(dest)
-        tmp.rename(dest)
+        bar.set_postfix_str("reading the GGUF configuration")
+        config = AutoConfig.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
+        bar.update()
+        bar.set_postfix_str("building the model")
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        n_bytes = sum(t.numel() * t.element_size() for t in model.parameters())  # the tied weight once
+        need = int(n_bytes * 1.05) + 20_000_000  # the checkpoint, the tokenizer files, some slack
+        if _free_bytes(dest.parent) < need:
+            raise OSError(f"converting SmolLM2 needs about {need / 1e6:.0f} MB of free disk in {dest.parent}, "
+                          f"which has {_free_bytes(dest.parent) / 1e6:.0f} MB: free some space or set COURSE_CACHE "
+                          "to a folder on a disk with room")
+        bar.update()
+        bar.set_postfix_str("de-quantising the 4-bit tensors")
+        tensors = load_gguf_checkpoint(str(src), return_tensors=True, model_to_load=model)["tensors"]
+        result = model.load_state_dict({k: torch.as_tensor(v) for k, v in tensors.items()}, strict=False)
+        del tensors
+        missing = set(result.missing_keys) - {"lm_head.weight"}
+        if missing or result.unexpected_keys:
+            raise RuntimeError(f"GGUF conversion: missing {sorted(missing)}, unexpected {result.unexpected_keys}")
+        model.tie_weights()
+        bar.update()
+        bar.set_postfix_str("building the tokenizer")
+        tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name, local_files_only=True)
+        bar.update()
+        bar.set_postfix_str(f"writing {n_bytes / 1e6:.0f} MB")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+        try:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            if dest.exists():
+                shutil.rmtree(dest)
+            tmp.rename(dest)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        bar.update()
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        bar.close()
     if progress:
-        print(f"converted in {time.perf_counter() - start:.0f} s")
+        size = sum(f.stat().st_size for f in dest.iterdir() if f.is_file())
+        print(f"converted in {time.perf_counter() - start:.0f} s: {size / 1e6:.0f} MB written to {dest}", flush=True)
     return dest
 
 
