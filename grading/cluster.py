@@ -180,6 +180,21 @@ def assignment_gradebook(db_url: str, assignment: str) -> bytes:
 _WORKER: dict = {}  # per worker process: its private folder, its warm-kernel template
 
 
+def _quiet() -> None:
+    """A local cluster's worker writes its kernels' chatter (ipykernel's notes on stderr) to a log in its
+    folder, not on the grading command's terminal, as the forked workers do (their stderr is read only
+    when one fails)."""
+    if _WORKER.get("quiet"):
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    log = os.open(os.path.join(_worker_folder(), "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(null, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    _WORKER["quiet"] = True
+
+
 def _worker_folder() -> str:
     if "folder" not in _WORKER:
         from grading import warm
@@ -247,6 +262,8 @@ def grade_submission(task: dict) -> dict:
     refused = differences(task["fingerprint"], mine)
     if refused:  # a worker that joined after the check: it grades nothing
         return {"refused": f"worker {mine['host']} (pid {mine['pid']}) differs from the client: " + "; ".join(refused)}
+    if task.get("local"):
+        _quiet()
     root = os.path.join(_worker_folder(), "course")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(os.path.join(root, "submitted", s, a))
@@ -346,6 +363,7 @@ def record(api, assignment: str, student: str, returned: dict, feedback: bool) -
     autograded folder is put back."""
     from grading import worker
 
+    start = time.perf_counter()
     root = api.coursedir.root
     result = dict(returned["result"])
     result.update(worker.content_hashes(assignment, student))  # this machine's files are what --resume compares
@@ -370,6 +388,7 @@ def record(api, assignment: str, student: str, returned: dict, feedback: bool) -
         result.setdefault("grader_fault", f"could not restore the earlier autograded folder: {err}")
     if feedback and result.get("autograded") and not result.get("grader_fault"):
         write_feedback(api, assignment, student, result)
+    result["record_seconds"] = round(time.perf_counter() - start, 3)  # this process's share (the one writer)
     return result
 
 
@@ -455,9 +474,10 @@ def scheduler_address(option: str | None) -> str | None:
 
 def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str, db_url: str, kernel: str,
               feedback: bool, held: list[str], env_extra: dict | None, one_at_a_time: bool,
-              on_result, log=print) -> dict:
-    """Grade ``tasks`` on the cluster; ``on_result(assignment, student, result)`` stores each result as it
-    is recorded. Returns {(assignment, student): result}. One tqdm bar per assignment."""
+              on_result, on_submit=None, log=print) -> dict:
+    """Grade ``tasks`` on the cluster; ``on_submit(assignment, student)`` is called as a task is sent,
+    ``on_result(assignment, student, result)`` stores each result as it is recorded. Returns
+    {(assignment, student): result}. One tqdm bar per assignment."""
     from distributed import as_completed
     from tqdm import tqdm
 
@@ -476,7 +496,10 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
 
     def submit(a, s):
         payload = {"assignment": a, "student": s, "files": read_submission(os.path.join(submitted, s, a), held),
-                   "fingerprint": mine, "kernel": kernel, "env": dict(env_extra or {}), "assignments": assignments}
+                   "fingerprint": mine, "kernel": kernel, "env": dict(env_extra or {}), "assignments": assignments,
+                   "local": cluster.local}
+        if on_submit is not None:
+            on_submit(a, s)
         return client.submit(_grade_with_seed, payload, seeds[a], key=f"grade-{a}-{s}-{time.time_ns()}",
                              pure=False, retries=TASK_RETRIES)
 

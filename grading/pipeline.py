@@ -359,12 +359,17 @@ def autograde_dask(tasks: list[tuple[str, str]], workers: int, feedback: bool = 
         os.makedirs(os.path.join(RESULTS, a), exist_ok=True)
         _write_json(os.path.join(RESULTS, a, f"{s}.json"), result)
 
+    def sent(a, s):  # as the forked workers' claims: this submission is being graded
+        os.makedirs(os.path.join(RESULTS, a), exist_ok=True)
+        with open(os.path.join(RESULTS, a, f".claim-{s}"), "w") as fh:
+            fh.write("dask\n")
+
     if todo:
         try:
             cluster.autograde(_RUN["cluster"], todo, submitted=SUBMITTED, db_url=db_url(),
                               kernel=nbgrader_env()["COURSE_KERNEL"], feedback=feedback,
                               held=intake_mod._read_held(GRADING_DIR), env_extra=env_extra,
-                              one_at_a_time=workers == 1, on_result=store, log=log)
+                              one_at_a_time=workers == 1, on_result=store, on_submit=sent, log=log)
         except cluster.ClusterError as err:
             raise GradingError(str(err)) from err
     results = {}
