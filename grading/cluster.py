@@ -302,11 +302,15 @@ def save_grades(api, assignment: str, student: str, folder: str) -> None:
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
 
+    import warnings
+
     coursedir = api.coursedir
     db_url = coursedir.db_url
     src = coursedir.format_path(coursedir.submitted_directory, student, assignment)
     timestamp = coursedir.get_existing_timestamp(src)
-    with Gradebook(db_url, coursedir.course_id) as gb:
+    with Gradebook(db_url, coursedir.course_id) as gb, warnings.catch_warnings():
+        # SQLAlchemy's note on nbgrader's new submission (its autograde meets it too, on a worker's stderr)
+        warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
         gb.update_or_create_student(student)
         if timestamp:
             gb.update_or_create_submission(assignment, student, timestamp=timestamp)
