@@ -65,7 +65,7 @@ class Options:
     listed: bool = False  # the assignments were named (--assignment): all count in the totals, submitted or not
     students: list[str] | None = None  # --student: regrade only these students (the CSV keeps the whole class)
     scheduler: str | None = None  # --scheduler / COURSE_DASK_SCHEDULER: a running Dask scheduler's address
-    engine: str = "dask"  # dask: a LocalCluster (or the scheduler); processes: forked workers (grading.worker)
+    engine: str = "processes"  # dask: a LocalCluster (or the scheduler); processes: forked workers (grading.worker)
 
 
 def log(msg: str) -> None:
@@ -815,7 +815,9 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     for key, what in dropped.items():
         if key in results:
             results[key]["problems"] = [f"intake dropped {w}" for w in what] + list(results[key].get("problems") or [])
-    log(f"[autograde] {len(tasks)} submission(s) with {opts.workers} worker(s) in {time.perf_counter() - t1:.1f} s")
+    where = f"{opts.workers} worker(s)" if _RUN.get("cluster") is None or _RUN["cluster"].local else \
+        f"the Dask scheduler's {len(_RUN['cluster'].client.scheduler_info().get('workers', {}))} worker(s)"
+    log(f"[autograde] {len(tasks)} submission(s) with {where} in {time.perf_counter() - t1:.1f} s")
     again = sorted(k for k, r in results.items() if needs_second_pass(r) and not r.get("grader_fault"))
     if again and opts.second_pass:
         # the grader's load is never the student's: what timed out (or was not graded) while N workers

@@ -80,9 +80,9 @@ def results(root):
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory, class_dir):
-    """The default: a LocalCluster of --workers processes started by the command."""
+    """A LocalCluster of --workers processes started by the command."""
     root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-local")
-    proc = subprocess.run(grade_cmd(), cwd=REPO, env=env_for(root, tmp), capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(grade_cmd("--engine", "dask"), cwd=REPO, env=env_for(root, tmp), capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "[cluster] grading on a local Dask cluster of 2 worker process(es)" in proc.stdout
     assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"

@@ -222,7 +222,7 @@ def grade_run(root: str, assignments: list[str], workers: int) -> tuple[float, i
     command reports them, submissions, the results it recorded)."""
     import re
 
-    cmd = [sys.executable, "-m", "grading", "grade", "--demo", "no", "--workers", str(workers), "--no-feedback",
+    cmd = [sys.executable, "-m", "grading", "grade", "--engine", "dask", "--demo", "no", "--workers", str(workers), "--no-feedback",
            "--no-second-pass"] + [x for a in assignments for x in ("--assignment", a)]
     proc = subprocess.run(cmd, cwd=REPO, env=env_for(root), capture_output=True, text=True)
     m = re.search(r"\[autograde\] (\d+) submission\(s\) with \d+ worker\(s\) in ([\d.]+) s", proc.stdout)
