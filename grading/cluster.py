@@ -15,8 +15,9 @@ The split (issue 36):
   warm kernels) and returns the autograded notebooks as bytes, the log, the problems and the timings as
   plain data.
 
-By default the client starts a ``LocalCluster`` of N single-threaded worker processes (``--workers N``);
-``--scheduler ADDRESS`` or ``COURSE_DASK_SCHEDULER`` connects to a running scheduler instead (README,
+``--scheduler ADDRESS`` or ``COURSE_DASK_SCHEDULER`` connects to a running scheduler; ``--engine dask``
+without one starts a ``LocalCluster`` of N single-threaded worker processes (``--workers N``; not the
+default on one machine, where the forked workers of grading/worker.py were measured faster) (README,
 "Grading on several machines"). Before anything is graded every worker's environment is compared with
 the client's (:func:`fingerprint`: the course's files, Python, torch, nbgrader, the sandbox); a worker
 that differs is refused by name. A worker killed in the middle of a submission: Dask gives the task to
