@@ -197,6 +197,8 @@ def test_a_worker_killed_while_it_grades_loses_no_grade(tmp_path_factory, class_
                         since.setdefault(addr, time.monotonic())
                         if time.monotonic() - since[addr] > 2.0:  # it is in the middle of a submission
                             victim = addr
+                            in_flight = {str(k)[len(f"grade-{ASSIGNMENT}-"):].rsplit("-", 1)[0]
+                                         for k in keys if str(k).startswith("grade-")}
                     else:
                         since.pop(addr, None)
                 time.sleep(0.1)
@@ -215,8 +217,11 @@ def test_a_worker_killed_while_it_grades_loses_no_grade(tmp_path_factory, class_
     assert read_grades(root) == local_run, output[-3000:]  # every grade, each once
     done = results(root)
     assert set(done) == set(STUDENTS)
+    # what the killed worker was grading was graded again by a surviving worker (what it had finished before
+    # the kill was recorded then, once)
     survivors = set(client_pids(cluster).values())
-    assert all(r["worker_pid"] in survivors for r in done.values()), (done, survivors)
+    assert in_flight and in_flight <= set(STUDENTS), in_flight
+    assert all(done[s]["worker_pid"] in survivors for s in in_flight), (in_flight, done, survivors)
     assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
 
 
