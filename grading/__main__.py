@@ -1,7 +1,7 @@
 """Command line of the grading tools.
 
     python -m grading grade [--assignment 01_attention ...] [--student ID ...] [--workers 2] [--demo auto|yes|no]
-                            [--resume]
+                            [--resume] [--scheduler tcp://HOST:8786] [--engine auto|dask|processes]
     python -m grading preflight [--kernel course-sandbox]
     python -m grading sandbox-install                     (the isolated grading kernel, see grading/sandbox.py)
     python -m grading demo --assignment 01_attention     (write the demo class into grading/demo_class/submitted/)
@@ -46,6 +46,16 @@ def main(argv=None) -> int:
     g.add_argument("--resume", action="store_true",
                    help="skip submissions already graded from the same files (compared by content), after an "
                         "interrupted or failed run")
+    g.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="grade on the Dask cluster of this running scheduler (e.g. tcp://lab01:8786; default: "
+                        "$COURSE_DASK_SCHEDULER, else a local cluster of --workers processes); README, "
+                        "'Grading on several machines'")
+    g.add_argument("--engine", choices=["auto", "dask", "processes"],
+                   default=os.environ.get("COURSE_GRADING_ENGINE", "auto"),
+                   help="dask: one Dask task per submission, on a LocalCluster of --workers processes or on "
+                        "--scheduler; processes: worker processes forked on this machine (grading/worker.py); "
+                        "auto (default): dask when a scheduler is given, else processes (measured faster on "
+                        "one machine, README 'Grading on several machines')")
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     g.add_argument("--no-second-pass", action="store_true",
                    help="do not re-grade timeouts and ungraded submissions alone with more time")
@@ -89,7 +99,13 @@ def main(argv=None) -> int:
             opts = pipeline.Options(
                 assignments=args.assignment or preflight.list_assignments(), workers=args.workers,
                 demo=args.demo, resume=args.resume, feedback=not args.no_feedback, kernel=args.kernel,
-                second_pass=not args.no_second_pass, listed=bool(args.assignment), students=args.student)
+                second_pass=not args.no_second_pass, listed=bool(args.assignment), students=args.student,
+                scheduler=args.scheduler, engine=args.engine)
+            scheduler = args.scheduler or os.environ.get("COURSE_DASK_SCHEDULER")
+            if args.engine == "processes" and scheduler:
+                parser.error("--scheduler / COURSE_DASK_SCHEDULER need --engine dask (or auto)")
+            if args.engine == "auto":
+                opts.engine = "dask" if scheduler else "processes"
             return pipeline.grade(opts)
         if args.command == "preflight":
             if args.kernel == sandbox.KERNEL_NAME:

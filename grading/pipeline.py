@@ -64,6 +64,8 @@ class Options:
     second_pass: bool = True  # re-grade timeouts and infrastructure failures once, alone, with more time
     listed: bool = False  # the assignments were named (--assignment): all count in the totals, submitted or not
     students: list[str] | None = None  # --student: regrade only these students (the CSV keeps the whole class)
+    scheduler: str | None = None  # --scheduler / COURSE_DASK_SCHEDULER: a running Dask scheduler's address
+    engine: str = "processes"  # dask: a LocalCluster (or the scheduler); processes: forked workers (grading.worker)
 
 
 def log(msg: str) -> None:
@@ -331,6 +333,56 @@ def _write_json(path: str, data: dict) -> None:
 
 def autograde_parallel(tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
                        resume: bool = False, env_extra: dict | None = None) -> dict:
+    """Grade the tasks; return {(assignment, student): result}. On the run's Dask cluster (``_RUN["cluster"]``,
+    grading/cluster.py) when it has one, else with ``workers`` forked worker processes
+    (:func:`autograde_processes`)."""
+    if _RUN.get("cluster") is not None:
+        return autograde_dask(tasks, workers, feedback=feedback, resume=resume, env_extra=env_extra)
+    return autograde_processes(tasks, workers, feedback=feedback, resume=resume, env_extra=env_extra)
+
+
+def autograde_dask(tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
+                   resume: bool = False, env_extra: dict | None = None) -> dict:
+    """One Dask task per submission (grading/cluster.py); this process records each result as it comes
+    back (autograded notebooks, the gradebook, feedback, ``logs/results``). ``workers == 1`` (the second
+    pass): one submission at a time, alone on the cluster."""
+    from grading import cluster
+
+    todo = [t for t in tasks if not (resume and _task_done(*t))]
+    for a, s in todo:
+        for name in (f".claim-{s}", f"{s}.json"):
+            p = os.path.join(RESULTS, a, name)
+            if os.path.exists(p):
+                os.remove(p)
+
+    def store(a, s, result):
+        os.makedirs(os.path.join(RESULTS, a), exist_ok=True)
+        _write_json(os.path.join(RESULTS, a, f"{s}.json"), result)
+
+    def sent(a, s):  # as the forked workers' claims: this submission is being graded
+        os.makedirs(os.path.join(RESULTS, a), exist_ok=True)
+        with open(os.path.join(RESULTS, a, f".claim-{s}"), "w") as fh:
+            fh.write("dask\n")
+
+    if todo:
+        try:
+            cluster.autograde(_RUN["cluster"], todo, submitted=SUBMITTED, db_url=db_url(),
+                              kernel=nbgrader_env()["COURSE_KERNEL"], feedback=feedback,
+                              held=intake_mod._read_held(GRADING_DIR), env_extra=env_extra,
+                              one_at_a_time=workers == 1, on_result=store, on_submit=sent, log=log)
+        except cluster.ClusterError as err:
+            raise GradingError(str(err)) from err
+    results = {}
+    for a, s in tasks:
+        result = read_result(a, s)
+        results[(a, s)] = result if result is not None else {
+            "assignment": a, "student": s, "autograde_ok": False,
+            "error": "no result recorded (worker killed?); re-run with --resume"}
+    return results
+
+
+def autograde_processes(tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
+                        resume: bool = False, env_extra: dict | None = None) -> dict:
     """Run ``workers`` worker processes over the tasks; return {(assignment, student): result}.
 
     The workers run in a process group of their own, so a signal meant for the command (Ctrl-C in the
@@ -629,9 +681,13 @@ def grade(opts: Options) -> int:
     try:
         return _grade(opts)
     except Interrupted as stop:
+        if _RUN.get("cluster") is not None:
+            _RUN.pop("cluster").kill()  # its workers, their kernels and sandboxes: at once
         _report_interrupt(stop)
         return 128 + stop.signum
     finally:
+        if _RUN.get("cluster") is not None:
+            _RUN.pop("cluster").close()
         if _INTERRUPT["at"] is None:
             _INTERRUPT["at"] = time.time()  # a signal from now on only waits for the cleanup
         if saved[0] is None:
@@ -748,11 +804,20 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
         log("[autograde] nothing submitted: no tasks")
         return 0
     t1 = time.perf_counter()
+    if opts.engine == "dask" and tasks:
+        from grading import cluster
+
+        try:
+            _RUN["cluster"] = cluster.Cluster(opts.workers, cluster.scheduler_address(opts.scheduler), log=log)
+        except cluster.ClusterError as err:
+            raise GradingError(str(err)) from err
     results = autograde_parallel(tasks, opts.workers, feedback=opts.feedback, resume=opts.resume)
     for key, what in dropped.items():
         if key in results:
             results[key]["problems"] = [f"intake dropped {w}" for w in what] + list(results[key].get("problems") or [])
-    log(f"[autograde] {len(tasks)} submission(s) with {opts.workers} worker(s) in {time.perf_counter() - t1:.1f} s")
+    where = f"{opts.workers} worker(s)" if _RUN.get("cluster") is None or _RUN["cluster"].local else \
+        f"the Dask scheduler's {len(_RUN['cluster'].client.scheduler_info().get('workers', {}))} worker(s)"
+    log(f"[autograde] {len(tasks)} submission(s) with {where} in {time.perf_counter() - t1:.1f} s")
     again = sorted(k for k, r in results.items() if needs_second_pass(r) and not r.get("grader_fault"))
     if again and opts.second_pass:
         # the grader's load is never the student's: what timed out (or was not graded) while N workers

@@ -35,8 +35,10 @@ def env_for(root):
 
 
 def grade_cmd(*extra):
+    # the forked workers (--engine processes), whose claims and processes this test follows; the Dask
+    # engine's killed worker is tests/test_dask.py's
     return [sys.executable, "-m", "grading", "grade", "--assignment", ASSIGNMENT, "--workers", "2",
-            "--no-feedback", *extra]
+            "--no-feedback", "--engine", "processes", *extra]
 
 
 def process_table():

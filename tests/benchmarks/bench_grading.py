@@ -17,6 +17,13 @@ All runs grade the same submissions in fresh course roots, in this one run of th
   a fork of one process that has imported the course's stack (no kernel, no sandbox, no nbgrader:
   it runs the course's own demo answers unsandboxed, so never point it at a real class).
 
+``--scaling``: the command instructors run (``python -m grading grade``, one Dask task per
+submission, grading/cluster.py) on a LocalCluster of 1, 2 and 4 worker processes, the same
+submissions each time: autograde wall time (cluster start included), submissions per minute,
+efficiency against 1 worker, this process's own recording time per submission (the gradebook's one
+writer), and the projected wall time of a synthetic class of 1,000 submissions (copies of the demo
+class) on M machines like this one, from the measured per-submission cost (projected, not run).
+
 Then the same for a simulated class of lesson 05 (its demo class, ``--lesson05-copies`` times
 over) without the plain run. It prints wall times, submissions per minute, seconds per
 submission per worker, the speed-ups, and whether the grades and the graded cells' outputs (the
@@ -210,6 +217,62 @@ def compare(name: str, tasks, assignments, copies: int, workers: int, plain: boo
     return same_grades and same_outputs
 
 
+def grade_run(root: str, assignments: list[str], workers: int) -> tuple[float, int, list[dict]]:
+    """``python -m grading grade`` on a LocalCluster of ``workers`` processes: (autograde seconds as the
+    command reports them, submissions, the results it recorded)."""
+    import re
+
+    cmd = [sys.executable, "-m", "grading", "grade", "--engine", "dask", "--demo", "no", "--workers", str(workers), "--no-feedback",
+           "--no-second-pass"] + [x for a in assignments for x in ("--assignment", a)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env_for(root), capture_output=True, text=True)
+    m = re.search(r"\[autograde\] (\d+) submission\(s\) with \d+ worker\(s\) in ([\d.]+) s", proc.stdout)
+    if proc.returncode not in (0,) or not m:
+        raise SystemExit(f"grading with {workers} worker(s) failed (exit {proc.returncode}):\n"
+                         f"{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    results = []
+    for dirpath, _, files in os.walk(os.path.join(root, "logs", "results")):
+        for f in files:
+            if f.endswith(".json") and not f.startswith("."):
+                with open(os.path.join(dirpath, f)) as fh:
+                    results.append(json.load(fh))
+    return float(m.group(2)), int(m.group(1)), results
+
+
+def scaling(assignments: list[str], copies: int, counts=(1, 2, 4), projected: int = 1000) -> bool:
+    tmp = tempfile.mkdtemp(prefix="bench-scaling-")
+    print(f"\n== scaling on Dask (grading/cluster.py): LocalCluster of 1, 2, 4 worker processes; "
+          f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    rows, grades = [], {}
+    for w in counts:
+        root = os.path.join(tmp, f"w{w}")
+        tasks = prepare(root, assignments, copies)
+        wall, n, results = grade_run(root, assignments, w)
+        grades[w] = export(root)
+        record = sum(r.get("record_seconds", 0.0) for r in results) / max(1, len(results))
+        task = sum(r.get("task_seconds", 0.0) for r in results) / max(1, len(results))
+        rows.append((w, n, wall, record, task))
+    base = rows[0][2]
+    print(f"{'workers':>7s} {'subs':>5s} {'wall s':>8s} {'subs/min':>9s} {'efficiency':>10s} {'task s/sub':>10s} "
+          f"{'client s/sub':>12s}")
+    for w, n, wall, record, task in rows:
+        print(f"{w:7d} {n:5d} {wall:8.1f} {n / wall * 60:9.1f} {base / wall / w:10.2f} {task:10.2f} {record:12.3f}")
+    same = all(g == grades[counts[0]] for g in grades.values())
+    print(f"grades identical for 1, 2 and 4 workers: {same}")
+    best = max(rows, key=lambda r: r[1] / r[2])
+    per_machine = best[1] / best[2]  # submissions per second of this machine at its best worker count
+    client = max(r[3] for r in rows)
+    print(f"projection, a synthetic class of {projected} submissions (the demo class copied), on M machines like "
+          f"this one ({best[0]} worker processes each, its best measured rate {per_machine * 60:.1f} subs/min), "
+          f"the client recording {client:.3f} s per submission alone:")
+    for m in (1, 2, 4, 8, 16):
+        t = max(projected / (per_machine * m), projected * client)
+        print(f"  M = {m:2d}: {t / 60:6.1f} min" + ("  (bound by the client's recording)"
+                                                    if projected * client >= projected / (per_machine * m) else ""))
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return same
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
@@ -218,6 +281,8 @@ def main() -> int:
     parser.add_argument("--lesson05-copies", type=int, default=3, help="the lesson 05 class: its demo class this many times")
     parser.add_argument("--no-plain", action="store_true", help="leave out the plain nbgrader run (the slowest)")
     parser.add_argument("--quick", action="store_true", help="accepted for `make bench`; same as the default")
+    parser.add_argument("--scaling", action="store_true",
+                        help="only the scaling table on Dask: 1, 2, 4 workers and the 1,000-submission projection")
     args = parser.parse_args()
     # nbgrader calls `alembic` (and jupyter finds kernels) from PATH: this environment's bin first, as
     # grading.pipeline.nbgrader_env does, so `.venv/bin/python` runs it without an activated environment.
@@ -228,6 +293,8 @@ def main() -> int:
     assignments = args.assignment or [a for a in demo.assignments_with_demo() if a[:2] <= "07"]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"python {platform.python_version()}")
+    if args.scaling:
+        return 0 if scaling(assignments, args.copies) else 1
     ok = compare("demo class", None, assignments, args.copies, args.workers, not args.no_plain)
     ok &= compare("simulated class of lesson 05", None, ["05_blocks"], args.lesson05_copies, args.workers, False)
     return 0 if ok else 1

@@ -1,0 +1,250 @@
+"""Grading on Dask (grading/cluster.py, issue 36), through real processes on loopback.
+
+A scheduler and two workers run as separate processes, each in a working directory and a temporary
+folder of its own (no shared course folder: a task carries its submission as bytes); the grading
+command connects to the scheduler's address. Checked: the grades equal those of the default local run
+(a LocalCluster); a worker killed (with its nanny, for good) while it grades loses no grade and
+counts none twice; a worker whose environment differs (bubblewrap missing from its PATH) is refused by
+name before anything is graded. One assignment of the demo class, three students, to stay quick.
+"""
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT = "01_attention"
+STUDENTS = ("s01_correct", "s02_blank", "s03_misconception")
+DASK = os.path.join(os.path.dirname(sys.executable), "dask")
+
+
+def env_for(root, tmp, **extra):
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="30", PYTHONPATH=REPO, TMPDIR=str(tmp))
+    env.pop("COURSE_DB_URL", None)
+    env.pop("COURSE_DASK_SCHEDULER", None)
+    env.update(extra)
+    return env
+
+
+def grade_cmd(*extra):
+    return [sys.executable, "-m", "grading", "grade", "--assignment", ASSIGNMENT, "--workers", "2", "--demo", "no",
+            *extra]
+
+
+@pytest.fixture(scope="module")
+def class_dir(tmp_path_factory):
+    """The release of lesson 01 and three demo students' submissions (s04_crash's 30 s loop left out)."""
+    base = tmp_path_factory.mktemp("dask-class")
+    tmp = base / "tmp"
+    tmp.mkdir()
+    sys.path.insert(0, REPO)
+    from grading import demo
+
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+                          cwd=os.path.join(REPO, "grading"), env=env_for(base, tmp), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    demo.generate(ASSIGNMENT, str(base / "submitted"), release_dir=str(base / "release"))
+    shutil.rmtree(base / "submitted" / "s04_crash")
+    return base
+
+
+def fresh_root(tmp_path_factory, class_dir, name):
+    root = tmp_path_factory.mktemp(name)
+    shutil.copytree(class_dir / "submitted", root / "submitted")
+    shutil.copytree(class_dir / "release", root / "release")
+    tmp = root.parent / f"{root.name}-tmp"
+    tmp.mkdir()
+    return root, tmp
+
+
+def read_grades(root):
+    with open(root / "grades.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT]
+    assert len(rows) == len({r["student_id"] for r in rows}), f"a student counted twice: {rows}"
+    return {r["student_id"]: (float(r["score"]), r["status"]) for r in rows}
+
+
+def results(root):
+    folder = root / "logs" / "results" / ASSIGNMENT
+    return {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory, class_dir):
+    """A LocalCluster of --workers processes started by the command."""
+    root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-local")
+    proc = subprocess.run(grade_cmd("--engine", "dask"), cwd=REPO, env=env_for(root, tmp), capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "[cluster] grading on a local Dask cluster of 2 worker process(es)" in proc.stdout
+    assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
+    grades = read_grades(root)
+    assert set(grades) == set(STUDENTS) and grades["s01_correct"][0] == 9.0, grades
+    return grades
+
+
+class Cluster:
+    """`dask scheduler` and `dask worker`s as separate processes on loopback, each in its own folder."""
+
+    def __init__(self, base, env):
+        self.base, self.env, self.workers = base, env, []
+        folder = base / "scheduler"
+        folder.mkdir()
+        self.file = folder / "scheduler.json"
+        self.scheduler = subprocess.Popen(
+            [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file", str(self.file)],
+            cwd=folder, env=dict(env, TMPDIR=str(folder)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        deadline = time.monotonic() + 120
+        while not self.file.exists():
+            assert self.scheduler.poll() is None and time.monotonic() < deadline, "the scheduler did not start"
+            time.sleep(0.2)
+        time.sleep(0.2)
+        self.address = json.loads(self.file.read_text())["address"]
+
+    def add_worker(self, name, **extra):
+        folder = self.base / name
+        (folder / "tmp").mkdir(parents=True)
+        log = open(folder / "worker.log", "w")
+        proc = subprocess.Popen(
+            [DASK, "worker", self.address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--name", name,
+             "--local-directory", str(folder)],
+            cwd=folder, env=dict(self.env, TMPDIR=str(folder / "tmp"), **extra), stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.workers.append(proc)
+        return proc
+
+    def client(self):
+        from distributed import Client
+
+        return Client(self.address, timeout="60s")
+
+    def wait_for_workers(self, n):
+        with self.client() as client:
+            client.wait_for_workers(n, timeout=180)
+
+    def stop(self):
+        for proc in [*self.workers, self.scheduler]:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, class_dir):
+    base = tmp_path_factory.mktemp("dask-cluster")
+    env = env_for(base, base)
+    env.pop("COURSE_ROOT")
+    c = Cluster(base, env)
+    try:
+        c.add_worker("w1")
+        c.add_worker("w2")
+        c.wait_for_workers(2)
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def remote_run(tmp_path_factory, class_dir, cluster):
+    root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-remote")
+    with cluster.client() as client:
+        pids = set(client.run(os.getpid).values())
+    proc = subprocess.run(grade_cmd("--scheduler", cluster.address), cwd=REPO, env=env_for(root, tmp),
+                          capture_output=True, text=True, timeout=1200)
+    return root, tmp, proc, pids
+
+
+def test_a_class_graded_through_a_schedulers_address_gets_the_local_grades(remote_run, local_run, cluster):
+    root, tmp, proc, pids = remote_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"[cluster] grading on the Dask scheduler at {cluster.address} (2 worker(s))" in proc.stdout
+    assert read_grades(root) == local_run
+    done = results(root)
+    assert set(done) == set(STUDENTS)
+    # graded in the worker processes, not in the command: each result names the worker that ran its kernel
+    assert {r["worker_pid"] for r in done.values()} <= pids, (done, pids)
+    # the course's own folder holds what the client wrote from the returned bytes
+    for s in STUDENTS:
+        assert list((root / "autograded" / s / ASSIGNMENT).glob("*.ipynb")), s
+        assert list((root / "feedback" / s / ASSIGNMENT).glob("*.html")), s
+    assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
+
+
+def test_a_worker_killed_while_it_grades_loses_no_grade(tmp_path_factory, class_dir, local_run, cluster, remote_run):
+    root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-kill")
+    cluster.add_worker("w3")  # the one to kill: a third worker, so two stay for the later tests
+    cluster.wait_for_workers(3)
+    with cluster.client() as client:
+        nanny_of = client.run(os.getppid)  # {address: pid of its `dask worker` nanny, the process we started}
+        log = open(root.parent / "dask-kill.log", "w+")
+        proc = subprocess.Popen(grade_cmd("--scheduler", cluster.address), cwd=REPO, env=env_for(root, tmp),
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        victim, since, deadline = None, {}, time.monotonic() + 900
+        try:
+            while victim is None:
+                assert proc.poll() is None and time.monotonic() < deadline, "the run ended before a worker was killed"
+                for addr, keys in client.processing().items():
+                    if any(str(k).startswith("grade-") for k in keys):
+                        since.setdefault(addr, time.monotonic())
+                        if time.monotonic() - since[addr] > 2.0:  # it is in the middle of a submission
+                            victim = addr
+                            in_flight = {str(k)[len(f"grade-{ASSIGNMENT}-"):].rsplit("-", 1)[0]
+                                         for k in keys if str(k).startswith("grade-")}
+                    else:
+                        since.pop(addr, None)
+                time.sleep(0.1)
+            started = {p.pid: p for p in cluster.workers}
+            dead = started[nanny_of[victim]]
+            os.killpg(dead.pid, signal.SIGKILL)  # the worker and its nanny: gone for good
+            dead.wait()
+            rc = proc.wait(timeout=900)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    log.seek(0)
+    output = log.read()
+    assert rc == 0, output[-3000:]
+    assert read_grades(root) == local_run, output[-3000:]  # every grade, each once
+    done = results(root)
+    assert set(done) == set(STUDENTS)
+    # what the killed worker was grading was graded again by a surviving worker (what it had finished before
+    # the kill was recorded then, once)
+    survivors = set(client_pids(cluster).values())
+    assert in_flight and in_flight <= set(STUDENTS), in_flight
+    assert all(done[s]["worker_pid"] in survivors for s in in_flight), (in_flight, done, survivors)
+    assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
+
+
+def client_pids(cluster):
+    with cluster.client() as client:
+        return client.run(os.getpid)
+
+
+def test_a_worker_without_bubblewrap_is_refused_before_anything_is_graded(tmp_path_factory, class_dir, cluster,
+                                                                          remote_run, local_run):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed here: the client itself grades without it")
+    root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-refused")
+    # a worker whose PATH has this environment's bin but not bubblewrap's: it would grade without the sandbox
+    odd = cluster.add_worker("nobwrap", PATH=os.path.dirname(sys.executable))
+    try:
+        cluster.wait_for_workers(len(client_pids(cluster)) + 1)
+        proc = subprocess.run(grade_cmd("--scheduler", cluster.address), cwd=REPO, env=env_for(root, tmp),
+                              capture_output=True, text=True, timeout=600)
+    finally:
+        os.killpg(odd.pid, signal.SIGKILL)
+        odd.wait()
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "have an environment that differs" in proc.stderr and "sandbox: worker has 'no isolation" in proc.stderr, \
+        proc.stderr[-3000:]
+    assert not results(root), "a worker graded before the refusal"
