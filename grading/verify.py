@@ -225,7 +225,16 @@ def bounded_verdicts(jobs: list, cpu_seconds: int | None = None, memory_mb: int 
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         kind = "time" if killed or signum == signal.SIGXCPU else "memory" if signum in (signal.SIGKILL, signal.SIGSEGV,
                                                                                         signal.SIGABRT) else "other"
-        results[culprit] = limit_note(kind, cpu, memory)
+        if kind == "time":
+            results[culprit] = limit_note(kind, cpu, memory)
+        else:  # the child died without reaching a bound we set (a crash of torch after fork): judge it here
+            job = rest[0]
+            try:
+                results[culprit] = verify_cell(job[1], job[2])
+            except MemoryError:
+                results[culprit] = limit_note("memory", cpu, memory)
+            except Exception as err:  # fail closed
+                results[culprit] = f"this test could not be verified ({type(err).__name__}: {err})"
         pending = rest[1:]
     return results
 

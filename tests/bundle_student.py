@@ -59,23 +59,28 @@ def _nbg(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
 
 
-def release_all(dest: str) -> None:
-    """Release notebooks of every assignment into ``dest/<assignment>/`` (with their data files)."""
+def release_notebook(src: str, dst: str) -> None:
+    """One release notebook, with nbgrader's own preprocessors (solutions -> stubs, no hidden tests, no outputs)."""
     from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions
     from traitlets.config import Config
 
     cfg = Config()
     cfg.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    nb = nbformat.read(src, as_version=4)
+    for pre in (ClearSolutions(config=cfg), ClearHiddenTests(config=cfg), ClearOutput(config=cfg)):
+        nb, _ = pre.preprocess(nb, {"language": "python"})
+    nbformat.write(nb, dst)
+
+
+def release_all(dest: str) -> None:
+    """Release notebooks of every assignment into ``dest/<assignment>/`` (with their data files)."""
     for a in bundle.assignments():
         src_dir = os.path.join(bundle.NOTEBOOKS_DIR, a)
         os.makedirs(os.path.join(dest, a), exist_ok=True)
         for f in sorted(os.listdir(src_dir)):
             path = os.path.join(src_dir, f)
             if f.endswith(".ipynb"):
-                nb = nbformat.read(path, as_version=4)
-                for pre in (ClearSolutions(config=cfg), ClearHiddenTests(config=cfg), ClearOutput(config=cfg)):
-                    nb, _ = pre.preprocess(nb, {"language": "python"})
-                nbformat.write(nb, os.path.join(dest, a, f))
+                release_notebook(path, os.path.join(dest, a, f))
             elif os.path.isfile(path):
                 shutil.copy(path, os.path.join(dest, a, f))
 

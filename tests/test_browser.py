@@ -171,9 +171,9 @@ def course(work):
 @pytest.fixture(scope="module")
 def student_bundle(work, course):
     """The students' bundle (grading/bundle.py) as handed out: lesson 01's release from nbgrader above, the
-    other lessons released with nbgrader's preprocessors (test_bundle's cheap release), the stored values of
+    other lessons released with nbgrader's preprocessors (bundle_student.release_notebook), the stored values of
     lesson 01's visible tests only."""
-    from test_bundle import _release
+    from bundle_student import release_notebook as _release
 
     from grading import bundle
 

@@ -11,6 +11,9 @@ import csv
 import json
 import os
 import shutil
+import tempfile
+import pathlib
+import atexit
 import signal
 import subprocess
 import sys
@@ -61,8 +64,9 @@ def fresh_root(tmp_path_factory, class_dir, name):
     root = tmp_path_factory.mktemp(name)
     shutil.copytree(class_dir / "submitted", root / "submitted")
     shutil.copytree(class_dir / "release", root / "release")
-    tmp = root.parent / f"{root.name}-tmp"
-    tmp.mkdir()
+    # short: the kernels' IPC socket paths live below it and a Unix socket path has at most 107 bytes
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="dk-", dir="/tmp"))
+    atexit.register(shutil.rmtree, tmp, True)
     return root, tmp
 
 
