@@ -144,10 +144,15 @@ def _child_verdicts(jobs: list, write_fd: int, cpu_seconds: int, memory_bytes: i
         torch = sys.modules.get("torch")
         if torch is not None:
             torch.set_num_threads(1)  # the parent's OpenMP pool did not survive the fork
+        # the hard limit is set once (an unprivileged process cannot raise it again): the whole batch's
+        # budget; each job gets its own soft limit below it (SIGXCPU when a job's own seconds are spent)
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        hard = int(used.ru_utime + used.ru_stime) + 1 + cpu_seconds * len(jobs) + 5
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
         for key, source, records in jobs:
             used = resource.getrusage(resource.RUSAGE_SELF)
             spent = int(used.ru_utime + used.ru_stime) + 1
-            resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_seconds, spent + cpu_seconds + 5))
+            resource.setrlimit(resource.RLIMIT_CPU, (min(spent + cpu_seconds, hard), hard))
             try:
                 verdict = verify_cell(source, records)
                 # what the parent reads from this child is bounded too (a message quoting a record)
@@ -225,16 +230,7 @@ def bounded_verdicts(jobs: list, cpu_seconds: int | None = None, memory_mb: int 
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         kind = "time" if killed or signum == signal.SIGXCPU else "memory" if signum in (signal.SIGKILL, signal.SIGSEGV,
                                                                                         signal.SIGABRT) else "other"
-        if kind == "time":
-            results[culprit] = limit_note(kind, cpu, memory)
-        else:  # the child died without reaching a bound we set (a crash of torch after fork): judge it here
-            job = rest[0]
-            try:
-                results[culprit] = verify_cell(job[1], job[2])
-            except MemoryError:
-                results[culprit] = limit_note("memory", cpu, memory)
-            except Exception as err:  # fail closed
-                results[culprit] = f"this test could not be verified ({type(err).__name__}: {err})"
+        results[culprit] = limit_note(kind, cpu, memory)
         pending = rest[1:]
     return results
 

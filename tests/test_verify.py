@@ -8,6 +8,7 @@ exactly what the recorded outputs earn.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -366,3 +367,31 @@ def test_preprocessor_scores_a_record_over_the_verifier_bounds_zero(monkeypatch)
     assert [len(c.outputs) for c in nb.cells] == [0, 1, 0]
     assert "CPU time" in nb.cells[1].outputs[0].evalue
     assert [v["grade_id"] for v in res["course_verifier"]] == ["b"]
+
+
+def test_a_verifier_without_privileges_judges_every_record_after_a_busy_one(tmp_path):
+    """The verifier's child sets a CPU limit per record. Without CAP_SYS_RESOURCE (as when grading) a
+    process cannot raise its hard limit again, so a per-record hard limit made every record after one
+    that spent a second of CPU fail to be judged (lesson 09's correct answers lost 2 points)."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed: cannot drop CAP_SYS_RESOURCE")
+    code = textwrap.dedent("""
+        import json, time
+        from grading import verify
+
+        def fake(source, records):
+            if source == "busy":
+                end = time.process_time() + 2.5
+                while time.process_time() < end:
+                    pass
+            return None if source in ("busy", "pass") else "verdict for " + source
+
+        verify.verify_cell = fake
+        jobs = [(1, "busy", []), (2, "pass", []), (3, "fail", []), (4, "busy", []), (5, "pass", [])]
+        print(json.dumps(verify.bounded_verdicts(jobs, cpu_seconds=5, memory_mb=512)))
+    """)
+    proc = subprocess.run(["setpriv", "--bounding-set", "-sys_resource", "--inh-caps", "-all", sys.executable, "-c",
+                           code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"1": None, "2": None, "3": "verdict for fail", "4": None, "5": None}, out
