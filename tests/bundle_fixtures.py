@@ -62,8 +62,10 @@ def lesson_params(tag: str, lessons: list[str]) -> list:
 
 
 def check_lesson(built: dict, assignment: str, work: str) -> None:
-    """Zero errors in every cell of the lesson's filled release notebooks (visible tests included)."""
-    results = bundle_student.run_lesson(built, assignment, work)
+    """Zero errors in every cell of the lesson's filled release notebooks (visible tests included), run
+    under the device audit (tests/device_audit.py: a virtual CUDA device on the CPU), so that the same run
+    also shows the lesson runs on a GPU unchanged: a tensor left on the CPU raises as on CUDA."""
+    results = bundle_student.run_lesson(built, assignment, work, audit_devices=True)
     bad = {nb: errors for nb, errors in results.items() if errors}
     assert results and not bad, "cells that raised in the students' bundle (released: " + \
         (", ".join(built["released"]) or "none") + "):\n" + "\n".join(

@@ -97,12 +97,32 @@ def fill(release_nb: str, source_nb: str, out_nb: str) -> None:
     nbformat.write(nb, out_nb)
 
 
-def execute(path: str, lib_dir: str, timeout: int = 900, python: str | None = None) -> list[dict]:
+# run in the kernel after _ISOLATE when the run audits devices: tests/device_audit.py's virtual CUDA device
+# (torch.cuda.is_available() is True, tensors made "on cuda" stay on the CPU, and an operation mixing
+# devices raises as on a GPU) for every cell; the marker file says the audit was on
+_AUDIT = r'''
+import importlib.util as _ilu
+_spec = _ilu.spec_from_file_location("device_audit", {audit!r})
+_mod = _ilu.module_from_spec(_spec)
+_spec.loader.exec_module(_mod)
+_course_device_audit = _mod.DeviceAudit()
+_course_device_audit.__enter__()
+import torch as _torch
+open({marker!r}, "w").write("cuda" if _torch.cuda.is_available() else "cpu")
+del _ilu, _spec, _mod, _torch
+'''
+AUDIT_MODULE = os.path.join(REPO, "tests", "device_audit.py")
+
+
+def execute(path: str, lib_dir: str, timeout: int = 900, python: str | None = None,
+            audit_devices: bool = False) -> list[dict]:
     """Run a notebook top to bottom (errors allowed, so every failing cell is listed).
 
     ``python``: the interpreter of the student's environment (:func:`student_env`); its kernel
     imports ``course_lib`` from ``lib_dir``, that environment's site-packages. Without it, the
-    kernel is this interpreter's with ``lib_dir`` (the bundle folder) first on its path."""
+    kernel is this interpreter's with ``lib_dir`` (the bundle folder) first on its path.
+    ``audit_devices``: every cell runs under tests/device_audit.py's virtual CUDA device, so a
+    tensor left on the wrong device raises as it would on a GPU (and is listed as an error)."""
     from nbclient import NotebookClient
 
     ipydir = tempfile.mkdtemp(prefix="bundle-ipython-")
@@ -110,6 +130,10 @@ def execute(path: str, lib_dir: str, timeout: int = 900, python: str | None = No
     os.makedirs(startup)
     with open(os.path.join(startup, "00-only-the-bundle.py"), "w") as fh:
         fh.write(_ISOLATE.format(repo=REPO, lib=os.path.abspath(lib_dir)))
+    marker = os.path.join(ipydir, "device-audit")
+    if audit_devices:
+        with open(os.path.join(startup, "01-device-audit.py"), "w") as fh:
+            fh.write(_AUDIT.format(audit=AUDIT_MODULE, marker=marker))
     kernel_name = "python3"
     extra = {"PYTHONPATH": os.path.abspath(lib_dir)}
     if python:
@@ -127,6 +151,10 @@ def execute(path: str, lib_dir: str, timeout: int = 900, python: str | None = No
         client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True,
                                 resources={"metadata": {"path": os.path.dirname(path)}})
         client.execute()
+        if audit_devices:
+            seen = open(marker).read() if os.path.exists(marker) else "no marker: the audit did not start"
+            if seen != "cuda":
+                raise RuntimeError(f"the device audit was not on in the kernel of {path}: {seen}")
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -217,9 +245,10 @@ def shared_build(root: str, released: list[str]) -> dict:
             return json.load(fh)
 
 
-def run_lesson(built: dict, assignment: str, work: str) -> dict:
+def run_lesson(built: dict, assignment: str, work: str, audit_devices: bool = False) -> dict:
     """Fill and execute ``assignment``'s notebooks in a copy of the built bundle's notebook folder
-    (under ``work``) with the student's kernel: {assignment/notebook: [errors]}."""
+    (under ``work``) with the student's kernel: {assignment/notebook: [errors]} (``audit_devices``:
+    see :func:`execute`)."""
     src_dir = os.path.join(built["bundle"], "notebooks", assignment)
     target_dir = os.path.join(work, assignment)
     shutil.rmtree(target_dir, ignore_errors=True)
@@ -229,7 +258,8 @@ def run_lesson(built: dict, assignment: str, work: str) -> dict:
         name = os.path.basename(src)
         target = os.path.join(target_dir, name)
         fill(target, src, target)
-        results[f"{assignment}/{name}"] = execute(target, built["site"], python=built["python"])
+        results[f"{assignment}/{name}"] = execute(target, built["site"], python=built["python"],
+                                                  audit_devices=audit_devices)
     return results
 
 

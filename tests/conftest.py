@@ -80,3 +80,28 @@ def pytest_configure(config):
     if not config.pluginmanager.is_registered(prose_numbers_plugin) \
             and not config.pluginmanager.has_plugin("prose_numbers_plugin"):
         config.pluginmanager.register(prose_numbers_plugin, "prose_numbers_plugin")
+
+
+# Seconds each slow test file took (setup + calls, summed) in `make test` on this project's 2-core machine,
+# 2026-11-25 (`--durations=0`, 29.5 min wall). pytest-xdist (--dist loadfile) hands out whole files in
+# collection order, so the longest go first: started last, one of them would run alone at the end while
+# the other worker idles (longest-processing-time-first scheduling). Files not listed keep their order.
+SLOW_FILES = {
+    "tests/test_bundle_lessons_b.py": 385,  # + the device audit of 07-12 (merged into these runs since)
+    "tests/test_adversarial.py": 220, "tests/test_grading.py": 215, "tests/test_interrupt.py": 170,
+    "tests/test_real_class.py": 160, "tests/test_dask.py": 155, "notebooks/09_prompt_tuning/prompt_tuning.ipynb": 140,
+    "tests/test_resume.py": 125, "tests/test_device_audit.py": 20, "tests/test_bundle_released.py": 80,
+    "tests/test_notebooks.py": 90, "tests/test_class_mess.py": 85, "tests/test_postgres.py": 80,
+    "tests/test_browser.py": 65, "tests/test_report.py": 60, "tests/test_bundle_lessons_a.py": 60,
+    "tests/test_verify.py": 50, "tests/test_bundle.py": 50, "tests/test_prompt_tuning.py": 45,
+    "notebooks/12_long_range_dna/long_range_dna.ipynb": 43, "notebooks/10_proteins/proteins.ipynb": 36,
+}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Slow files first, longest first (SLOW_FILES); the order inside a file is kept."""
+    def weight(item):
+        rel = os.path.relpath(str(item.path), REPO).replace(os.sep, "/")
+        return -SLOW_FILES.get(rel, 0)
+
+    items[:] = sorted(items, key=weight)  # sorted() is stable

@@ -1,8 +1,9 @@
 """A tensor on the wrong device is caught on a CPU-only machine (issue: the student's machine).
 
 tests/device_audit.py gives the CPU a virtual CUDA device with CUDA's device rule; this file tests
-the audit itself, then runs notebooks under it: lesson 05 as it was before its device fix must fail
-where a GPU failed, and every lesson as it is now must pass."""
+the audit itself and gpu_smoke.py's use of it (lesson 05 as it was before its device fix must fail where a
+GPU failed). Every lesson as it is now runs under the audit in the bundle tests (tests/bundle_fixtures.py:
+one run shows both that the students' bundle works and that the lesson runs on a GPU unchanged)."""
 import json
 import os
 import pathlib
@@ -63,11 +64,10 @@ def _problems(result: dict) -> list:
     return [(c["cell"], c["status"], c.get("why", "")) for c in result["cells"] if c["status"] not in ("ok", "skip")]
 
 
-@pytest.mark.slow
-def test_lesson_05_before_its_device_fix_fails_under_the_audit(tmp_path):
-    """The cell that crashed on an H100 ('index is on cpu, different from other tensors on cuda:0'),
-    as it was before commit 40e86a5: its inputs were never moved to the model's device."""
-    nb = json.loads((pathlib.Path(REPO) / "notebooks" / "05_blocks" / "blocks.ipynb").read_text())
+def revert_lesson_05_device_fix(nb: dict) -> int:
+    """Lesson 05's cell that crashed on an H100 ('index is on cpu, different from other tensors on
+    cuda:0'), put back as it was before commit 40e86a5 (its inputs never moved to the model's device),
+    in the notebook JSON ``nb``: the number of cells changed (1)."""
     reverted = 0
     for cell in nb["cells"]:
         src = "".join(cell["source"])
@@ -75,7 +75,14 @@ def test_lesson_05_before_its_device_fix_fails_under_the_audit(tmp_path):
             src = "\n".join(line for line in src.split("\n") if not line.startswith("x_ids, x_keep = "))
             src = src.replace("(x_ids, x_keep)", "(ids_test[i:i + 1], keep_test[i:i + 1])")
             cell["source"], reverted = src, reverted + 1
-    assert reverted == 1, "the fixed cell of lesson 05 was not found: update this test"
+    return reverted
+
+
+@pytest.mark.slow
+def test_lesson_05_before_its_device_fix_fails_under_the_audit(tmp_path):
+    """gpu_smoke.py's audit (README: --audit-devices) finds the bug a GPU found."""
+    nb = json.loads((pathlib.Path(REPO) / "notebooks" / "05_blocks" / "blocks.ipynb").read_text())
+    assert revert_lesson_05_device_fix(nb) == 1, "the fixed cell of lesson 05 was not found: update this test"
     old = tmp_path / "blocks_before_fix.ipynb"
     old.write_text(json.dumps(nb))
     problems = _problems(_audit_notebook(old, tmp_path, pathlib.Path(REPO) / "notebooks" / "05_blocks"))
@@ -83,28 +90,18 @@ def test_lesson_05_before_its_device_fix_fails_under_the_audit(tmp_path):
 
 
 def notebooks(first: int, last: int) -> list:
-    """The lesson notebooks first..last (by number): the audit of 09-12 lives in another file, so that
-    pytest-xdist (--dist loadfile) runs the two halves on different workers."""
+    """The lesson notebooks first..last (by number)."""
     found = sorted(pathlib.Path(REPO).glob("notebooks/[0-9][0-9]_*/*.ipynb"))
     return [p for p in found if first <= int(p.parent.name[:2]) <= last]
 
 
-def assert_runs_on_the_virtual_gpu(notebook, tmp_path):
-    result = _audit_notebook(notebook, tmp_path)
-    assert result["cuda"], "the audit did not make CUDA available"
-    assert not _problems(result), _problems(result)
-
-
-EARLY = notebooks(1, 8)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("notebook", EARLY, ids=[p.parent.name for p in EARLY])
-def test_notebook_runs_on_the_virtual_gpu(notebook, tmp_path):
-    assert_runs_on_the_virtual_gpu(notebook, tmp_path)
-
-
 def test_every_lesson_is_audited():
-    from test_device_audit_09_12 import LATE
+    """Every lesson runs under the audit in the bundle tests (tests/bundle_fixtures.check_lesson: the
+    students' bundle, filled with the solutions, on a virtual CUDA device; test_bundle_lessons_a.py shows
+    that run catches lesson 05's old bug)."""
+    import inspect
 
-    assert [p.parent.name for p in EARLY + LATE] == [p.parent.name for p in notebooks(0, 99)]
+    import bundle_fixtures
+
+    assert bundle_fixtures.LESSONS == [p.parent.name for p in notebooks(0, 99)]
+    assert "audit_devices=True" in inspect.getsource(bundle_fixtures.check_lesson)
