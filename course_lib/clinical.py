@@ -9,11 +9,14 @@ Covers (the exercises of notebooks/08_clinical_text)
       with the residual stream accounted for (Abnar & Zuidema, "Quantifying Attention Flow in
       Transformers", ACL 2020).
 And what the notebook's case study uses besides: :class:`EncoderClassifier` (a pretrained
-encoder + mean pooling + linear head) and :func:`tfidf_vectors`, the word-based search baseline.
+encoder + mean pooling + linear head), :func:`tfidf_vectors`, the word-based search baseline, and
+:func:`subgroup_accuracy`, accuracy per subgroup with Wilson intervals (who does a model fail?).
 
 Does NOT cover
     * loading the model (``course_lib.pretrained``), training loops (``course_lib.training``);
-    * attention flow (the max-flow variant of the same paper) or gradient-based attributions.
+    * attention flow (the max-flow variant of the same paper) or gradient-based attributions;
+    * fairness metrics beyond per-group accuracy (calibration, equalised odds) and corrections for
+      comparing many groups at once.
 """
 from __future__ import annotations
 
@@ -25,8 +28,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from course_lib.stats import wilson_interval
+
 __all__ = ["mean_pool", "cosine_top_k", "freeze_for_probe", "attention_rollout", "EncoderClassifier",
-           "tfidf_vectors"]
+           "tfidf_vectors", "subgroup_accuracy"]
 
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -193,3 +198,40 @@ def tfidf_vectors(queries: Sequence[str], keys: Sequence[str]) -> tuple[np.ndarr
         return out
 
     return vectors(queries), vectors(keys)
+
+
+def subgroup_accuracy(correct: Sequence[bool] | np.ndarray | torch.Tensor, groups: Sequence[str],
+                      z: float = 1.96) -> list[dict]:
+    """Accuracy per subgroup with its Wilson score interval (95% with z = 1.96), worst first.
+
+    Args:
+        correct: (N,) right (True / 1) or wrong (False / 0) per example, bool or 0/1 ints.
+        groups: (N,) the subgroup of each example (e.g. the true condition of a review).
+        z: the normal quantile of the interval.
+
+    Returns:
+        One dict per subgroup, ``{"group", "n", "correct", "accuracy", "low", "high"}``, sorted by
+        accuracy (lowest first; ties by group name), so the first row is where the model fails most.
+        The inputs are not modified.
+
+    >>> rows = subgroup_accuracy([1, 1, 0, 1, 0, 0], ["a", "a", "a", "b", "b", "b"])
+    >>> [(r["group"], r["n"], r["correct"], round(r["accuracy"], 3)) for r in rows]
+    [('b', 3, 1, 0.333), ('a', 3, 2, 0.667)]
+    """
+    flags = np.asarray(correct.detach().cpu() if isinstance(correct, torch.Tensor) else correct)
+    if flags.ndim != 1:
+        raise ValueError(f"correct must be one flag per example, shape (N,), got shape {flags.shape}")
+    if len(groups) != len(flags):
+        raise ValueError(f"correct has {len(flags)} entries but groups has {len(groups)}: one group per example")
+    if len(flags) == 0:
+        raise ValueError("no examples: correct and groups are empty")
+    if not np.isin(flags, (0, 1)).all():
+        raise ValueError("correct must hold only True/False or 0/1 per example")
+    flags = flags.astype(bool)
+    rows = []
+    for g in sorted(set(groups)):
+        member = np.array([x == g for x in groups])
+        n, k = int(member.sum()), int(flags[member].sum())
+        low, high = wilson_interval(k, n, z)
+        rows.append({"group": g, "n": n, "correct": k, "accuracy": k / n, "low": low, "high": high})
+    return sorted(rows, key=lambda r: (r["accuracy"], r["group"]))
