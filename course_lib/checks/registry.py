@@ -161,7 +161,7 @@ LESSONS: tuple[Lesson, ...] = (
             "positive_features_mse", "trig_features_mse", "favor_attention_mse_limit", "favor_features_torch",
             "favor_attention_torch", "EfficientMultiHeadAttention", "swap_attention", "measure_torch_call",
             "measure_numpy_call"),
-    _lesson(_C, "clinical", "EncoderClassifier", "tfidf_vectors"),
+    _lesson(_C, "clinical", "EncoderClassifier", "tfidf_vectors", "subgroup_accuracy"),
     _lesson(_PT, "prompt_tuning", "SoftPrompt", "InstructionPrompt", "PromptedLM", "lm_loss", "encode_examples",
             "text_embeds", "option_scores", "trim_padding", "step_budget", "mcnemar_exact",
             "save_soft_prompt", "load_soft_prompt"),

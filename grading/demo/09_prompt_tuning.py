@@ -1,8 +1,8 @@
 """Demo submissions for 09_prompt_tuning and their expected autograded scores.
 
 Points per graded test: freeze_model 1 + 2, prepend_soft_prompt 1 + 2, answer_only_labels 1 + 2,
-option_log_likelihood 1 + 2 (12 autograded points); the written answer what_prompt_tuning_changes
-(1 point) is graded by hand and counts 0 here.
+option_log_likelihood 1 + 2 (12 autograded points); the written answers what_prompt_tuning_changes
+(1 point) and rate_long_form_answers (2 points) are graded by hand and count 0 here.
 """
 
 # s03_misconception shifts the labels inside answer_only_labels (label t = the token at t + 1),
