@@ -165,8 +165,21 @@ def _child_verdicts(jobs: list, write_fd: int, cpu_seconds: int, memory_bytes: i
             data = (json.dumps(line) + "\n").encode()
             while data:
                 data = data[os.write(write_fd, data):]
+    except BaseException as err:  # the grader's own failure (not a record's): say what it was, never hide it
+        data = (json.dumps({"error": f"{type(err).__name__}: {str(err)[:300]}"}) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(write_fd, data):]
+        finally:
+            os._exit(3)
     finally:
         os._exit(0)
+
+
+def internal_note(what: str) -> str:
+    return (f"the grader's verifier failed before it judged this test ({what}): an error in the grading "
+            "tools, not in this submission; this test scores 0 here, so tell the course staff, who can regrade "
+            "once it is fixed")
 
 
 def limit_note(kind: str, cpu_seconds: int, memory_mb: int) -> str:
@@ -183,7 +196,9 @@ def bounded_verdicts(jobs: list, cpu_seconds: int | None = None, memory_mb: int 
     60 s: CPU time, so a busy machine does not shorten it) and a memory limit (``COURSE_VERIFY_MEMORY_MB``,
     4096 MiB of address space above this process's). One child judges a notebook's cells in turn; a
     job that exceeds a limit (or kills its child) gets :func:`limit_note` as its verdict and the jobs
-    after it go on in a fresh child, so a record built to be slow or huge costs its own test only."""
+    after it go on in a fresh child, so a record built to be slow or huge costs its own test only. A
+    child that fails for its own reasons (an error of the verifier, not a bound) gives the job it was on
+    :func:`internal_note` instead, which says so."""
     cpu = _env_int("COURSE_VERIFY_CPU_SECONDS", 60) if cpu_seconds is None else cpu_seconds
     memory = _env_int("COURSE_VERIFY_MEMORY_MB", 4096) if memory_mb is None else memory_mb
     wall = max(30, 10 * cpu)  # a backstop for a child that stops without using CPU
@@ -196,7 +211,7 @@ def bounded_verdicts(jobs: list, cpu_seconds: int | None = None, memory_mb: int 
             os.close(read_fd)
             _child_verdicts(pending, write_fd, cpu, memory * 1024 * 1024)
         os.close(write_fd)
-        buffer, deadline, killed = b"", time.monotonic() + wall, False
+        buffer, deadline, killed, child_error = b"", time.monotonic() + wall, False, None
         try:
             while True:
                 left = deadline - time.monotonic()
@@ -214,6 +229,9 @@ def bounded_verdicts(jobs: list, cpu_seconds: int | None = None, memory_mb: int 
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     item = json.loads(line)
+                    if "error" in item:
+                        child_error = str(item["error"])
+                        continue
                     key = item["key"]
                     if "limit" in item:
                         results[key] = limit_note(item["limit"], cpu, memory)
@@ -230,7 +248,12 @@ def bounded_verdicts(jobs: list, cpu_seconds: int | None = None, memory_mb: int 
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         kind = "time" if killed or signum == signal.SIGXCPU else "memory" if signum in (signal.SIGKILL, signal.SIGSEGV,
                                                                                         signal.SIGABRT) else "other"
-        results[culprit] = limit_note(kind, cpu, memory)
+        if child_error is not None or (kind == "other" and not killed and os.WIFEXITED(status)):
+            # the child ended by itself without this job's verdict: a failure of the verifier, not a bound
+            results[culprit] = internal_note(child_error or f"its process exited with status "
+                                                            f"{os.WEXITSTATUS(status)}")
+        else:
+            results[culprit] = limit_note(kind, cpu, memory)
         pending = rest[1:]
     return results
 

@@ -342,6 +342,8 @@ def _fake_verify(source, records):
         return str(len(bytearray(3 * 1024 ** 3)))
     if source == "crash":
         os.kill(os.getpid(), 9)
+    if source == "exit":
+        raise SystemExit(7)  # not an Exception: the child's own loop does not catch it
     return None if source == "pass" else f"verdict for {source}"
 
 
@@ -395,3 +397,12 @@ def test_a_verifier_without_privileges_judges_every_record_after_a_busy_one(tmp_
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"1": None, "2": None, "3": "verdict for fail", "4": None, "5": None}, out
+
+
+def test_a_failure_of_the_verifier_itself_is_named_as_such_and_the_rest_is_judged(monkeypatch):
+    """A verifier child that fails for its own reasons (not a bound) says so in the test's note, so that
+    neither the student nor the instructor reads it as a time or memory limit."""
+    monkeypatch.setattr(verify, "verify_cell", _fake_verify)
+    out = verify.bounded_verdicts([(1, "pass", []), (2, "exit", []), (3, "fail", [])], cpu_seconds=5, memory_mb=512)
+    assert out[1] is None and out[3] == "verdict for fail", out
+    assert "the grader's verifier failed" in out[2] and "SystemExit: 7" in out[2] and "CPU" not in out[2], out[2]
