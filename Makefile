@@ -65,7 +65,7 @@ grade: $(GRADE_STAMP)
 	$(PY) -m grading grade --workers $(WORKERS)
 
 test: $(TEST_STAMP)
-	$(PY) -m pytest -n auto --dist loadfile tests notebooks --nbval-lax --nbval-current-env
+	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder tests notebooks --nbval-lax --nbval-current-env
 
 $(SITE_STAMP): $(LAB_STAMP)
 	$(PY) -m pip install -e ".[lab,data,grade,site]"

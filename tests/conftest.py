@@ -83,9 +83,11 @@ def pytest_configure(config):
 
 
 # Seconds each slow test file took (setup + calls, summed) in `make test` on this project's 2-core machine,
-# 2026-11-25 (`--durations=0`, 29.5 min wall). pytest-xdist (--dist loadfile) hands out whole files in
-# collection order, so the longest go first: started last, one of them would run alone at the end while
-# the other worker idles (longest-processing-time-first scheduling). Files not listed keep their order.
+# 2026-11-25 (`--durations=0`, 29.5 min wall). pytest-xdist (--dist loadfile) hands out whole files, one
+# at a time to whichever worker is nearly done; by default it first sorts them by their NUMBER of tests,
+# which put these slow files (few tests each) last, one of them running alone at the end while the other
+# worker idled. `make test` passes --no-loadscope-reorder, so files go in collection order: the longest
+# first (longest-processing-time-first scheduling). Files not listed keep their order.
 SLOW_FILES = {
     "tests/test_bundle_lessons_b.py": 385,  # + the device audit of 07-12 (merged into these runs since)
     "tests/test_adversarial.py": 220, "tests/test_grading.py": 215, "tests/test_interrupt.py": 170,
