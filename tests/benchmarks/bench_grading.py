@@ -180,6 +180,149 @@ def floor(root: str, tasks, timeout: int = 30) -> float:
     return float(proc.stdout.strip().splitlines()[-1])
 
 
+BREAKDOWN = r"""
+# the real worker (grading.worker.main, the course's nbgrader configuration, warm kernels, N forked workers)
+# with timers wrapped around the functions each phase runs; nothing else changes. Time is attributed to
+# the innermost phase running (exclusive), so the phases of a submission add up to its wall time, the rest
+# printed as "other". Inside feedback generation every nested phase counts as feedback.
+import functools, inspect, json, os, sys, time
+from grading import worker, verify, execute
+worker.import_nbgrader()
+import nbconvert.preprocessors.base as ppbase
+from nbgrader import api as nbapi
+from nbgrader.converters import base as convbase, autograde as convauto
+
+STACK, TOTALS = [], {}
+
+def _enter(name):
+    if STACK and STACK[0][0] == "feedback generation" and name != "feedback generation":
+        return None
+    STACK.append([name, time.perf_counter(), 0.0])
+    return STACK[-1]
+
+def _leave(frame):
+    if frame is None:
+        return
+    name, t0, inner = STACK.pop()
+    total = time.perf_counter() - t0
+    TOTALS[name] = TOTALS.get(name, 0.0) + total - inner
+    if STACK:
+        STACK[-1][2] += total
+
+def timed(name, fn):
+    @functools.wraps(fn)
+    def wrap(*a, **k):
+        f = _enter(name)
+        try:
+            return fn(*a, **k)
+        finally:
+            _leave(f)
+    return wrap
+
+GROUP = {"ResilientExecute": "graded cells in the kernel", "VerifyOutsideKernel": "verify: read and apply records",
+         "SaveAutoGrades": "gradebook writes (SQLite)", "AssignLatePenalties": "gradebook writes (SQLite)",
+         "ScanSubmission": "sanitize: integrity scan, overwrite cells"}
+orig_call = ppbase.Preprocessor.__call__
+def call(self, nb, resources):
+    name = type(self).__name__
+    group = GROUP.get(name) or ("sanitize: integrity scan, overwrite cells" if getattr(self, "_course_sanitize", False)
+                                else "other preprocessors (integrity apply, output limits, metadata)")
+    f = _enter(group)
+    try:
+        return orig_call(self, nb, resources)
+    finally:
+        _leave(f)
+ppbase.Preprocessor.__call__ = call
+# the sanitize pass's preprocessors (nbgrader's ClearOutput, OverwriteCells, ... and the course's scan)
+orig_init_pp = convauto.Autograde._init_preprocessors
+def init_pp(self):
+    orig_init_pp(self)
+    for pp in self.exporter._preprocessors:
+        pp._course_sanitize = bool(self._sanitizing)
+convauto.Autograde._init_preprocessors = init_pp
+
+R = execute.ResilientExecute
+R.start_new_kernel = timed("kernel start / warm hand-over", R.start_new_kernel)  # the sync forms setup_kernel calls
+R.start_new_kernel_client = timed("kernel start / warm hand-over", R.start_new_kernel_client)
+R._cleanup_kernel = timed("kernel shutdown", R._cleanup_kernel)
+R.output = timed("record and output intake (worker side)", R.output)
+verify.bounded_verdicts = timed("verify: bounded_verdicts (forked child)", verify.bounded_verdicts)
+verify.prepare = timed("verify: prepare (check modules, data)", verify.prepare)
+for attr, fn in list(vars(nbapi.Gradebook).items()):
+    if inspect.isfunction(fn):
+        setattr(nbapi.Gradebook, attr, timed("gradebook writes (SQLite)", fn))
+convbase.BaseConverter.init_destination = timed("copy-in: files, notebook read/write", convbase.BaseConverter.init_destination)
+convbase.BaseConverter.write_single_notebook = timed("copy-in: files, notebook read/write", convbase.BaseConverter.write_single_notebook)
+convauto.Autograde.init_assignment = timed("copy-in: files, notebook read/write", convauto.Autograde.init_assignment)
+for n in ("content_hashes", "set_aside", "put_back", "find_problems"):
+    setattr(worker, n, timed("worker bookkeeping (hashes, set-aside, problem scan)", getattr(worker, n)))
+from nbgrader.apps import NbGraderAPI
+NbGraderAPI.generate_feedback = timed("feedback generation", NbGraderAPI.generate_feedback)
+
+orig_grade_one = worker.grade_one
+def grade_one(*a, **k):
+    TOTALS.clear()
+    t0 = time.perf_counter()
+    result = orig_grade_one(*a, **k)
+    wall = time.perf_counter() - t0
+    result["phases"] = dict(TOTALS, other=wall - sum(TOTALS.values()))
+    result["phases_wall"] = wall
+    return result
+worker.grade_one = grade_one
+sys.exit(worker.main(sys.argv[1:]))
+"""
+
+PHASE_ORDER = [
+    "worker bookkeeping (hashes, set-aside, problem scan)", "copy-in: files, notebook read/write",
+    "sanitize: integrity scan, overwrite cells", "kernel start / warm hand-over", "graded cells in the kernel",
+    "record and output intake (worker side)", "kernel shutdown", "verify: prepare (check modules, data)",
+    "verify: bounded_verdicts (forked child)", "verify: read and apply records",
+    "other preprocessors (integrity apply, output limits, metadata)", "gradebook writes (SQLite)",
+    "feedback generation", "other"]
+
+
+def breakdown(name: str, assignments: list[str], copies: int, workers: int) -> None:
+    """Grade the class with the real workers, timers around each phase; print mean and max per phase."""
+    tmp = tempfile.mkdtemp(prefix="bench-breakdown-")
+    root = os.path.join(tmp, "root")
+    tasks = prepare(root, assignments, copies)
+    results_dir = os.path.join(root, "logs", "results")
+    cmd = [sys.executable, "-c", BREAKDOWN, "--results", results_dir, "--workers", str(workers),
+           *[f"{a}/{s}" for a, s in tasks]]
+    print(f"\n== breakdown, {name}: {len(tasks)} submissions ({', '.join(assignments)}), {workers} workers, "
+          f"feedback on; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    log = os.path.join(root, "workers.log")
+    t0 = time.perf_counter()
+    with open(log, "w") as fh, warm.shared(assignments) as warm_env:
+        proc = subprocess.run(cmd, cwd=REPO, env={**env_for(root), **warm_env}, stdout=fh, stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        with open(log) as fh:
+            raise SystemExit(f"the instrumented worker failed:\n{fh.read()[-3000:]}")
+    results = []
+    for dirpath, _, files in os.walk(results_dir):
+        results += [json.load(open(os.path.join(dirpath, f))) for f in files if f.endswith(".json") and not f.startswith(".")]
+    results = [r for r in results if "phases" in r]
+    n = len(results)
+    fl = floor(root, tasks) / max(1, len(tasks))
+    print(f"class wall time {wall:.1f} s (warm template start included); {wall * workers / max(1, n):.2f} s per "
+          f"submission per worker; floor (graded path, warm fork, same run) {fl:.2f} s per submission")
+    print(f"{'phase, per submission (one worker)':62s} {'mean s':>7s} {'max s':>7s} {'share':>6s}")
+    walls = [r["phases_wall"] for r in results]
+    mean_wall = sum(walls) / max(1, n)
+    for phase in PHASE_ORDER + sorted({p for r in results for p in r["phases"]} - set(PHASE_ORDER)):
+        vals = [r["phases"].get(phase, 0.0) for r in results]
+        mean = sum(vals) / max(1, n)
+        print(f"{phase:62s} {mean:7.3f} {max(vals):7.3f} {mean / mean_wall:6.1%}")
+    summed = [sum(v for k, v in r["phases"].items()) for r in results]
+    print(f"{'sum of phases':62s} {sum(summed) / max(1, n):7.3f} {max(summed):7.3f}")
+    print(f"{'measured wall time per submission (grade_one)':62s} {mean_wall:7.3f} {max(walls):7.3f}")
+    fixed = mean_wall - sum(r["phases"].get("graded cells in the kernel", 0.0) for r in results) / max(1, n)
+    print(f"fixed overhead (wall minus graded cells in the kernel): {fixed:.2f} s per submission; "
+          f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def compare(name: str, tasks, assignments, copies: int, workers: int, plain: bool) -> bool:
     tmp = tempfile.mkdtemp(prefix="bench-grading-")
     roots = {k: os.path.join(tmp, k) for k in ("plain", "before", "now")}
@@ -283,6 +426,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="accepted for `make bench`; same as the default")
     parser.add_argument("--scaling", action="store_true",
                         help="only the scaling table on Dask: 1, 2, 4 workers and the 1,000-submission projection")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="only the per-phase breakdown of a submission's time, lesson 05's and the demo class")
     args = parser.parse_args()
     # nbgrader calls `alembic` (and jupyter finds kernels) from PATH: this environment's bin first, as
     # grading.pipeline.nbgrader_env does, so `.venv/bin/python` runs it without an activated environment.
@@ -293,6 +438,10 @@ def main() -> int:
     assignments = args.assignment or [a for a in demo.assignments_with_demo() if a[:2] <= "07"]
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"python {platform.python_version()}")
+    if args.breakdown:
+        breakdown("simulated class of lesson 05", ["05_blocks"], args.lesson05_copies, args.workers)
+        breakdown("demo class of 01", ["01_attention"], args.copies, args.workers)
+        return 0
     if args.scaling:
         return 0 if scaling(assignments, args.copies) else 1
     ok = compare("demo class", None, assignments, args.copies, args.workers, not args.no_plain)
