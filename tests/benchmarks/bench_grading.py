@@ -304,6 +304,10 @@ def breakdown(name: str, assignments: list[str], copies: int, workers: int) -> N
         results += [json.load(open(os.path.join(dirpath, f))) for f in files if f.endswith(".json") and not f.startswith(".")]
     results = [r for r in results if "phases" in r]
     n = len(results)
+    bad = [r for r in results if not r.get("autograde_ok") or not r.get("autograded")]
+    if bad or n != len(tasks):
+        raise SystemExit(f"{len(bad)} of {n} submissions ({len(tasks)} tasks) were not graded; the first: "
+                         f"{bad[0]['student'] if bad else '-'}\n{(bad[0].get('log', '')[-2500:] + (bad[0].get('error') or '')[-800:]) if bad else ''}")
     fl = floor(root, tasks) / max(1, len(tasks))
     print(f"class wall time {wall:.1f} s (warm template start included); {wall * workers / max(1, n):.2f} s per "
           f"submission per worker; floor (graded path, warm fork, same run) {fl:.2f} s per submission")
