@@ -1,7 +1,7 @@
 """Autograde throughput: plain nbgrader, the course's workers before issue 16, and now, side by side.
 
     python tests/benchmarks/bench_grading.py [--workers 2] [--assignment 01_attention ...] [--copies 1]
-                                             [--lesson05-copies 3] [--no-plain]
+                                             [--lesson05-copies 3] [--no-plain] [--scaling] [--breakdown]
 
 All runs grade the same submissions in fresh course roots, in this one run of the script:
 
@@ -29,6 +29,80 @@ over) without the plain run. It prints wall times, submissions per minute, secon
 submission per worker, the speed-ups, and whether the grades and the graded cells' outputs (the
 feedback a student reads) are identical between before and now (they must be). Target (issue 16):
 now >= 4x before on the demo class, lesson 05 under 6 s per submission per worker.
+
+``--breakdown``: where a submission's time goes, lesson 05's demo class (``--lesson05-copies`` times
+over) and the demo class of 01, each graded once by the real worker (``grading.worker --workers N``,
+warm kernels from one template, feedback on, the course's nbgrader configuration) in a child process
+that wraps timers around the functions each phase runs (nothing else changes). Time is attributed to
+the innermost running phase, so a submission's phases add up to its measured wall time
+(``grade_one``) by construction; "other" is what no timer covers (nbgrader's conversion glue, its
+logging, the exporter), and it is the check that the timers cover the work. Phases, per submission:
+
+* worker bookkeeping: the content hashes, setting aside an earlier result, the problem scan;
+* copy-in: nbgrader's ``init_destination`` and ``init_assignment`` less their gradebook calls (the
+  assignment's files copied in) and its notebook writes (the sanitized and the autograded notebook);
+* sanitize: the sanitize preprocessors (the course's integrity scan, nbgrader's OverwriteCells...);
+* kernel start / warm hand-over: ``start_new_kernel`` and ``start_new_kernel_client`` (the warm
+  template's fork handed to the sandbox, or a cold start);
+* graded cells in the kernel: the rest of ``ResilientExecute`` (the kernel_info round trip and every
+  cell's execution: not separable from the worker side, where the worker waits on the kernel);
+* record and output intake: the worker's handling of each output message (``ResilientExecute.output``),
+  measured inside the cells' time and taken out of it;
+* kernel shutdown; verify: ``prepare`` (check modules loaded in the parent), ``bounded_verdicts`` (the
+  forked, bounded child) and the rest of ``VerifyOutsideKernel`` (reading and applying the records);
+* other preprocessors (ApplyIntegrity, LimitOutput, BoundOutputs, ClearMetadata, CheckCellMetadata);
+* gradebook writes (SQLite): every ``nbgrader.api.Gradebook`` method (open, queries, commits, close),
+  wherever called, plus the SaveAutoGrades and AssignLatePenalties preprocessors around them;
+* feedback generation: ``generate_feedback``, its own gradebook reads included.
+
+The class wall time per submission per worker is larger than the per-submission wall: it includes the
+workers' and the template's start (imports), paid once per run and shared by the class. Measured on
+2026-11-25 22:59-23:02 UTC, this machine (x86_64, 2 cores shared with a full test run: load average
+3.4 to 4.5 during the run, so every number is inflated), command
+``.venv/bin/python tests/benchmarks/bench_grading.py --breakdown`` (after ``python -m grading
+sandbox-install``, which ``make grade`` does):
+
+    machine: x86_64, 2 cores, python 3.11.7
+    == breakdown, simulated class of lesson 05: 12 submissions (05_blocks), 2 workers, feedback on; load average before: 3.57 3.73 3.16
+    class wall time 42.5 s (warm template start included); 7.08 s per submission per worker; floor (graded path, warm fork, same run) 2.07 s per submission
+    phase, per submission (one worker)                              mean s   max s  share
+    worker bookkeeping (hashes, set-aside, problem scan)             0.005   0.021   0.1%
+    copy-in: files, notebook read/write                              0.028   0.060   0.5%
+    sanitize: integrity scan, overwrite cells                        0.102   0.411   1.8%
+    kernel start / warm hand-over                                    0.463   0.608   8.0%
+    graded cells in the kernel                                       3.361   4.918  58.2%
+    record and output intake (worker side)                           0.018   0.038   0.3%
+    kernel shutdown                                                  0.032   0.048   0.6%
+    verify: prepare (check modules, data)                            0.005   0.036   0.1%
+    verify: bounded_verdicts (forked child)                          0.217   0.824   3.8%
+    verify: read and apply records                                   0.001   0.002   0.0%
+    other preprocessors (integrity apply, output limits, metadata)   0.018   0.039   0.3%
+    gradebook writes (SQLite)                                        0.490   1.031   8.5%
+    feedback generation                                              0.932   2.072  16.1%
+    other                                                            0.107   0.332   1.9%
+    sum of phases                                                    5.779   9.115
+    measured wall time per submission (grade_one)                    5.779   9.115
+    fixed overhead (wall minus graded cells in the kernel): 2.42 s per submission; load average after: 4.50 4.02 3.31
+    == breakdown, demo class of 01: 4 submissions (01_attention), 2 workers, feedback on; load average before: 4.46 4.02 3.31
+    class wall time 44.1 s (warm template start included); 22.06 s per submission per worker; floor (graded path, warm fork, same run) 9.07 s per submission
+    phase, per submission (one worker)                              mean s   max s  share
+    worker bookkeeping (hashes, set-aside, problem scan)             0.002   0.002   0.0%
+    copy-in: files, notebook read/write                              0.019   0.020   0.2%
+    sanitize: integrity scan, overwrite cells                        0.073   0.132   0.6%
+    kernel start / warm hand-over                                    0.479   0.613   4.2%
+    graded cells in the kernel                                       9.255  31.855  82.0%
+    record and output intake (worker side)                           0.017   0.024   0.1%
+    kernel shutdown                                                  0.030   0.031   0.3%
+    verify: prepare (check modules, data)                            0.004   0.009   0.0%
+    verify: bounded_verdicts (forked child)                          0.073   0.101   0.6%
+    verify: read and apply records                                   0.001   0.002   0.0%
+    other preprocessors (integrity apply, output limits, metadata)   0.017   0.020   0.1%
+    gradebook writes (SQLite)                                        0.497   0.748   4.4%
+    feedback generation                                              0.718   1.289   6.4%
+    other                                                            0.109   0.237   1.0%
+    sum of phases                                                   11.292  33.054
+    measured wall time per submission (grade_one)                   11.292  33.054
+    fixed overhead (wall minus graded cells in the kernel): 2.04 s per submission; load average after: 4.35 4.13 3.42
 """
 from __future__ import annotations
 
