@@ -248,7 +248,7 @@ def bounded_verdicts(jobs: list, cpu_seconds: int | None = None, memory_mb: int 
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         kind = "time" if killed or signum == signal.SIGXCPU else "memory" if signum in (signal.SIGKILL, signal.SIGSEGV,
                                                                                         signal.SIGABRT) else "other"
-        if child_error is not None or (kind == "other" and not killed and os.WIFEXITED(status)):
+        if child_error is not None or os.WIFEXITED(status):
             # the child ended by itself without this job's verdict: a failure of the verifier, not a bound
             results[culprit] = internal_note(child_error or f"its process exited with status "
                                                             f"{os.WEXITSTATUS(status)}")

@@ -32,8 +32,8 @@ def reads_released(assignment: str, lessons: list[str]) -> bool:
 
 # The lessons after 06 that run differently once 01-06 are released: the ones whose cells ask
 # course_lib.released() about a released lesson (07 and 10 today). The others execute the same code in
-# both bundles (no lesson imports an earlier lesson's exercise: tests/test_bundle.py), the partly
-# released bundle only adding names they never read, so the default bundle's run covers them.
+# both bundles: the default bundle's run, where no earlier lesson's exercise exists, shows they read none,
+# and the partly released bundle only adds such names, so that run covers them.
 RELEASED_RERUN = [a for a in LESSONS if a > RELEASED_UP_TO and reads_released(a, PARTLY_RELEASED)]
 
 # Lessons known to fail in the bundle, {(bundle tag, lesson): failing cells}, each marked xfail(strict=True) so

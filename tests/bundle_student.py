@@ -245,10 +245,11 @@ def shared_build(root: str, released: list[str]) -> dict:
             return json.load(fh)
 
 
-def run_lesson(built: dict, assignment: str, work: str, audit_devices: bool = False) -> dict:
+def run_lesson(built: dict, assignment: str, work: str, audit_devices: bool = False, edit=None) -> dict:
     """Fill and execute ``assignment``'s notebooks in a copy of the built bundle's notebook folder
     (under ``work``) with the student's kernel: {assignment/notebook: [errors]} (``audit_devices``:
-    see :func:`execute`)."""
+    see :func:`execute`). ``edit(nb)``, when given, changes each filled notebook (an nbformat node) in
+    place before it runs (a test puts an old bug back)."""
     src_dir = os.path.join(built["bundle"], "notebooks", assignment)
     target_dir = os.path.join(work, assignment)
     shutil.rmtree(target_dir, ignore_errors=True)
@@ -258,6 +259,10 @@ def run_lesson(built: dict, assignment: str, work: str, audit_devices: bool = Fa
         name = os.path.basename(src)
         target = os.path.join(target_dir, name)
         fill(target, src, target)
+        if edit is not None:
+            nb = nbformat.read(target, as_version=4)
+            edit(nb)
+            nbformat.write(nb, target)
         results[f"{assignment}/{name}"] = execute(target, built["site"], python=built["python"],
                                                   audit_devices=audit_devices)
     return results

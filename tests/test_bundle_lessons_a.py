@@ -1,10 +1,6 @@
 """The default students' bundle (no solution released), lessons 01-06: each release notebook, filled with the
 instructor's solutions and run top to bottom in an environment installed as the bundle's README says,
 raises in no cell (issue 41 item 3). Lessons 07-12: test_bundle_lessons_b.py (xdist runs the files apart)."""
-import json
-import os
-
-import nbformat
 import pytest
 
 import bundle_student
@@ -27,16 +23,9 @@ def test_default_bundle_runs_the_lesson_without_errors(lesson, built, tmp_path):
 def test_the_audited_bundle_run_catches_lesson_05s_old_device_bug(built, tmp_path):
     """The run above is under the device audit: lesson 05 as it was before its device fix (inputs left on
     the CPU, a crash on an H100) raises there, in that one cell only."""
-    lesson = "05_blocks"
-    work = tmp_path / lesson
-    import shutil
-
-    shutil.copytree(os.path.join(built["bundle"], "notebooks", lesson), work)
-    (src,) = bundle_student.bundle.source_notebooks(lesson)
-    target = str(work / os.path.basename(src))
-    bundle_student.fill(target, src, target)
-    nb = json.loads(open(target).read())
-    assert revert_lesson_05_device_fix(nb) == 1, "the fixed cell of lesson 05 was not found: update this test"
-    nbformat.write(nbformat.from_dict(nb), target)
-    errors = bundle_student.execute(target, built["site"], python=built["python"], audit_devices=True)
+    reverted = []
+    results = bundle_student.run_lesson(built, "05_blocks", str(tmp_path), audit_devices=True,
+                                        edit=lambda nb: reverted.append(revert_lesson_05_device_fix(nb)))
+    assert reverted == [1], "the fixed cell of lesson 05 was not found: update this test"
+    (errors,) = results.values()
     assert len(errors) == 1 and MIXED in errors[0]["evalue"], errors
