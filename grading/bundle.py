@@ -299,11 +299,11 @@ def _remove_unreachable_private(tree: ast.Module) -> None:
                  if not (assigned(n) and all(x in private and x not in reachable for x in assigned(n)))]
 
 
-def student_edition_of_checks(source: str) -> str:
-    """A lesson's checks with the hidden cases folded away (``hidden`` is False: :func:`fold_hidden`) and
-    every known wrong implementation replaced by a stub; private code only those used is stubbed
-    (functions) or removed (tables)."""
-    tree = _ReplaceWrongFns().visit(ast.parse(fold_hidden(source)))
+def student_edition_of_checks(source: str, keep_hidden: bool = False) -> str:
+    """A lesson's checks with the hidden cases folded away (``hidden`` is False: :func:`fold_hidden`; kept with
+    ``keep_hidden``) and every known wrong implementation replaced by a stub; private code only those used is
+    stubbed (functions) or removed (tables)."""
+    tree = _ReplaceWrongFns().visit(ast.parse(source if keep_hidden else fold_hidden(source)))
     stub = ast.parse(f"def {_STUB_NAME}(*args, **kwargs):\n"
                      f"    raise RuntimeError('known wrong answers are not shipped in the student edition')").body[0]
     # after the module docstring and the __future__ import
@@ -357,6 +357,48 @@ def capture_all() -> dict:
     return store
 
 
+def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -> dict[str, list[str]]:
+    """Write the students' edition of ``course_lib`` into ``lib``; return {file: names stripped}.
+
+    Every reference and equivalent the registry withholds (with ``released`` solutions out) is stripped in
+    its own module; the checks modules lose their known wrong implementations and, unless ``keep_hidden``,
+    their hidden cases (:func:`student_edition_of_checks`). ``keep_hidden``: the grading kernel's edition
+    (``grading.edition``), which runs the hidden tests' inputs through the student's functions."""
+    shutil.copytree(COURSE_LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json",
+                                                                   "_edition.json"))
+    secret = withheld(released)
+    stripped_by_file: dict[str, list[str]] = {}
+    for folder, _, files in os.walk(lib):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(folder, f)
+            rel = os.path.relpath(path, lib)
+            module = "course_lib." + rel[:-3].replace(os.sep, ".").removesuffix(".__init__")
+            with open(path) as fh:
+                source = fh.read()
+            if rel.startswith("checks" + os.sep):
+                if rel in (os.path.join("checks", n) for n in ("__init__.py", "core.py", "transcript.py",
+                                                               "registry.py")):
+                    continue
+                new = student_edition_of_checks(source, keep_hidden=keep_hidden)
+            else:
+                new, stripped = student_edition_of_module(source, set(secret.get(module, ())))
+                missing = sorted(set(secret.get(module, ())) - set(stripped))
+                if missing:
+                    raise RuntimeError(f"the exercise registry withholds {missing} from {module}, "
+                                       f"which defines no such top-level function or class")
+                if stripped:
+                    stripped_by_file[rel] = stripped
+            with open(path, "w") as fh:
+                fh.write(new)
+    unknown = sorted(m for m in secret if not os.path.isfile(os.path.join(os.path.dirname(lib), *m.split("."))
+                                                              + ".py"))
+    if unknown:
+        raise RuntimeError(f"the exercise registry names modules that are not in course_lib: {unknown}")
+    return stripped_by_file
+
+
 def build(out: str, released: list[str] | None = None, release_dir: str | None = None,
           store: dict | None = None) -> dict:
     """Write the bundle into ``out``; return a summary (what was stripped, stored, copied).
@@ -386,35 +428,7 @@ def build(out: str, released: list[str] | None = None, release_dir: str | None =
 
     # course_lib, student edition
     lib = os.path.join(out, "course_lib")
-    shutil.copytree(COURSE_LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json", "_edition.json"))
-    secret = withheld(released)
-    for folder, _, files in os.walk(lib):
-        for f in files:
-            if not f.endswith(".py"):
-                continue
-            path = os.path.join(folder, f)
-            rel = os.path.relpath(path, lib)
-            module = "course_lib." + rel[:-3].replace(os.sep, ".").removesuffix(".__init__")
-            with open(path) as fh:
-                source = fh.read()
-            if rel.startswith("checks" + os.sep):
-                if rel in (os.path.join("checks", n) for n in ("__init__.py", "core.py", "transcript.py",
-                                                               "registry.py")):
-                    continue
-                new = student_edition_of_checks(source)
-            else:
-                new, stripped = student_edition_of_module(source, set(secret.get(module, ())))
-                missing = sorted(set(secret.get(module, ())) - set(stripped))
-                if missing:
-                    raise RuntimeError(f"the exercise registry withholds {missing} from {module}, "
-                                       f"which defines no such top-level function or class")
-                if stripped:
-                    summary["stripped"][rel] = stripped
-            with open(path, "w") as fh:
-                fh.write(new)
-    unknown = sorted(m for m in secret if not os.path.isfile(os.path.join(out, *m.split(".")) + ".py"))
-    if unknown:
-        raise RuntimeError(f"the exercise registry names modules that are not in course_lib: {unknown}")
+    summary["stripped"] = write_course_lib(lib, released)
 
     if store is None:
         store = capture_all()

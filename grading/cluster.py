@@ -271,6 +271,10 @@ def grade_submission(task: dict) -> dict:
     with open(os.path.join(root, "gradebook.db"), "wb") as fh:
         fh.write(task["gradebook"])
     write_files(os.path.join(root, "submitted", s, a), task["files"])
+    if task["kernel"] == sandbox.KERNEL_NAME:
+        from grading import edition
+
+        edition.ensure()  # the kernels' course_lib on this worker: the students' edition, built once per process
     env = {"COURSE_ROOT": root, "COURSE_DB_URL": f"sqlite:///{os.path.join(root, 'gradebook.db')}?timeout=60",
            "COURSE_KERNEL": task["kernel"], **task.get("env", {}),
            **_warm_template(task.get("assignments") or [a], task["kernel"])}

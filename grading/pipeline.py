@@ -734,6 +734,10 @@ def _grade(opts: Options) -> int:
 
 def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     if opts.kernel == sandbox.KERNEL_NAME:
+        from grading import edition
+
+        log(f"[edition] the grading kernels import the students' edition of course_lib, built for this run in "
+            f"{edition.ensure()} (grading/edition.py); the verifier alone uses the repository's")
         sandbox.install_kernelspec()
         ok, why = sandbox.bwrap_works()
         if not ok:

@@ -44,6 +44,7 @@ hidden = not os.path.exists({notebooks!r})
 print(("sandboxed" if os.environ.get("COURSE_SANDBOXED") else "not sandboxed")
       + ("; notebooks/ hidden" if hidden else "; notebooks/ VISIBLE"))
 print("PYTHON " + json.dumps([sys.version, os.path.realpath(sys.prefix)]))
+print("EDITION " + str(course_lib.edition().get("edition")))
 print(course_lib.__file__)
 """
 
@@ -80,6 +81,10 @@ def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
 
     from jupyter_client.manager import KernelManager
 
+    from grading import edition, sandbox
+
+    if kernel_name == sandbox.KERNEL_NAME:
+        edition.ensure()  # the students' edition the sandboxed kernel mounts (grading/edition.py)
     ipc = tempfile.mkdtemp(prefix="nbg-ipc-")
     workdir = tempfile.mkdtemp(prefix="preflight-")
     km = KernelManager(kernel_name=kernel_name, transport="ipc", ip=os.path.join(ipc, "kernel"))
@@ -119,8 +124,13 @@ def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
         if "VISIBLE" in lines[0] and "not sandboxed" not in lines[0]:
             raise PreflightError("the sandboxed kernel can read notebooks/ (the hidden tests); refusing to grade")
         (python,) = [json.loads(line[len("PYTHON "):]) for line in lines if line.startswith("PYTHON ")]
+        (kind,) = [line[len("EDITION "):] for line in lines if line.startswith("EDITION ")]
+        if "not sandboxed" not in lines[0] and kind != edition.EDITION:
+            raise PreflightError(f"the sandboxed kernel imports the {kind!r} edition of course_lib from {lines[-1]}, "
+                                 f"not the students' edition ({edition.EDITION!r}, grading/edition.py): it could "
+                                 "reach the references; refusing to grade")
         interpreter = check_interpreter(*python)
-        return f"{lines[0]}; {interpreter}; course_lib from {lines[-1]}"
+        return f"{lines[0]}; {interpreter}; course_lib ({kind} edition) from {lines[-1]}"
     except RuntimeError as err:  # died before replying
         raise PreflightError(f"the grading kernel {kernel_name!r} died on start: {err}") from err
     finally:

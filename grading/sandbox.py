@@ -19,7 +19,9 @@ bubblewrap (``bwrap``, Debian package ``bubblewrap``):
 isolated (with bwrap)
     * no network: a new, empty network namespace (no loopback peers, no internet);
     * its own PID, IPC and UTS namespaces; every process it starts dies with it;
-    * read-only filesystem; the repository is hidden except ``course_lib`` and the
+    * read-only filesystem; the repository is hidden, its ``course_lib`` included: the kernel sees
+      the grading run's edition of ``course_lib`` (``COURSE_KERNEL_LIB``, built by ``grading.edition``:
+      the students' edition, no reference or equivalent of a graded exercise in it) and the
       Python environment (the venv and the interpreter it was made from, the same
       interpreter and packages as the course's, see ``grading.preflight``), so
       ``notebooks/`` (the source with hidden tests), ``.git``, ``grading/`` (the
@@ -109,13 +111,38 @@ KERNEL_ENV_SET = ("PATH", "PYTHONPATH", "HOME", "MPLCONFIGDIR", "IPYTHONDIR", "J
                   "XDG_CACHE_HOME", "COURSE_SANDBOXED", "PYDEVD_DISABLE_FILE_VALIDATION")
 
 
+KERNEL_LIB_ENV = "COURSE_KERNEL_LIB"  # the folder of the grading kernel's edition of course_lib (grading.edition)
+
+
+def kernel_lib_root(environ: dict | None = None) -> str:
+    """The folder that holds the grading kernel's edition of course_lib (``grading.edition``: the students'
+    edition, no reference in it), named by ``COURSE_KERNEL_LIB``. A kernel never imports the repository's
+    course_lib: without a valid edition the launcher refuses to start one."""
+    root = (os.environ if environ is None else environ).get(KERNEL_LIB_ENV, "")
+    why = "not set"
+    if root:
+        why = "not an absolute path to a folder the grader alone can write, holding course_lib/_edition.json " \
+              "with edition 'grading-kernel'"
+        try:
+            with open(os.path.join(root, "course_lib", "_edition.json")) as fh:
+                edition = json.load(fh).get("edition")
+            modes = [os.stat(p).st_mode for p in (root, os.path.join(root, "course_lib"))]
+            if os.path.isabs(root) and edition == "grading-kernel" and not any(m & 0o022 for m in modes):
+                return os.path.realpath(root)
+        except (OSError, ValueError, AttributeError):
+            pass
+    raise SystemExit(f"course-sandbox: no grading edition of course_lib to mount ({KERNEL_LIB_ENV} is {why}). "
+                     "The kernel imports only the students' edition, never the repository's course_lib: grade "
+                     "through `python -m grading`, which builds one per run (grading/edition.py).")
+
+
 def kernel_env(environ: dict | None = None, home: str = "/tmp/home") -> dict:
     """The kernel's whole environment: the names in KERNEL_ENV_NAMES the grader has set, plus KERNEL_ENV_SET."""
     environ = dict(os.environ if environ is None else environ)
     env = {k: environ[k] for k in KERNEL_ENV_NAMES if k in environ}
     env.update({
         "PATH": os.pathsep.join([os.path.join(environment_prefix(), "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
-        "PYTHONPATH": REPO_DIR,  # course_lib (the only part of the repository the kernel sees)
+        "PYTHONPATH": kernel_lib_root(environ),  # the students' edition of course_lib: all the course code it sees
         "HOME": home, "MPLCONFIGDIR": os.path.join(home, ".matplotlib"),
         "IPYTHONDIR": os.path.join(home, ".ipython"), "JUPYTER_RUNTIME_DIR": os.path.join(home, ".runtime"),
         "XDG_CACHE_HOME": os.path.join(home, ".cache"), "COURSE_SANDBOXED": "1",
@@ -256,8 +283,7 @@ def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_
               os.path.join(os.path.dirname(REPO_DIR), "shared")]
     # real paths: bwrap cannot mount a tmpfs on a link (a ../shared that links elsewhere)
     hidden = list(dict.fromkeys(os.path.realpath(x) for x in hidden if x and os.path.isdir(x)))
-    course_lib = os.path.join(REPO_DIR, "course_lib")
-    needed = python_dirs() + [course_lib]  # what the kernel must see, read-only
+    needed = python_dirs() + [kernel_lib_root()]  # what the kernel must see, read-only
     hidden += _closed_ancestors(needed, hidden)
     for h in hidden:
         args += ["--tmpfs", h]

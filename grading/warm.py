@@ -188,72 +188,82 @@ def _serve_one(conn: socket.socket) -> None:
         os._exit(0)
 
 
-def _warm_up(assignments: list[str]) -> None:
+def checks_modules(assignments: list[str]) -> list[str]:
+    """The checks modules (``checks.<name>.check_*``) the source notebooks of ``assignments`` call. Read in
+    the grader's process: the template never opens a source notebook (its solutions would stay in the
+    memory every kernel is forked from)."""
+    import re
+
+    from grading import NOTEBOOKS_DIR
+
+    names = []
+    for assignment in assignments:
+        folder = os.path.join(NOTEBOOKS_DIR, os.path.basename(assignment))
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.endswith(".ipynb"):
+                with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                    names += re.findall(r"\bchecks\.(\w+)\.check_\w+", fh.read())
+    return list(dict.fromkeys(names))
+
+
+def _warm_up(names: list[str]) -> None:
     """Stage two of the template (in its successor, ``serve``): what the graded assignments' checks
     load on first use, so that no kernel loads it again.
 
-    For each assignment, the checks modules its source notebook calls (``checks.<module>.check_*``):
-    the module, the modules behind the paths it forbids while a student's function runs
+    For each checks module the graded notebooks call (``names``, from :func:`checks_modules`): the module, the modules behind the paths it forbids while a student's function runs
     (``FORBIDDEN*``; resolving torch.nn.attention.bias imports torch._dynamo: 2 s in every lesson 02
     kernel), and the course data loaders it imports from ``course_lib.bio`` that take no argument
     (lesson 06's hidden tests build their corpus with ``medical_corpus()``: 0.9 s per kernel; the
     loaders keep their result in memory, ``functools.lru_cache``), and the module's own ``warm_up()``
     where it has one (inputs that take time to build: lesson 06's hidden merges, 0.3 s per kernel).
     A kernel gets them in its copy-on-write memory: what one student changes, the next never sees. A step that fails is
-    skipped: the kernel then loads it, or fails on it, exactly as a cold kernel would."""
+    skipped: the kernel then loads it, or fails on it, exactly as a cold kernel would. Everything is
+    imported from the grading run's edition of course_lib (``grading.edition``), the only one on the
+    template's path before the grading package."""
     import importlib
     import inspect
     import re
 
-    from grading import NOTEBOOKS_DIR
-
     done: set[str] = set()
-    for assignment in assignments:
-        folder = os.path.join(NOTEBOOKS_DIR, os.path.basename(assignment))
-        names = []
-        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-            if name.endswith(".ipynb"):
-                with open(os.path.join(folder, name), encoding="utf-8") as fh:
-                    names += re.findall(r"\bchecks\.(\w+)\.check_\w+", fh.read())
-        for name in dict.fromkeys(names):
-            if name in done:
-                continue
-            done.add(name)
-            try:
-                # through the package's attribute, as a notebook reaches it (checks.<name>): that wraps
-                # its checks so a failure reads as a teacher's note (course_lib.checks._teach), where an
-                # import of the module itself would leave IPython's full traceback, slow and long
-                module = getattr(importlib.import_module("course_lib.checks"), name)
-                core = importlib.import_module("course_lib.checks.core")
-            except Exception:  # noqa: BLE001 - see the docstring
-                continue
-            for attr, value in list(vars(module).items()):
-                if attr.startswith("FORBIDDEN") and isinstance(value, (tuple, list)):
-                    for path in value:
-                        try:
-                            core._resolve(path)
-                        except Exception:  # noqa: BLE001 - not installed: the check skips it too
-                            pass
-            try:
-                own = getattr(module, "warm_up", None)
-                if callable(own):
-                    own()
-            except Exception:  # noqa: BLE001 - see the docstring
-                pass
-            try:
-                source = inspect.getsource(module)
-            except (OSError, TypeError):
-                continue
-            for bio, imported in re.findall(r"from course_lib\.bio\.(\w+) import ([\w, ]+)", source):
-                for fn_name in (n.strip() for n in imported.split(",")):
+    for name in dict.fromkeys(names):
+        if name in done:
+            continue
+        done.add(name)
+        try:
+            # through the package's attribute, as a notebook reaches it (checks.<name>): that wraps
+            # its checks so a failure reads as a teacher's note (course_lib.checks._teach), where an
+            # import of the module itself would leave IPython's full traceback, slow and long
+            module = getattr(importlib.import_module("course_lib.checks"), name)
+            core = importlib.import_module("course_lib.checks.core")
+        except Exception:  # noqa: BLE001 - see the docstring
+            continue
+        for attr, value in list(vars(module).items()):
+            if attr.startswith("FORBIDDEN") and isinstance(value, (tuple, list)):
+                for path in value:
                     try:
-                        fn = getattr(importlib.import_module(f"course_lib.bio.{bio}"), fn_name)
-                        params = inspect.signature(fn).parameters.values()
-                        if all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                               for p in params):
-                            fn()
-                    except Exception:  # noqa: BLE001 - see the docstring
+                        core._resolve(path)
+                    except Exception:  # noqa: BLE001 - not installed: the check skips it too
                         pass
+        try:
+            own = getattr(module, "warm_up", None)
+            if callable(own):
+                own()
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError):
+            continue
+        for bio, imported in re.findall(r"from course_lib\.bio\.(\w+) import ([\w, ]+)", source):
+            for fn_name in (n.strip() for n in imported.split(",")):
+                try:
+                    fn = getattr(importlib.import_module(f"course_lib.bio.{bio}"), fn_name)
+                    params = inspect.signature(fn).parameters.values()
+                    if all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                           for p in params):
+                        fn()
+                except Exception:  # noqa: BLE001 - see the docstring
+                    pass
 
 
 def _accept_loop(server: socket.socket, until: int | None = None) -> None:
@@ -289,9 +299,9 @@ def _accept_loop(server: socket.socket, until: int | None = None) -> None:
         conn.close()
 
 
-def serve(path: str, assignments: list[str] = ()) -> None:
+def serve(path: str, names: list[str] = ()) -> None:
     """Import the course's stack, open the socket at ``path`` and fork a child per request. Meanwhile
-    a successor (a fork made once the socket is open) loads what the graded assignments' checks need
+    a successor (a fork made once the socket is open) loads what the graded assignments' checks need (``names``: their checks modules)
     (``_warm_up``), then takes over the socket: the first kernels never wait for a warm-up, and
     the later ones start with it done."""
     import importlib
@@ -312,14 +322,14 @@ def serve(path: str, assignments: list[str] = ()) -> None:
     server.setblocking(False)
     os.rename(tmp, path)  # the socket appears only once the template is ready
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
-    if not assignments:
+    if not names:
         _accept_loop(server)
     ready_r, ready_w = os.pipe()
     if os.fork() == 0:
         os.close(ready_r)
         prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the template (its parent) was ended: so is this
         try:
-            _warm_up(list(assignments))
+            _warm_up(list(names))
         except BaseException:  # noqa: BLE001 - the template serves on without it
             os._exit(0)
         os.write(ready_w, b"w")
@@ -330,23 +340,28 @@ def serve(path: str, assignments: list[str] = ()) -> None:
 
 def start(folder: str, assignments: list[str] = ()):
     """Start a template; its socket will be ``folder/template.sock`` once it is ready. ``assignments``:
-    what it will grade (its warm-ups, ``_warm_up``)."""
+    what it will grade (its warm-ups, ``_warm_up``). It imports course_lib from the grading run's edition
+    (``grading.edition``, built here if none is), as the kernels it forks would."""
     import subprocess
 
-    from grading import REPO_DIR, sandbox
+    from grading import REPO_DIR, edition, sandbox
+
+    lib = edition.ensure()
 
     os.chmod(folder, 0o700)
     home = os.path.join(folder, "home")
     os.makedirs(home, exist_ok=True)
     env = sandbox.kernel_env(home=home)  # what a kernel's imports see; each kernel gets its own after the fork
     env["COURSE_CHECK_MODE"] = "record"  # as the kernel manager sets it for a grading kernel
-    env["PYTHONPATH"] = REPO_DIR
+    # the kernels' edition of course_lib first (the only course_lib the template imports), then the grading
+    # package for grading.warm itself (the repository is hidden in every sandbox the kernels run in)
+    env["PYTHONPATH"] = os.pathsep.join([lib, REPO_DIR])
     mpl = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "matplotlib")
     if os.path.isdir(mpl):
         env["MPLCONFIGDIR"] = mpl  # the grader's font list, as cold kernels copy it
     path = os.path.join(folder, "template.sock")
     # -P: the working directory is not put on the import path
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "grading.warm", path, *dict.fromkeys(assignments)],
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "grading.warm", path, *checks_modules(list(assignments))],
                             cwd="/", env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     return proc, path
 

@@ -364,6 +364,10 @@ def main(argv=None) -> int:
         warm.prctl(warm.PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != int(grader):
             return 1  # the run was already gone
+    if os.environ.get("COURSE_KERNEL", "course-sandbox") == "course-sandbox":
+        from grading import edition
+
+        edition.ensure()  # the kernels' course_lib: the students' edition (the pipeline's, or one of its own)
     template = folder = None
     if args.cold:
         for k in ("COURSE_WARM_SOCKET", "COURSE_WARM_PID"):

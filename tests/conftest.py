@@ -74,9 +74,16 @@ os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.g
 
 def pytest_configure(config):
     """The nbval runs of the notebooks get the prose-numbers check (tests/prose_numbers_plugin.py) after each
-    notebook's last cell, unless it was already loaded with ``-p prose_numbers_plugin``."""
+    notebook's last cell, unless it was already loaded with ``-p prose_numbers_plugin``.
+
+    The grading kernel's edition of course_lib (grading/edition.py) is built once for the whole run: the
+    controller builds it before xdist starts its workers, which inherit COURSE_KERNEL_LIB (as a grading run's
+    workers do), so every sandboxed kernel a test starts mounts the students' edition."""
     import prose_numbers_plugin
 
+    from grading import edition
+
+    edition.ensure()
     if not config.pluginmanager.is_registered(prose_numbers_plugin) \
             and not config.pluginmanager.has_plugin("prose_numbers_plugin"):
         config.pluginmanager.register(prose_numbers_plugin, "prose_numbers_plugin")

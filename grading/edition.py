@@ -1,0 +1,78 @@
+"""The grading kernel's edition of ``course_lib``: the students' edition, built once per grading run.
+
+The grader (the verifier, ``grading.verify``) imports the repository's ``course_lib``: the judge's
+edition, with every reference. The sandboxed kernel that runs a submission mounts this edition instead
+(``grading.sandbox``: ``COURSE_KERNEL_LIB`` names its folder, the only course code the kernel can see):
+
+* every graded exercise's reference and equivalents (``course_lib/checks/registry.py``) have their
+  body replaced by ``raise NotImplementedError``, in their own modules, exactly as in the students'
+  bundle (``grading.bundle.write_course_lib``); assignments whose solutions are released
+  (``c.CourseBundle.solutions_released``) keep theirs, as the students' bundle does;
+* every known wrong implementation in the checks is a stub (they are near-solutions);
+* unlike the students' bundle, the checks keep their hidden cases: the hidden test cells call them in
+  the kernel, which records the student's outputs on those inputs (record mode) for the verifier;
+* no stored reference output (the bundle's ``_stored.json``): in record mode no expected value exists
+  in the kernel at all.
+
+So a blank answer that reaches for a reference in the kernel, by any route (a module's globals, a
+source file run by path, a code object, ``pydoc.locate``), finds a stub that raises.
+
+    ensure()            # the folder (built on first use in this process, or the one COURSE_KERNEL_LIB names)
+    build(root)         # write one into root
+
+Does NOT cover: what the sandbox mounts beside it (``grading.sandbox``), or the verdict (``grading.verify``).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+
+ENV = "COURSE_KERNEL_LIB"
+EDITION = "grading-kernel"
+
+
+def build(root: str, released: list[str] | None = None) -> dict:
+    """Write the kernel's edition as ``root/course_lib``; return {file: names stripped}."""
+    from grading import bundle
+
+    released = bundle.solutions_released() if released is None else list(released)
+    lib = os.path.join(root, "course_lib")
+    if os.path.exists(lib):
+        shutil.rmtree(lib)
+    stripped = bundle.write_course_lib(lib, released, keep_hidden=True)
+    with open(os.path.join(lib, "_edition.json"), "w") as fh:
+        json.dump({"edition": EDITION, "released": sorted(released)}, fh)
+    # readable by the kernel's own uid (the sandbox runs it as an unused uid), writable by no one but the grader
+    for folder, dirs, files in os.walk(root):
+        os.chmod(folder, 0o755)
+        for f in files:
+            os.chmod(os.path.join(folder, f), 0o644)
+    return stripped
+
+
+def is_edition(root: str | None) -> bool:
+    """Does ``root`` hold a kernel edition (``root/course_lib/_edition.json`` says so)?"""
+    if not root:
+        return False
+    try:
+        with open(os.path.join(root, "course_lib", "_edition.json")) as fh:
+            return json.load(fh).get("edition") == EDITION
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def ensure() -> str:
+    """The folder of the kernel's edition for this grading run, built on first use and removed when the
+    process that built it exits; its path is put in ``COURSE_KERNEL_LIB`` so that the grading workers,
+    the kernel launchers and the warm-kernel template started from here find the same one."""
+    root = os.environ.get(ENV)
+    if is_edition(root):
+        return root
+    root = tempfile.mkdtemp(prefix="course-kernel-lib-")
+    atexit.register(shutil.rmtree, root, True)
+    build(root)
+    os.environ[ENV] = root
+    return root
