@@ -466,31 +466,38 @@ except OSError as err:
 
 def test_a_course_cloned_under_tmp_is_seen_by_its_kernel(sandbox_root, monkeypatch):
     """An instructor who clones into `mktemp -d`: the sandbox's fresh /tmp must not hide the course's
-    environment and course_lib (it did: every kernel 'died on start'), and the rest stays hidden."""
+    environment and the run's edition of course_lib (it did: every kernel 'died on start'), and the rest
+    stays hidden, the repository's own course_lib included (the kernel imports the students' edition)."""
     from grading import sandbox
 
     base = tempfile.mkdtemp(prefix="course-clone-", dir="/tmp")
     try:
         repo, env = os.path.join(base, "grading"), os.path.join(base, "grading", ".venv")
-        for d in (os.path.join(repo, "course_lib"), env):
+        lib = os.path.join(base, "kernel-lib")
+        for d in (os.path.join(repo, "course_lib"), env, os.path.join(lib, "course_lib")):
             os.makedirs(d)
-        for f, text in ((os.path.join(repo, "course_lib", "mark"), "lib"), (os.path.join(env, "mark"), "env"),
-                        (os.path.join(repo, "solutions.txt"), "SECRET")):
+        for f, text in ((os.path.join(lib, "course_lib", "mark"), "lib"), (os.path.join(env, "mark"), "env"),
+                        (os.path.join(repo, "course_lib", "mark"), "REPOLIB"),
+                        (os.path.join(repo, "solutions.txt"), "SECRET"),
+                        (os.path.join(lib, "course_lib", "_edition.json"), '{"edition": "grading-kernel"}')):
             with open(f, "w") as fh:
                 fh.write(text)
         os.chmod(base, 0o755)
         real = sandbox.python_dirs()
         monkeypatch.setattr(sandbox, "python_dirs", lambda: real + [env])
         monkeypatch.setattr(sandbox, "REPO_DIR", repo)
+        monkeypatch.setenv("COURSE_KERNEL_LIB", lib)
         work = tempfile.mkdtemp(dir=sandbox_root)
-        probe = (f"cat {env}/mark {repo}/course_lib/mark; echo; cat {repo}/solutions.txt 2>/dev/null || echo hidden; "
-                 f"touch {repo}/course_lib/x 2>/dev/null && echo WRITABLE || echo read-only; "
+        probe = (f"cat {env}/mark {lib}/course_lib/mark; echo; cat {repo}/course_lib/mark 2>/dev/null || echo hidden; "
+                 f"cat {repo}/solutions.txt 2>/dev/null || echo hidden; "
+                 f"touch {lib}/course_lib/x 2>/dev/null && echo WRITABLE || echo read-only; "
                  "touch /tmp/mine && echo tmp-writable")
         argv = sandbox.build_bwrap_command(sandbox.bwrap_path(), ["/bin/sh", "-c", probe], work, [],
                                            env={"PATH": "/usr/bin:/bin"})
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        assert out.stdout.split() == ["envlib", "hidden", "read-only", "tmp-writable"], out.stdout + out.stderr
+        assert out.stdout.split() == ["envlib", "hidden", "hidden", "read-only", "tmp-writable"], \
+            out.stdout + out.stderr
     finally:
         import shutil
         shutil.rmtree(base, ignore_errors=True)
@@ -500,7 +507,8 @@ def test_a_course_cloned_under_tmp_is_seen_by_its_kernel(sandbox_root, monkeypat
 def test_a_course_in_a_closed_folder_is_reached_by_the_kernels_uid(sandbox_root, monkeypatch):
     """A clone inside a `mktemp -d` folder outside /tmp (mode 0700, owned by root): the kernel's own uid
     could not enter it to reach its interpreter (every kernel 'died on start'). It must reach the
-    environment and course_lib, read-only, and nothing else in that folder."""
+    environment and the run's edition of course_lib, read-only, and nothing else in that folder (the
+    repository's own course_lib included)."""
     import shutil
 
     from grading import sandbox
@@ -510,9 +518,12 @@ def test_a_course_in_a_closed_folder_is_reached_by_the_kernels_uid(sandbox_root,
     base = tempfile.mkdtemp(prefix="course-clone-", dir="/var/tmp")  # mode 0700
     try:
         repo, env = os.path.join(base, "grading"), os.path.join(base, "grading", ".venv")
-        for d in (os.path.join(repo, "course_lib"), env):
+        lib = os.path.join(base, "kernel-lib")  # the run's edition of course_lib (grading/edition.py)
+        for d in (os.path.join(repo, "course_lib"), env, os.path.join(lib, "course_lib")):
             os.makedirs(d)
-        for f, text in ((os.path.join(repo, "course_lib", "mark"), "lib"), (os.path.join(env, "mark"), "env"),
+        for f, text in ((os.path.join(lib, "course_lib", "mark"), "lib"), (os.path.join(env, "mark"), "env"),
+                        (os.path.join(repo, "course_lib", "mark"), "REPOLIB"),
+                        (os.path.join(lib, "course_lib", "_edition.json"), '{"edition": "grading-kernel"}'),
                         (os.path.join(base, "other.txt"), "SECRET")):
             with open(f, "w") as fh:
                 fh.write(text)
@@ -520,9 +531,11 @@ def test_a_course_in_a_closed_folder_is_reached_by_the_kernels_uid(sandbox_root,
         real = sandbox.python_dirs()
         monkeypatch.setattr(sandbox, "python_dirs", lambda: real + [env])
         monkeypatch.setattr(sandbox, "REPO_DIR", repo)
+        monkeypatch.setenv("COURSE_KERNEL_LIB", lib)
         work = tempfile.mkdtemp(dir=sandbox_root)
         os.chmod(work, 0o755)
-        probe = (f"cat {env}/mark {repo}/course_lib/mark; echo; cat {base}/other.txt 2>/dev/null || echo hidden; "
+        probe = (f"cat {env}/mark {lib}/course_lib/mark; echo; cat {base}/other.txt 2>/dev/null || echo hidden; "
+                 f"cat {repo}/course_lib/mark 2>/dev/null || echo hidden; "
                  f"touch {env}/x 2>/dev/null && echo WRITABLE || echo read-only")
         uid = sandbox._free_uid()
         as_kernel = [shutil.which("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
@@ -530,7 +543,7 @@ def test_a_course_in_a_closed_folder_is_reached_by_the_kernels_uid(sandbox_root,
         argv = sandbox.build_bwrap_command(sandbox.bwrap_path(), as_kernel, work, [], env={"PATH": "/usr/bin:/bin"})
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        assert out.stdout.split() == ["envlib", "hidden", "read-only"], out.stdout + out.stderr
+        assert out.stdout.split() == ["envlib", "hidden", "hidden", "read-only"], out.stdout + out.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -1061,7 +1074,7 @@ def test_the_templates_warm_ups_keep_the_checks_teacher_notes():
     traceback instead (0.1 s of formatting per failed cell)."""
     import subprocess
 
-    code = ("from grading import warm\nwarm._warm_up(['05_blocks'])\n"
+    code = ("from grading import warm\nwarm._warm_up(warm.checks_modules(['05_blocks']))\n"
             "import sys\nprint('course_lib.checks.blocks' in sys.modules)\n"
             "from course_lib import checks\n"
             "def stub(*args, **kwargs):\n    raise NotImplementedError()\n"

@@ -84,16 +84,7 @@ def _require_bool_output(out, exercise: str, label: str) -> None:
         )
 
 
-# ---------------------------------------------------------------- input builders (numpy, never the reference)
-def _tril(T, S=None):
-    S = T if S is None else S
-    return np.arange(S)[None, :] <= np.arange(T)[:, None] + (S - T)
-
-
-def _lengths(lengths, max_len=None):
-    lengths = np.asarray(lengths)
-    S = int(lengths.max()) if max_len is None else max_len
-    return np.arange(S)[None, :] < lengths[:, None]
+# input masks are written inline (np.tri, a comparison with lengths): no function here computes a mask
 
 
 # ---------------------------------------------------------------- causal_mask
@@ -216,14 +207,14 @@ def _combine_cases(hidden: bool) -> list[Case]:
         rng = seeded(2002)
         per_seq = rng.random((2, 5, 5)) > 0.4
         return [
-            Case("causal_mask(3, 5) and lengths [5, 4]", (_tril(3, 5), _lengths([5, 4]))),
-            Case("a random (B, T, S) mask and lengths [5, 2]", (per_seq, _lengths([5, 2]))),
-            Case("causal_mask(6) and lengths [6, 1, 3, 4]", (_tril(6), _lengths([6, 1, 3, 4]))),
-            Case("only a padding mask, lengths [2, 3]", (None, _lengths([2, 3]))),
-            Case("only a causal mask", (_tril(4), None)),
+            Case("causal_mask(3, 5) and lengths [5, 4]", (np.tri(3, 5, 2, dtype=bool), (np.arange(5) < np.array([5, 4])[:, None]))),
+            Case("a random (B, T, S) mask and lengths [5, 2]", (per_seq, (np.arange(5) < np.array([5, 2])[:, None]))),
+            Case("causal_mask(6) and lengths [6, 1, 3, 4]", (np.tri(6, dtype=bool), (np.arange(6) < np.array([6, 1, 3, 4])[:, None]))),
+            Case("only a padding mask, lengths [2, 3]", (None, (np.arange(3) < np.array([2, 3])[:, None]))),
+            Case("only a causal mask", (np.tri(4, dtype=bool), None)),
             Case("neither mask (returns None)", (None, None)),
         ]
-    return [Case("causal_mask(4) and lengths [4, 2, 3]", (_tril(4), _lengths([4, 2, 3])))]
+    return [Case("causal_mask(4) and lengths [4, 2, 3]", (np.tri(4, dtype=bool), (np.arange(4) < np.array([4, 2, 3])[:, None])))]
 
 
 def check_combine_masks(student, hidden: bool = False) -> None:
@@ -265,13 +256,13 @@ def _additive_cases(hidden: bool) -> list[Case]:
     if hidden:
         rng = seeded(2004)
         return [Case("a random (2, 3, 4) mask", (rng.random((2, 3, 4)) > 0.5,)),
-                Case("causal_mask(5) with dtype=float32", (_tril(5),), {"dtype": np.float32}),
-                Case("a padding mask, lengths [1, 3]", (_lengths([1, 3]),)),
-                Case("a torch bool mask (2, 3)", (torch.from_numpy(_tril(2, 3)),)),
-                Case("a torch bool mask (3, 3) with dtype=torch.float16", (torch.from_numpy(_tril(3)),),
+                Case("causal_mask(5) with dtype=float32", (np.tri(5, dtype=bool),), {"dtype": np.float32}),
+                Case("a padding mask, lengths [1, 3]", ((np.arange(3) < np.array([1, 3])[:, None]),)),
+                Case("a torch bool mask (2, 3)", (torch.from_numpy(np.tri(2, 3, 1, dtype=bool)),)),
+                Case("a torch bool mask (3, 3) with dtype=torch.float16", (torch.from_numpy(np.tri(3, dtype=bool)),),
                      {"dtype": torch.float16})]
-    return [Case("causal_mask(3)", (_tril(3),)),
-            Case("a padding mask, lengths [2, 4]", (_lengths([2, 4]),))]
+    return [Case("causal_mask(3)", (np.tri(3, dtype=bool),)),
+            Case("a padding mask, lengths [2, 4]", ((np.arange(4) < np.array([2, 4])[:, None]),))]
 
 
 def check_to_additive(student, hidden: bool = False) -> None:
@@ -347,7 +338,7 @@ def _masked_softmax_cases(hidden: bool) -> list[Case]:
         s1, m1 = rng.normal(size=(2, 4, 6)) * 4, rng.random((2, 4, 6)) > 0.5
         m1[:, :, 0] = True
         s2 = rng.normal(size=(5, 5)) * 3
-        m2 = _tril(5) & _lengths([3], max_len=5)  # query i sees keys <= min(i, 2)
+        m2 = np.tri(5, dtype=bool) & (np.arange(5) < np.array([3])[:, None])  # query i sees keys <= min(i, 2)
         s3, m3 = rng.normal(size=(3, 4)) * 100, np.ones((3, 4), dtype=bool)
         m3[1] = False
         m3[2, 2:] = False
@@ -357,7 +348,7 @@ def _masked_softmax_cases(hidden: bool) -> list[Case]:
                 Case("a (4,) mask broadcast over (3, 4) scores", (s3, np.array([True, False, True, False]))),
                 Case("no mask", (s2,))]
     s = rng.normal(size=(3, 4)) * 2
-    causal = _tril(3, 4)
+    causal = np.tri(3, 4, 1, dtype=bool)
     pad_all = np.array([[True, True, False, False], [True, True, False, False], [False, False, False, False]])
     return [Case("(3, 4) scores with causal_mask(3, 4)", (s, causal)),
             Case("(3, 4) scores whose last row is fully masked", (s, pad_all))]

@@ -227,26 +227,16 @@ def _mha_case(rng, label, B, T, S, D, H, bias=True, mask=None, cross=True):
     return Case(label, args, kwargs)
 
 
-def causal_mask(T, S=None):  # numpy literals: inputs never come from a lesson's reference
-    S = T if S is None else S
-    return np.arange(S)[None, :] <= np.arange(T)[:, None] + (S - T)
-
-
-def padding_mask(lengths, max_len=None):
-    lengths = np.asarray(lengths)
-    return np.arange(int(lengths.max()) if max_len is None else max_len)[None, :] < lengths[:, None]
-
-
 def _mha_cases(hidden: bool) -> list[Case]:
     rng = seeded(3033 if hidden else 33)
     if not hidden:
         return [
             _mha_case(rng, "self-attention, B=2, T=5, D=8, H=2", 2, 5, 5, 8, 2, cross=False),
             _mha_case(rng, "cross-attention T=3, S=6, D=8, H=4, causal_mask(3, 6)", 2, 3, 6, 8, 4,
-                      mask=causal_mask(3, 6)),
+                      mask=np.tri(3, 6, 3, dtype=bool)),
         ]
-    pad = padding_mask([6, 4, 2])[:, None, None, :]  # (B, 1, 1, S)
-    both = (causal_mask(7) & padding_mask([7, 5], max_len=7)[:, None, :])[:, None]  # (B, 1, T, S)
+    pad = (np.arange(6) < np.array([6, 4, 2])[:, None])[:, None, None, :]  # (B, 1, 1, S)
+    both = (np.tri(7, dtype=bool) & (np.arange(7) < np.array([7, 5])[:, None])[:, None, :])[:, None]  # (B, 1, T, S)
     return [
         _mha_case(rng, "B=3, T=4, S=6, D=12, H=3, no biases, padding mask (B, 1, 1, S)", 3, 4, 6, 12, 3,
                   bias=False, mask=pad),
