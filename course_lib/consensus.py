@@ -55,7 +55,7 @@ from course_lib.positional import SinusoidalPositionalEncoding
 from course_lib.stats import paired_sign_p
 
 __all__ = [
-    "VOCAB", "GAP", "encode", "decode", "reverse_complement",
+    "VOCAB", "GAP", "encode", "decode",
     "edit_distance", "alignment_counts", "pileup", "majority_consensus",
     "soft_alignment_loss", "soft_edit_distance", "hard_alignment_loss", "positionwise_cross_entropy",
     "poa_consensus", "error_rate", "trimmed_error_rate", "column_labels", "windows", "label_windows", "ConsensusTransformer",
@@ -80,11 +80,6 @@ def decode(ids, drop_gaps: bool = True) -> str:
     """[1, 2, 0, 4] -> 'ACT' (or 'AC-T' with drop_gaps=False)."""
     s = "".join(VOCAB[int(i)] for i in ids)
     return s.replace("-", "") if drop_gaps else s
-
-
-def reverse_complement(seq: str) -> str:
-    """'AACG' -> 'CGTT'."""
-    return seq.translate(_COMPLEMENT)[::-1]
 
 
 # ---------------------------------------------------------------- edit distance

@@ -106,9 +106,20 @@ def _loaded_names(node) -> set[str]:
            {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
 
 
+JUDGE_PREFIX = "_judge_"  # checks' private functions that only the judge's edition runs (see _strip_unused_private)
+JUDGE_ONLY = "built by the judge's edition of course_lib only (the repository); this edition holds its values as data"
+
+
 def _strip_unused_private(tree: ast.Module, roots: list, stub: str) -> int:
-    """Stub every top-level private function not reachable from ``roots`` (nodes)."""
+    """Stub every top-level private function not reachable from ``roots`` (nodes). A function named
+    ``_judge_*`` (a checks module's builder of inputs, e.g. lesson 06's BPE that learns the merges its encode
+    cases use) is never reachable: its body raises, and what only it used is stubbed too; the edition gets
+    its values as data (:func:`write_inputs`)."""
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith("_")}
+    for name, node in list(defs.items()):
+        if name.startswith(JUDGE_PREFIX):
+            _strip_def(node, JUDGE_ONLY)
+            del defs[name]
     reachable: set[str] = set()
     todo = list(roots)
     while todo:
@@ -357,6 +368,23 @@ def capture_all() -> dict:
     return store
 
 
+def write_inputs(module: str, folder: str, hidden: bool) -> str | None:
+    """For a checks module with input builders (``_judge_inputs(hidden)``: values by name, and
+    ``inputs_as_data``), write their values, built by the judge's edition, to the module's ``INPUTS_FILE``
+    name in ``folder``; the edition's module reads them there instead of building them. ``hidden``: the
+    hidden cases' inputs too (the grading kernel's edition), else the visible ones only (the students')."""
+    import importlib
+
+    judge = importlib.import_module(module)
+    build = getattr(judge, "_judge_inputs", None)
+    if build is None:
+        return None
+    path = os.path.join(folder, os.path.basename(judge.INPUTS_FILE))
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(judge.inputs_as_data(build(hidden)), fh, ensure_ascii=False)
+    return path
+
+
 def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -> dict[str, list[str]]:
     """Write the students' edition of ``course_lib`` into ``lib``; return {file: names stripped}.
 
@@ -365,7 +393,7 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
     their hidden cases (:func:`student_edition_of_checks`). ``keep_hidden``: the grading kernel's edition
     (``grading.edition``), which runs the hidden tests' inputs through the student's functions."""
     shutil.copytree(COURSE_LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json",
-                                                                   "_edition.json"))
+                                                                   "_edition.json", "_inputs_*.json"))
     secret = withheld(released)
     stripped_by_file: dict[str, list[str]] = {}
     for folder, _, files in os.walk(lib):
@@ -382,6 +410,7 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
                                                                "registry.py")):
                     continue
                 new = student_edition_of_checks(source, keep_hidden=keep_hidden)
+                write_inputs(module, os.path.dirname(path), hidden=keep_hidden)
             else:
                 new, stripped = student_edition_of_module(source, set(secret.get(module, ())))
                 missing = sorted(set(secret.get(module, ())) - set(stripped))

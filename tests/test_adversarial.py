@@ -1116,13 +1116,13 @@ def test_a_kernel_that_swaps_the_kept_bpe_merges_scores_zero(monkeypatch):
         honest = json.loads(json.dumps(state.calls))  # as the notebook file carries them
     assert verify.verify_cell(cell, honest) is None
     bpe.warm_up()
-    kept = {k: dict(v) for k, v in bpe._TRAINED.items()}
-    with monkeypatch.context() as m:  # in the kernel: every kept training replaced by no merges at all
-        m.setattr(bpe, "_TRAINED", {k: {} for k in kept})
+    kept = {k: type(v)(v) for k, v in bpe._BUILT.items()}
+    with monkeypatch.context() as m:  # in the kernel: every kept input replaced by an empty one (no merges)
+        m.setattr(bpe, "_BUILT", {k: type(v)() for k, v in kept.items()})
         with transcript.using("record") as state:
             bpe.check_encode(encode, hidden=True)  # record mode never compares
             records = json.loads(json.dumps(state.calls))
-    assert bpe._TRAINED == kept
+    assert bpe._BUILT == kept
     verdict = verify.verify_cell(cell, records)
     assert verdict is not None and "does not match input" in verdict and "'lowest'" in verdict, verdict
 

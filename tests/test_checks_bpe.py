@@ -359,14 +359,49 @@ def test_the_cases_merges_are_trained_once_and_never_shared_between_cases():
     def hepato(cases):
         return next(c for c in cases if "hepatosplenomegaly" in c.label).args[1]
 
-    checks._TRAINED.clear()
+    checks._BUILT.clear()
     checks.warm_up()
-    assert len(checks._TRAINED) == 3  # the visible 'lowest' merges and the two hidden sets
+    assert set(checks._BUILT) == {"toy word counts", "lowest merges", "medical 80 merges", "medical 120 merges",
+                                  "sample encoded with 120 merges"}
     merges = hepato(checks._encode_cases(True))
     assert len(merges) == 80
     merges.clear()  # an answer that empties its input (caught as in place) cannot change the next case
     again = hepato(checks._encode_cases(True))
     assert len(again) == 80 and again is not merges
     words = checks._byte_words(checks._medical_sample(6_000))
-    assert again == bpe.train_naive(words, 80)  # the memo is the reference's training
+    assert again == bpe.train_naive(words, 80)  # the judge's inputs are the reference's training
+    assert checks._input("sample encoded with 120 merges") == bpe.encode_ids(
+        list(checks._DECODE_SAMPLE.encode()), checks._input("medical 120 merges"))
+    assert checks._input("toy word counts") == bpe.word_counts(checks._TOY)
+
+
+def test_an_edition_reads_the_inputs_as_data_and_holds_no_bpe(tmp_path):
+    """The students' and the kernel's editions get lesson 06's BPE-built inputs as data (grading.bundle
+    write_inputs): the same values, read back; the private BPE that built them is not in the edition."""
+    import importlib.util
+
+    from grading import bundle
+
+    src = open(checks.__file__, encoding="utf-8").read()
+    (tmp_path / "bpe.py").write_text(bundle.student_edition_of_checks(src, keep_hidden=True))
+    bundle.write_inputs("course_lib.checks.bpe", str(tmp_path), hidden=True)
+    spec = importlib.util.spec_from_file_location("edition_bpe", tmp_path / "bpe.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for name in ("toy word counts", "lowest merges", "medical 80 merges", "medical 120 merges",
+                 "sample encoded with 120 merges"):
+        assert mod._input(name) == checks._input(name), name
+    import ast
+
+    bodies = {n.name: n.body for n in ast.parse((tmp_path / "bpe.py").read_text()).body
+              if isinstance(n, ast.FunctionDef)}
+    for name in ("_judge_inputs", "_judge_train", "_judge_word_counts", "_judge_encode", "_train_with",
+                 "_encode_with", "_merge", "_stats"):
+        code = [b for b in bodies[name] if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+        assert len(code) == 1 and isinstance(code[0], (ast.Raise, ast.Return)), (name, ast.unparse(code[0]))
+        assert isinstance(code[0], ast.Raise) or ast.unparse(code[0]) == "return _not_shipped", name
+    (tmp_path / "_inputs_bpe.json").unlink()
+    mod._BUILT.clear()
+    with pytest.raises(NotImplementedError, match="judge's edition"):
+        mod._input("lowest merges")
     checks.check_encode(my_encode_ids, hidden=True)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from course_lib import consensus as C
+from course_lib import dna
 from course_lib.bio import pacbio
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -164,7 +165,7 @@ def test_loader_orients_subreads_to_the_forward_strand():
         assert len(mol.reference) == mol.ref_end - mol.ref_start
         for sub in mol.passes():
             fwd = C.edit_distance(sub.seq, mol.reference)[0]
-            rev = C.edit_distance(C.reverse_complement(sub.seq), mol.reference)[0]
+            rev = C.edit_distance(dna.reverse_complement(sub.seq), mol.reference)[0]
             assert fwd < rev, (mol.zmw, sub.name)
 
 

@@ -28,20 +28,12 @@ pytestmark = pytest.mark.slow
 _MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 PER_EXERCISE = 4  # cases per exercise in the sweep (enough to rule out a coincidence, few enough to be quick)
 
-# What the sweep still finds, each with why it is there. The list is exact: a new finding fails the test, and
-# so does one that is gone (then remove it here). Issue 33 stays open until it is empty: these helpers build a
-# check's inputs, or check a property of the student's output, inside the kernel; the fix is to hand the
-# kernel the inputs as data from the judge's edition and leave property checks to the verifier.
-KNOWN = {
-    ("course_lib.checks.bpe._stats", "get_stats"): "pair counts of the check's own merges (inputs of encode/decode)",
-    ("course_lib.checks.bpe._merge", "merge"): "the check's own BPE, which builds the merges that encode_ids is given",
-    ("course_lib.checks.bpe._private_word_counts", "word_counts"): "the same private BPE (lesson 06's inputs)",
-    ("course_lib.checks.bpe._private_train", "train_naive"): "the same private BPE (lesson 06's inputs)",
-    ("course_lib.checks.bpe._train_with", "train_naive"): "the same private BPE (lesson 06's inputs)",
-    ("course_lib.checks.bpe._private_encode", "encode_ids"): "the same private BPE: ids for the decode tests",
-    ("course_lib.checks.positional._pe", "sinusoidal_encoding"): "the shift property of shift_matrix's check",
-    ("course_lib.checks.positional._shift", "shift_matrix"): "the shift property of sinusoidal_encoding's check",
-}
+# What the sweep may still find, each with why it is there: nothing now. The list is exact: a new finding
+# fails the test, and so does a listed one that is gone. (Found and removed: lesson 06's private BPE, which
+# built its encode and decode inputs in the kernel, now data from the judge's edition; lesson 04's private
+# encoding and shift matrix, lesson 02 and 03's mask builders, lesson 12's one-hot; lesson 11's
+# reverse_complement, which was lesson 12's exercise.)
+KNOWN: dict = {}
 # exercises whose inputs cannot travel to the sweep's process (closures the checks build): not swept
 NOT_SWEPT = {"in_silico_mutagenesis": "its inputs are prediction functions (closures over a random model)"}
 

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import builtins
 import copy
+import json
+import os
 import operator
 from collections.abc import Mapping
 from typing import Callable, Sequence
@@ -577,6 +579,7 @@ def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, e
 
 # ---------------------------------------------------------------- inputs
 _TOY = "low low low low low lower lower newest newest newest newest newest newest widest widest widest"
+_DECODE_SAMPLE = "Naïve patient, β-blocker; café 🩺💊 Sjögren"
 _CLINICAL = ("Hepatosplenomegaly with fever.\nPneumothorax, left-sided; pneumonia ruled out.\t"
              "Acetaminophen 500 mg q6h; naïve to β-blockers. aaa aaaa ")
 
@@ -592,7 +595,7 @@ def _byte_words(text: str) -> dict:
     return ref.chunk_counts(text)  # the pre-split helper (not an exercise of this lesson)
 
 
-def _private_word_counts(text: str) -> dict:
+def _judge_word_counts(text: str) -> dict:
     out = {}
     for w in text.split():
         key = tuple(w[:-1]) + (w[-1] + _EOW,)
@@ -600,16 +603,53 @@ def _private_word_counts(text: str) -> dict:
     return out
 
 
-_TRAINED: dict = {}  # (word counts, num_merges, first_id) -> merges: the hidden cases' inputs, built once
+def _judge_train(word_counts: dict, num_merges: int, first_id: int = 256) -> dict:
+    return _train_with(word_counts, num_merges, first_id)
 
 
-def _private_train(word_counts: dict, num_merges: int, first_id: int = 256) -> dict:
-    """The merges the cases encode and decode with, each training done once per process (0.15 s each
-    for the hidden cases); a new dict per call, so a case's inputs are never shared with another's."""
-    key = (tuple(word_counts.items()), num_merges, first_id)
-    if key not in _TRAINED:
-        _TRAINED[key] = _train_with(word_counts, num_merges, first_id)
-    return dict(_TRAINED[key])
+def _judge_encode(ids, merges):
+    return _encode_with(ids, merges, choose=lambda i, present, m: min(present, key=lambda p: m[p]))
+
+
+def _judge_inputs(hidden: bool) -> dict:
+    """The cases' inputs that take a BPE to build (merges learned on a text, word counts, ids encoded with
+    them), by name. Only the judge's edition (the repository) runs this: an edition for students or for
+    the grading kernel holds their values as data (``INPUTS_FILE``, written by ``grading.bundle``), never
+    the BPE that built them, which would compute lesson 06's exercises for a blank answer."""
+    out = {"toy word counts": _judge_word_counts(_TOY),
+           "lowest merges": _judge_train(_byte_words("low lower newest widest lowest " * 3), 12)}
+    if hidden:
+        out["medical 80 merges"] = _judge_train(_byte_words(_medical_sample(6_000)), 80)
+        merges = _judge_train(_byte_words(_medical_sample(5000) + " naïve café 🩺💊 β-blocker"), 120)
+        out["medical 120 merges"] = merges
+        out["sample encoded with 120 merges"] = _judge_encode(_ids(_DECODE_SAMPLE), merges)
+    return out
+
+
+INPUTS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_inputs_bpe.json")
+_BUILT: dict = {}  # name -> input, built (or read) once per process: the hidden merges take 0.15 s each
+
+
+def inputs_as_data(values: dict) -> dict:
+    """``values`` (from ``_judge_inputs``) as JSON-ready data: a dict (tuple keys) as {"rows": [[key, value]]},
+    a list as {"list": [...]}."""
+    return {name: {"rows": [[list(k), v] for k, v in value.items()]} if isinstance(value, dict) else
+            {"list": list(value)} for name, value in values.items()}
+
+
+def _input(name: str):
+    """A case's input built by a BPE (see ``_judge_inputs``); a fresh copy per call, so a case's inputs are
+    never shared with another's."""
+    if name not in _BUILT:
+        if os.path.exists(INPUTS_FILE):
+            with open(INPUTS_FILE, encoding="utf-8") as fh:
+                for key, value in json.load(fh).items():
+                    _BUILT[key] = {tuple(k): v for k, v in value["rows"]} if "rows" in value else value["list"]
+        else:
+            _BUILT.update(_judge_inputs(hidden=True))
+    if name not in _BUILT:
+        raise KeyError(f"this edition of the course holds no input named {name!r}")
+    return copy.deepcopy(_BUILT[name])
 
 
 def _private_vocab(merges: dict) -> dict:
@@ -617,10 +657,6 @@ def _private_vocab(merges: dict) -> dict:
     for (a, b), idx in merges.items():
         vocab[idx] = vocab[a] + vocab[b]
     return vocab
-
-
-def _private_encode(ids, merges):
-    return _encode_with(ids, merges, choose=lambda i, present, m: min(present, key=lambda p: m[p]))
 
 
 def _ids(text: str) -> list[int]:
@@ -687,7 +723,7 @@ def _as_ints(words: dict[tuple[str, ...], int]) -> dict[tuple[int, ...], int]:
 
 
 def _train_cases(hidden: bool) -> list[Case]:
-    toy = _as_ints(_private_word_counts(_TOY))
+    toy = _as_ints(_input("toy word counts"))
     cases = [
         Case("Sennrich's toy corpus (as ids), 6 merges, first_id=20", (toy, 6), {"first_id": 20}),
         Case("'aaaa' once (overlapping pairs), 3 merges, first_id=1", ({(0, 0, 0, 0): 1}, 3), {"first_id": 1}),
@@ -710,7 +746,7 @@ def _train_cases(hidden: bool) -> list[Case]:
 
 
 def _encode_cases(hidden: bool) -> list[Case]:
-    small = _private_train(_byte_words("low lower newest widest lowest " * 3), 12)
+    small = _input("lowest merges")
     cases = [
         Case("[1, 2, 3, 1, 2] with merges {(1, 2): 4, (4, 3): 5}", ([1, 2, 3, 1, 2], {(1, 2): 4, (4, 3): 5})),
         Case("[1, 2, 3] with {(2, 3): 10, (1, 2): 11}: (2, 3) was learned first",
@@ -719,8 +755,7 @@ def _encode_cases(hidden: bool) -> list[Case]:
         Case("'lowest' with 12 merges learned on 'low lower newest widest lowest'", (_ids("lowest"), small)),
     ]
     if hidden:
-        text = _medical_sample(6_000)
-        merges = _private_train(_byte_words(text), 80)
+        merges = _input("medical 80 merges")
         cases += [
             Case("[2, 3, 4, 2, 3, 4] with {(3, 4): 10, (2, 3): 11, (10, 2): 12, (2, 10): 13}",
                  ([2, 3, 4, 2, 3, 4], {(3, 4): 10, (2, 3): 11, (10, 2): 12, (2, 10): 13})),
@@ -748,11 +783,9 @@ def _decode_cases(hidden: bool) -> list[Case]:
         Case("'interferon-γ' as bytes", (_ids("interferon-γ"), plain)),
     ]
     if hidden:
-        text = _medical_sample(5000)
-        merges = _private_train(_byte_words(text + " naïve café 🩺💊 β-blocker"), 120)
-        tok_vocab = _private_vocab(merges)
-        sample = "Naïve patient, β-blocker; café 🩺💊 Sjögren"
-        encoded = _private_encode(_ids(sample), merges)
+        tok_vocab = _private_vocab(_input("medical 120 merges"))
+        sample = _DECODE_SAMPLE
+        encoded = _input("sample encoded with 120 merges")
         cases += [
             Case("an empty list", ([], plain)),
             Case(f"{sample!r} encoded with 120 merges", (encoded, tok_vocab)),
