@@ -99,6 +99,42 @@ def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
     return proc
 
 
+_CELLS_CHANGED = "Cannot add or remove cells for notebook"
+
+
+def release_assignments(assignments: list[str], use_demo: bool) -> None:
+    """``nbgrader generate_assignment`` for each assignment. nbgrader refuses once a source notebook's graded
+    cells were added or removed after submissions of it entered the gradebook (a course update, an edited
+    lesson). The demo class is regenerated on every run, so its course then starts afresh (gradebook and
+    results) and every assignment is released again; a real class gets an error that says what happened and
+    what to do, and nothing of it is changed."""
+    changed = None
+    try:
+        for changed in assignments:
+            run_nbgrader("generate_assignment", changed, "--force")
+        return
+    except GradingError as err:
+        if _CELLS_CHANGED not in str(err):
+            raise
+        if not use_demo:
+            raise GradingError(
+                f"the graded cells of {changed}'s source notebook were added or removed after this "
+                f"class's submissions of it were graded, and nbgrader refuses to change a gradebook that holds "
+                f"them ({db_url()}). Either restore the notebook's cells as they were when the class was graded "
+                f"(git log notebooks/{changed}), or grade this class in a new course folder (COURSE_ROOT) whose gradebook "
+                f"starts empty; the grades already recorded are unchanged.") from None
+    log(f"[release] the demo class's gradebook predates a change of {changed}'s graded cells: the demo course "
+        "starts afresh (gradebook and results; it is regenerated on every run)")
+    for name in ("gradebook.db", "autograded", os.path.join("logs", "results")):
+        path = os.path.join(GRADING_DIR, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+    for a in assignments:
+        run_nbgrader("generate_assignment", a, "--force")
+
+
 def db_url() -> str:
     """The gradebook URL exactly as nbgrader_config.py computes it."""
     from traitlets.config.loader import PyFileConfigLoader
@@ -747,8 +783,8 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     log(f"[preflight] kernel {opts.kernel!r} ({python}): {status}")
     check_writable()
     compared = 0
+    release_assignments(opts.assignments, use_demo)
     for a in opts.assignments:
-        run_nbgrader("generate_assignment", a, "--force")
         compared += preflight.check_gradebook_matches_source(db_url(), a)
     log(f"[release] regenerated {len(opts.assignments)} assignment(s) into {os.path.join(GRADING_DIR, 'release')}; "
         f"the gradebook's {compared} test/locked cells equal the source")
