@@ -104,6 +104,7 @@ SLOW_FILES = {
     "tests/test_browser.py": 65, "tests/test_report.py": 60, "tests/test_bundle_lessons_a.py": 60,
     "tests/test_verify.py": 50, "tests/test_bundle.py": 50, "tests/test_prompt_tuning.py": 45,
     "notebooks/12_long_range_dna/long_range_dna.ipynb": 43, "notebooks/10_proteins/proteins.ipynb": 36,
+    "tests/test_kernel_edition.py": 110,  # measured alone, 2026-11-26: two sweeps of every course_lib function
 }
 
 
