@@ -1013,6 +1013,31 @@ def code_copy_by_name(ctx):
     '''}))
 
 
+def reference_run_by_path(ctx):
+    """Issue 33 item 1: the reference module's source file run by its path (a fresh function, never the
+    object the forbidden-call tripwires wrap). The kernel's course_lib is the students' edition: the file
+    holds a stub that raises."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        import pathlib
+        import runpy
+        import sys
+
+        # the package's folder found on the import path, its name built at run time
+        _source = next(pathlib.Path(p) / ("course" + "_lib") / "attention.py" for p in sys.path
+                       if (pathlib.Path(p) / ("course" + "_lib") / "attention.py").is_file())
+        softmax = runpy.run_path(str(_source))["softmax"]
+    '''}))
+
+
+def reference_by_dotted_name(ctx):
+    """Issue 33 item 1: the reference found by a dotted name built at run time (``pydoc.locate``)."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        import pydoc
+
+        softmax = pydoc.locate(".".join(["course_lib", "attention", "soft" + "max"]))
+    '''}))
+
+
 def module_written_then_imported(ctx):
     """A cell writes a module whose text copies the reference's code object and imports it: the code
     is a string literal where the scan reads it."""
@@ -1250,6 +1275,11 @@ HOSTILE = [
          feedback=("# x70 Fake headline", "[x70 link](http://x70.example)"),
          absent_html=('id="x70-Fake-headline"', 'href="http://x70.example"', 'src="http://x70.example/y.png"',
                       "<script>alert('x70')")),
+    Case("x72_reference_run_by_path", "blank; softmax is the function of course_lib/attention.py run by its path "
+         "(runpy): in the students' edition the kernel mounts, a stub", 0.0, build=reference_run_by_path,
+         feedback=("not released yet",)),
+    Case("x73_reference_by_dotted_name", "blank; softmax is pydoc.locate of a dotted name built at run time: the "
+         "students' edition's stub", 0.0, build=reference_by_dotted_name, feedback=("not released yet",)),
     Case("x71_course_env_and_proc", "reads COURSE_* settings (a harmless-looking one included) and the host's "
          "/proc", 9.0, build=course_env_and_proc,
          feedback=("x71 harmless setting not passed", "x71 own /proc only"), absent=("LEAKED", "PROC LEAK")),
