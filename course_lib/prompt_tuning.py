@@ -594,8 +594,10 @@ def rationale_option_scores(lm: nn.Module, tokenizer, prefix: str, prompts: Sequ
         gen = torch.zeros(B, 0, dtype=torch.long, device=device)
         for _ in range(max_new_tokens):
             if temperature > 0:
-                probs = torch.softmax(logits.float() / temperature, dim=-1)
-                nxt = torch.multinomial(probs.to(generator.device), 1, generator=generator).squeeze(1).to(device)
+                # inverse-CDF sampling (as torch.multinomial, several times faster over a 49k vocabulary)
+                cdf = torch.softmax(logits.float() / temperature, dim=-1).cumsum(dim=-1).to(generator.device)
+                u = torch.rand(cdf.shape[0], 1, generator=generator, device=generator.device) * cdf[:, -1:]
+                nxt = torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=cdf.shape[1] - 1).to(device)
             else:
                 nxt = logits.argmax(dim=-1)
             done = done | torch.isin(nxt, stops)
