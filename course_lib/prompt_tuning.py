@@ -24,10 +24,15 @@ Covers
       (``mcnemar_exact``: McNemar's exact binomial test on the discordant pairs), and the
       shipped soft prompts' file format (``save_soft_prompt`` / ``load_soft_prompt``:
       safetensors, float16, with the settings that made them as metadata).
+    * Chain-of-thought prompting (Wei et al. 2022) and self-consistency (Wang et al. 2023):
+      ``cot_prompt`` (solved training questions with the worked rationales of ``COT_RATIONALES``),
+      ``rationale_option_scores`` (greedy or seeded sampled rationales, batched with the key/value
+      cache, then the options scored after each rationale), ``majority_vote`` (the vote over paths,
+      with a stated tie rule), ``stop_token_ids`` (the tokens that end a rationale).
 
 Does NOT cover
     * prefix tuning (vectors in every layer), LoRA or any change of the model's weights;
-    * sampling and generation (options are scored, never generated);
+    * free-text answers: even after a generated rationale the answer is read by scoring the options;
     * the paper's scale: Med-PaLM tunes a soft prompt for a 540-billion-parameter model.
 """
 from __future__ import annotations
@@ -46,7 +51,8 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 __all__ = ["prepend_soft_prompt", "answer_only_labels", "option_log_likelihood", "freeze_model", "SoftPrompt",
            "PromptedLM", "lm_loss", "encode_examples", "trim_padding", "option_scores", "text_embeds", "wilson_interval",
            "IGNORE", "InstructionPrompt", "step_budget", "mcnemar_exact", "save_soft_prompt", "load_soft_prompt",
-           "SHIPPED_PROMPTS"]
+           "SHIPPED_PROMPTS", "COT_RATIONALES", "cot_prompt", "stop_token_ids", "rationale_option_scores",
+           "majority_vote"]
 
 IGNORE = -100  # the label torch's cross_entropy skips (ignore_index)
 
@@ -446,3 +452,221 @@ def load_soft_prompt(path, device=None) -> tuple[torch.Tensor, dict]:
         meta = dict(fh.metadata() or {})
         weight = fh.get_tensor("soft_prompt").float()
     return weight.to(device or "cpu"), meta
+
+
+# ---------------------------------------------------------------- chain of thought and self-consistency
+# Worked rationales for the lesson's task, written for the course: a short reason, then the organ system.
+# Keyed by HPO id; every one is a TRAINING question (the three solved examples of the few-shot prompt), so the
+# chain-of-thought prompt differs from the few-shot prompt only by the rationales (tests/test_chain_of_thought.py).
+COT_RATIONALES = {
+    "HP:0031775": "Strabismus means the two eyes do not point the same way.",  # Neurogenic strabismus -> eye
+    "HP:0030437": "The anal canal is the last part of the gut.",  # Anal canal neoplasm -> digestive system
+    "HP:6000882": "Antibodies are made by the body's defence against infection.",  # Anti-recoverin antibody -> immune
+}
+
+
+def cot_prompt(instruction: str, examples: Sequence, rationales: dict | None = None) -> str:
+    """A few-shot chain-of-thought prompt: the instruction, then each solved example with its worked rationale.
+
+    ``examples``: questions (``course_lib.bio.hpo_questions.Question``) of the TRAINING split, each with a
+    rationale in ``rationales`` (default :data:`COT_RATIONALES`), keyed by HPO id. Each example reads
+    ``Phenotype: <name>\\nReasoning: <rationale>\\nSystem: <answer>\\n\\n``, so the prompt ends where the next
+    ``Phenotype: ...\\nReasoning:`` begins. Raises ValueError for an example outside the training split (a
+    held-out question in the prompt would leak its answer) or without a rationale.
+
+    >>> from course_lib.bio.hpo_questions import Question
+    >>> q = Question("HP:0031775", "Neurogenic strabismus", ("blood", "eye", "ear", "immune system"), 1, "train")
+    >>> cot_prompt("Which organ system?\\n\\n", [q])
+    'Which organ system?\\n\\nPhenotype: Neurogenic strabismus\\nReasoning: Strabismus means the two eyes do not point the same way.\\nSystem: eye\\n\\n'
+    """
+    rationales = COT_RATIONALES if rationales is None else rationales
+    parts = [instruction]
+    for q in examples:
+        if q.split != "train":
+            raise ValueError(f"chain-of-thought examples must come from the training split; {q.phenotype!r} "
+                             f"({q.hpo_id}) is a {q.split!r} question")
+        if q.hpo_id not in rationales:
+            raise ValueError(f"no rationale for {q.phenotype!r} ({q.hpo_id}); known: {sorted(rationales)}")
+        parts.append(f"Phenotype: {q.phenotype}\nReasoning: {rationales[q.hpo_id]}\nSystem: {q.answer_text}\n\n")
+    return "".join(parts)
+
+
+def stop_token_ids(tokenizer, stop: str = "\n") -> torch.Tensor:
+    """(S,) the ids of every vocabulary token whose text contains ``stop``, and the end-of-sequence token.
+
+    A generated rationale ends at its first line break; BPE vocabularies have many tokens that
+    contain one (``"\\n"``, ``"\\n\\n"``, ``".\\n"``), so all of them stop it.
+    """
+    vocab = len(tokenizer)
+    texts = tokenizer.batch_decode([[i] for i in range(vocab)])
+    ids = [i for i, t in enumerate(texts) if stop in t]
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.append(tokenizer.eos_token_id)
+    return torch.tensor(sorted(ids), dtype=torch.long)
+
+
+def _select_rows(cache, rows: torch.Tensor):
+    """A new cache with the given batch rows of ``cache`` (the original is not modified)."""
+    from transformers import DynamicCache
+
+    return DynamicCache([(layer.keys[rows], layer.values[rows]) for layer in cache.layers])
+
+
+@torch.no_grad()
+def rationale_option_scores(lm: nn.Module, tokenizer, prefix: str, prompts: Sequence[str],
+                            options: Sequence[Sequence[str]], *, scorer: Callable, paths: int = 1,
+                            temperature: float = 0.0, generator: torch.Generator | None = None,
+                            max_new_tokens: int = 16, cue: str = "\nSystem:", normalise: bool | tuple = False,
+                            batch_size: int = 24, option_batch: int = 128, stop_ids: torch.Tensor | None = None):
+    """Generate ``paths`` rationales per question, then score every option after [prefix; prompt; rationale; cue].
+
+    For each of the N ``prompts`` (``"Phenotype: ...\\nReasoning:"``) the model continues the text after
+    ``prefix`` (a chain-of-thought prompt, :func:`cot_prompt`) for at most ``max_new_tokens`` tokens, up to
+    the first token in ``stop_ids`` (default :func:`stop_token_ids`: a line break or the end of sequence;
+    the stop token itself is not kept). ``temperature`` 0 takes the most likely token at every step
+    (greedy: every path the same); above 0 it samples from softmax(logits / temperature) with
+    ``generator`` (required then: the same seed gives the same paths). Then ``cue`` is appended and the K
+    options of each question are scored by ``scorer(logits, labels, normalise)`` with the labels'
+    convention of :func:`option_scores` (the lesson passes the student's ``option_log_likelihood``).
+
+    The answer is read off by scores, never parsed from free text: a 135M model rarely finishes a
+    rationale with an answer in a parseable form, so, as for every other condition of the lesson, the
+    options are scored, here conditioned on the question AND the generated rationale.
+
+    Nothing is computed twice: the prefix runs once (its key/value cache is copied for each batch of
+    ``batch_size`` questions), each question once (its cache is repeated for its ``paths``), every
+    generated token once, and the cue and the options continue from that cache (options in chunks of
+    ``option_batch`` rows, to bound memory), exactly as a forward pass over the whole text would score
+    them (tests/test_chain_of_thought.py checks this against one uncached forward pass).
+
+    Returns ``(rationales, scores)``: ``rationales[i][p]`` the text of question i's path p (stripped),
+    ``scores`` (N, paths, K) float32 on the CPU (a tuple of them when ``normalise`` is a tuple).
+    """
+    emb = lm.get_input_embeddings()
+    device = emb.weight.device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    if not isinstance(paths, int) or paths < 1 or max_new_tokens < 1:
+        raise ValueError(f"paths and max_new_tokens must be positive integers, got {paths!r}, {max_new_tokens!r}")
+    if temperature < 0 or (temperature > 0 and generator is None):
+        raise ValueError("temperature must be >= 0, and sampling (temperature > 0) needs a torch.Generator "
+                         f"so that the same seed gives the same paths; got temperature={temperature!r}, "
+                         f"generator={generator!r}")
+    K = len(options[0])
+    if len(options) != len(prompts) or any(len(row) != K for row in options):
+        raise ValueError(f"every question needs the same number of options and one row of options per prompt, "
+                         f"got {len(prompts)} prompts and option rows of lengths {sorted({len(r) for r in options})}")
+    stops = (stop_token_ids(tokenizer) if stop_ids is None else stop_ids).to(device)
+    flags = normalise if isinstance(normalise, tuple) else (normalise,)
+    N = len(prompts)
+    outs = [torch.empty(N, paths, K, dtype=torch.float32) for _ in flags]
+    rationales: list[list[str]] = [[""] * paths for _ in range(N)]
+    head_ids = tokenizer(prefix)["input_ids"]
+    cue_ids = tokenizer(cue)["input_ids"]
+    qs_all = [tokenizer(p)["input_ids"] for p in prompts]
+    opts_all = [[tokenizer(o)["input_ids"] for o in row] for row in options]
+    if not head_ids or not cue_ids or any(not q for q in qs_all) or any(not o for row in opts_all for o in row):
+        raise ValueError("the prefix, the cue, every prompt and every option must have at least one token")
+    P = len(head_ids)
+    head_cache = lm(input_ids=torch.tensor([head_ids], device=device), use_cache=True).cache
+    for lo in range(0, N, batch_size):
+        rows = list(range(lo, min(lo + batch_size, N)))
+        b, Lq = len(rows), max(len(qs_all[i]) for i in rows)
+        # 1) the questions after the cached prefix, LEFT-padded (padding between prefix and question)
+        ids = torch.full((b, Lq), pad, dtype=torch.long, device=device)
+        mask = torch.zeros(b, P + Lq, dtype=torch.long, device=device)
+        mask[:, :P] = 1
+        for r, i in enumerate(rows):
+            ids[r, Lq - len(qs_all[i]):] = torch.tensor(qs_all[i], device=device)
+            mask[r, P + Lq - len(qs_all[i]):] = 1
+        pos = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        cache = copy.deepcopy(head_cache)
+        cache.batch_repeat_interleave(b)
+        out = lm(input_ids=ids, attention_mask=mask, position_ids=pos[:, P:], cache=cache, use_cache=True,
+                 logits_to_keep=1)
+        # 2) each question's cache repeated for its paths; then one token per step for every path
+        cache = out.cache
+        cache.batch_repeat_interleave(paths)
+        logits = out.logits[:, -1].repeat_interleave(paths, dim=0)  # (B, V), B = b * paths
+        mask = mask.repeat_interleave(paths, dim=0)  # (B, P + Lq)
+        B = b * paths
+        n_real = mask.sum(dim=1)  # (B,) real tokens so far = the next position
+        done = torch.zeros(B, dtype=torch.bool, device=device)
+        gen = torch.zeros(B, 0, dtype=torch.long, device=device)
+        for _ in range(max_new_tokens):
+            if temperature > 0:
+                # inverse-CDF sampling (as torch.multinomial, several times faster over a 49k vocabulary)
+                cdf = torch.softmax(logits.float() / temperature, dim=-1).cumsum(dim=-1).to(generator.device)
+                u = torch.rand(cdf.shape[0], 1, generator=generator, device=generator.device) * cdf[:, -1:]
+                nxt = torch.searchsorted(cdf, u, right=True).squeeze(1).clamp(max=cdf.shape[1] - 1).to(device)
+            else:
+                nxt = logits.argmax(dim=-1)
+            done = done | torch.isin(nxt, stops)
+            nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
+            if bool(done.all()):
+                break
+            gen = torch.cat([gen, nxt[:, None]], dim=1)
+            keep = (~done).long()
+            mask = torch.cat([mask, keep[:, None]], dim=1)
+            out = lm(input_ids=nxt[:, None], attention_mask=mask, position_ids=n_real[:, None], cache=cache,
+                     use_cache=True)
+            cache, logits = out.cache, out.logits[:, -1]
+            n_real = n_real + keep
+        for r in range(B):
+            toks = gen[r][mask[r, P + Lq:].bool()].tolist()
+            rationales[rows[r // paths]][r % paths] = tokenizer.decode(toks).strip()
+        # 3) the cue after every rationale; its last position predicts each option's first token
+        cue_t = torch.tensor(cue_ids, device=device).expand(B, len(cue_ids))
+        mask = torch.cat([mask, torch.ones_like(cue_t)], dim=1)
+        cpos = n_real[:, None] + torch.arange(len(cue_ids), device=device)
+        first = lm(input_ids=cue_t, attention_mask=mask, position_ids=cpos, cache=cache, use_cache=True,
+                   logits_to_keep=1)
+        last_pos = cpos[:, -1]
+        # 4) the options, continuing from each path's cache (as in option_scores)
+        flat = [o for r in range(B) for o in opts_all[rows[r // paths]]]  # B*K options, path-major
+        Lo = max(len(o) for o in flat)
+        ologits = torch.zeros(B * K, Lo + 1, first.logits.shape[-1], dtype=first.logits.dtype, device=device)
+        ologits[:, 0] = first.logits[:, -1].repeat_interleave(K, dim=0)
+        for n in sorted({len(o) for o in flat} - {1}):
+            which = [j for j, o in enumerate(flat) if len(o) == n]
+            for c in range(0, len(which), option_batch):
+                part = which[c:c + option_batch]
+                src = torch.tensor([j // K for j in part], dtype=torch.long, device=device)  # their paths
+                oid = torch.tensor([flat[j][:-1] for j in part], dtype=torch.long, device=device)  # (m, n-1)
+                opos = last_pos[src, None] + 1 + torch.arange(n - 1, device=device)
+                omask = torch.cat([mask[src], torch.ones_like(oid)], dim=1)
+                o = lm(input_ids=oid, attention_mask=omask, position_ids=opos, cache=_select_rows(first.cache, src))
+                ologits[torch.tensor(part, device=device), 1:n] = o.logits
+        labels = torch.full((B * K, Lo + 1), IGNORE, dtype=torch.long, device=device)
+        for j, o in enumerate(flat):
+            labels[j, 1:1 + len(o)] = torch.tensor(o, device=device)
+        for res, flag in zip(outs, flags):
+            res[lo:lo + b] = scorer(ologits, labels, flag).float().view(b, paths, K).cpu()
+    return rationales, (tuple(outs) if isinstance(normalise, tuple) else outs[0])
+
+
+def majority_vote(answers: torch.Tensor, scores: torch.Tensor | None = None) -> torch.Tensor:
+    """(N,) the answer most of each question's k paths gave (self-consistency, Wang et al. 2023).
+
+    ``answers``: (N, k) int, the option each path chose. A tie between options with the same number of
+    votes goes to the tied option with the highest score summed over the k paths (``scores``: (N, k, K),
+    the scores the paths' answers were read from: the option the paths find most likely together);
+    without ``scores``, or when those sums tie too, to the lowest option index.
+
+    >>> majority_vote(torch.tensor([[2, 0, 2], [1, 3, 0]]))  # 2 wins 2:1; 1-1-1 tie -> lowest index
+    tensor([2, 0])
+    >>> s = torch.tensor([[[0., -1., -5.], [0., -1., -5.], [-9., 0., -5.]]])  # (1, 3 paths, 3 options)
+    >>> majority_vote(torch.tensor([[0, 0, 1]]), s), majority_vote(torch.tensor([[0, 1, 2]]), s)
+    (tensor([0]), tensor([1]))
+    """
+    answers = torch.as_tensor(answers).long()
+    if answers.dim() != 2:
+        raise ValueError(f"answers must be (N questions, k paths), got shape {tuple(answers.shape)}")
+    K = int(answers.max()) + 1 if scores is None else scores.shape[-1]
+    votes = F.one_hot(answers, K).sum(dim=1)  # (N, K)
+    best = votes == votes.max(dim=1, keepdim=True).values  # (N, K) the options with the most votes
+    if scores is not None:
+        if scores.shape[:2] != answers.shape:
+            raise ValueError(f"scores must be (N, k, K) for answers {tuple(answers.shape)}, got {tuple(scores.shape)}")
+        total = scores.double().sum(dim=1).masked_fill(~best, float("-inf"))  # (N, K), only the tied options
+        best = best & (total == total.max(dim=1, keepdim=True).values)
+    return best.long().argmax(dim=1)  # argmax returns the first maximum: the lowest index among exact ties
