@@ -1275,14 +1275,14 @@ HOSTILE = [
          feedback=("# x70 Fake headline", "[x70 link](http://x70.example)"),
          absent_html=('id="x70-Fake-headline"', 'href="http://x70.example"', 'src="http://x70.example/y.png"',
                       "<script>alert('x70')")),
+    Case("x71_course_env_and_proc", "reads COURSE_* settings (a harmless-looking one included) and the host's "
+         "/proc", 9.0, build=course_env_and_proc,
+         feedback=("x71 harmless setting not passed", "x71 own /proc only"), absent=("LEAKED", "PROC LEAK")),
     Case("x72_reference_run_by_path", "blank; softmax is the function of course_lib/attention.py run by its path "
          "(runpy): in the students' edition the kernel mounts, a stub", 0.0, build=reference_run_by_path,
          feedback=("not released yet",)),
     Case("x73_reference_by_dotted_name", "blank; softmax is pydoc.locate of a dotted name built at run time: the "
          "students' edition's stub", 0.0, build=reference_by_dotted_name, feedback=("not released yet",)),
-    Case("x71_course_env_and_proc", "reads COURSE_* settings (a harmless-looking one included) and the host's "
-         "/proc", 9.0, build=course_env_and_proc,
-         feedback=("x71 harmless setting not passed", "x71 own /proc only"), absent=("LEAKED", "PROC LEAK")),
 ]
 
 CASES = HONEST + HOSTILE
