@@ -42,14 +42,15 @@ RELEASED_RERUN = [a for a in LESSONS if a > RELEASED_UP_TO and reads_released(a,
 KNOWN_FAILING: dict[tuple[str, str], str] = {}
 
 
-def _root(tmp_path_factory) -> str:
+def shared_root(tmp_path_factory) -> str:
+    """A folder shared by every process of the test session (what is built once for all of them goes there)."""
     base = tmp_path_factory.getbasetemp()
     # under xdist each worker has its own basetemp below one per-session folder: share that one
     return str(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
 
 
 def built_bundle(tmp_path_factory, released: list[str]) -> dict:
-    return bundle_student.shared_build(_root(tmp_path_factory), released)
+    return bundle_student.shared_build(shared_root(tmp_path_factory), released)
 
 
 def lesson_params(tag: str, lessons: list[str]) -> list:

@@ -1,6 +1,6 @@
 """Call every function of a course_lib edition on the graded exercises' inputs; print those that compute an answer.
 
-    python -P tests/kernel_edition_sweep.py CASES OUT     (with PYTHONPATH = the edition's folder only)
+    python -P tests/kernel_edition_sweep.py CASES OUT [ONLY]    (with PYTHONPATH = the edition's folder only)
 
 ``CASES`` (``torch.save``): {exercise: [(args, kwargs, reference output), ...]}, made by
 ``tests/test_kernel_edition.py`` in the judge's process. For every function defined in a module of the
@@ -9,7 +9,8 @@ inputs its signature accepts is run (a few seconds at most each); ``OUT`` gets, 
 (function, exercise) whose output equals the reference's on the first such case and on most of them (a function a blank answer could
 call instead of writing the exercise), and the functions too slow to sweep (``slow``: a call stopped after ``CALL_SECONDS``,
 stopped ``MAX_SLOW_CALLS`` times: data loaders and training loops). Outputs that say little (None, a bool) never count. A function that gets
-an exercise's first input wrong is not tried on the rest.
+an exercise's first input wrong is not tried on the rest. ``ONLY`` (optional, JSON): the qualified names to sweep, no
+other (the test's control run, which only has to show that the references are recognised).
 """
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def telling(ref) -> bool:
     return ref is not None and not isinstance(ref, bool)
 
 
-def functions():
+def functions(only=None):
     import course_lib
 
     names = ["course_lib"] + [m.name for m in pkgutil.walk_packages(course_lib.__path__, "course_lib.")]
@@ -82,11 +83,11 @@ def functions():
         except Exception:  # noqa: BLE001 - a module that does not import offers nothing to call
             continue
         for attr, obj in sorted(vars(module).items()):
-            if inspect.isfunction(obj) and obj.__module__ == name:
+            if inspect.isfunction(obj) and obj.__module__ == name and (only is None or f"{name}.{attr}" in only):
                 yield f"{name}.{attr}", obj
 
 
-def main(cases_path: str, out_path: str) -> None:
+def main(cases_path: str, out_path: str, only_path: str | None = None) -> None:
     import torch
 
     cases = torch.load(cases_path, weights_only=False)
@@ -94,15 +95,19 @@ def main(cases_path: str, out_path: str) -> None:
     scratch = tempfile.mkdtemp(prefix="sweep-")
     os.chdir(scratch)  # anything a function writes goes here (a model converter given a path, say), then is removed
     try:
-        _sweep(cases, out_path)
+        only = None
+        if only_path:
+            with open(only_path) as fh:
+                only = set(json.load(fh))
+        _sweep(cases, out_path, only)
     finally:
         os.chdir("/")
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _sweep(cases: dict, out_path: str) -> None:
+def _sweep(cases: dict, out_path: str, only=None) -> None:
     found, slow, called = [], [], 0
-    for qualname, fn in functions():
+    for qualname, fn in functions(only):
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -140,4 +145,4 @@ def _sweep(cases: dict, out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -19,15 +19,13 @@ import pytest
 import torch
 
 import bundle_student
-from bundle_fixtures import built_bundle
+import graded_cells
+from bundle_fixtures import built_bundle, shared_root
 from conftest import REPO, source_notebooks
-from course_lib.checks import core, registry
+from course_lib.checks import registry
 from grading import bundle
 
 pytestmark = pytest.mark.slow
-
-_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
-
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
@@ -135,83 +133,8 @@ def test_known_wrong_answers_are_stubs(built):
 
 
 # ---------------------------------------------------------------- no hidden input
-def _walk_strings(x, out, depth=0):
-    if depth > 6:
-        return
-    if isinstance(x, str):
-        if len(x) >= 12:
-            out.add(x)
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            _walk_strings(y, out, depth + 1)
-    elif isinstance(x, dict):
-        for k, v in x.items():
-            _walk_strings(k, out, depth + 1)
-            _walk_strings(v, out, depth + 1)
-
-
-def _record_inputs() -> dict:
-    """Run every graded test cell of the instructor's notebooks on the instructor's solutions, recording
-    the seeds given to ``core.seeded`` and ``torch.Generator().manual_seed``, the Cases' labels and their
-    literal string inputs: {"visible": {...}, "hidden": {...}}."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import course_lib.checks as checks_pkg
-
-    seen = {k: {"seeds": set(), "labels": set(), "strings": set()} for k in ("visible", "hidden")}
-    current = ["visible"]
-    seeded, case_init, generator = core.seeded, core.Case.__init__, torch.Generator
-
-    def rec_seeded(seed):
-        seen[current[0]]["seeds"].add(int(seed))
-        return seeded(seed)
-
-    class RecGenerator(generator):
-        def manual_seed(self, seed):
-            seen[current[0]]["seeds"].add(int(seed))
-            return super().manual_seed(seed)
-
-    def rec_case(self, label, args, kwargs=None, **more):
-        case_init(self, label, args, {} if kwargs is None else kwargs, **more)
-        seen[current[0]]["labels"].add(label)
-        _walk_strings(args, seen[current[0]]["strings"])
-        _walk_strings(kwargs or {}, seen[current[0]]["strings"])
-
-    modules = [getattr(checks_pkg, e.checks[0].split(".")[2]) for e in registry.exercises()]
-    patched = [(m, "seeded", m.seeded) for m in set(modules) if hasattr(m, "seeded")]
-    try:
-        for m, attr, _ in patched:
-            setattr(m, attr, rec_seeded)
-        core.seeded = rec_seeded
-        core.Case.__init__ = rec_case
-        torch.Generator = RecGenerator
-        for a, path in source_notebooks():
-            nb = nbformat.read(path, as_version=4)
-            cwd = os.getcwd()
-            os.chdir(os.path.dirname(path))
-            try:
-                ns = {"__name__": "__notebook__"}
-                for cell in nb.cells:
-                    meta = cell.metadata.get("nbgrader", {})
-                    if cell.cell_type != "code":
-                        continue
-                    if meta.get("grade_id") == "setup" or meta.get("solution"):
-                        exec(compile(_MARKERS.sub("", cell.source), f"<{meta.get('grade_id')}>", "exec"), ns)
-                    elif meta.get("grade") and "checks." in cell.source:
-                        current[0] = "hidden" if "hidden=True" in cell.source else "visible"
-                        exec(compile(cell.source, f"<{meta.get('grade_id')}>", "exec"), dict(ns))
-            finally:
-                os.chdir(cwd)
-    finally:
-        for m, attr, orig in patched:
-            setattr(m, attr, orig)
-        core.seeded, core.Case.__init__, torch.Generator = seeded, case_init, generator
-    return seen
-
-
-def test_no_hidden_test_input_in_the_bundle(built):
-    seen = _record_inputs()
+def test_no_hidden_test_input_in_the_bundle(built, tmp_path_factory):
+    seen = graded_cells.shared_record(shared_root(tmp_path_factory))["seen"]
     vis, hid = seen["visible"], seen["hidden"]
     hidden_seeds = hid["seeds"] - vis["seeds"]
     hidden_labels = hid["labels"] - vis["labels"]

@@ -37,6 +37,18 @@ def test_demo_class_gets_exactly_its_expected_scores(demo_run):
     expected = demo.expected_scores()
     with open(root / "grades.csv", newline="") as fh:
         rows = {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(fh)}
+    # every lesson's graded path, as grading runs it: the instructor's solutions earn every autograded point,
+    # the untouched release (hidden tests included) none (what tests/test_notebooks.py relies on)
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for assignment in expected:
+            for student, full in (("s01_correct", True), ("s02_blank", False)):
+                auto = [(g.name, g.auto_score, g.max_score) for nb in gb.find_submission(assignment, student).notebooks
+                        for g in nb.grades if g.auto_score is not None]
+                assert auto, (assignment, student)
+                wrong = [a for a in auto if a[1] != (a[2] if full else 0)]
+                assert not wrong, f"{assignment} {student}: (test, points, max) {wrong}"
     for assignment, scores in expected.items():
         for student, score in scores.items():
             assert rows[(assignment, student)] == pytest.approx(score, abs=1e-9), (assignment, student)

@@ -11,22 +11,20 @@ import copy
 import json
 import os
 import pickle
-import re
 import subprocess
 import sys
 
-import nbformat
 import pytest
 import torch
 
-from conftest import REPO, source_notebooks
-from course_lib.checks import registry, transcript
+import graded_cells
+from bundle_fixtures import shared_root
+from conftest import REPO
+from course_lib.checks import registry
 from grading import bundle, edition
 
 pytestmark = pytest.mark.slow
 
-_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
-PER_EXERCISE = 4  # cases per exercise in the sweep (enough to rule out a coincidence, few enough to be quick)
 
 # What the sweep may still find, each with why it is there: nothing now. The list is exact: a new finding
 # fails the test, and so does a listed one that is gone. (Found and removed: lesson 06's private BPE, which
@@ -45,48 +43,6 @@ def _resolve(qualname: str):
     return getattr(importlib.import_module(module), name)
 
 
-def exercise_inputs() -> dict:
-    """{exercise name: [(args, kwargs), ...]}: what the instructor's graded test cells (visible and hidden)
-    pass to the student's function, run on the instructor's solutions (checks in live mode)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    seen: dict = {}
-    original = transcript.student_call
-
-    def record(run, exercise, label, args, kwargs):
-        runs = seen.setdefault(exercise, [])
-        if len(runs) < PER_EXERCISE:
-            try:
-                pickle.dumps((args, kwargs))  # what cannot travel to the sweep's process is not swept
-                runs.append(copy.deepcopy((tuple(args), dict(kwargs))))
-            except Exception:  # noqa: BLE001
-                pass
-        return original(run, exercise, label, args, kwargs)
-
-    transcript.student_call = record
-    try:
-        for _, path in source_notebooks():
-            nb = nbformat.read(path, as_version=4)
-            cwd = os.getcwd()
-            os.chdir(os.path.dirname(path))
-            try:
-                ns = {"__name__": "__notebook__"}
-                for cell in nb.cells:
-                    meta = cell.metadata.get("nbgrader", {})
-                    if cell.cell_type != "code":
-                        continue
-                    if meta.get("grade_id") == "setup" or meta.get("solution"):
-                        exec(compile(_MARKERS.sub("", cell.source), f"<{meta.get('grade_id')}>", "exec"), ns)
-                    elif meta.get("grade") and "checks." in cell.source:
-                        exec(compile(cell.source, f"<{meta.get('grade_id')}>", "exec"), dict(ns))
-            finally:
-                os.chdir(cwd)
-    finally:
-        transcript.student_call = original
-    return seen
-
-
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     """The sweep's findings on a kernel edition built the way a grading run builds it (nothing released)."""
@@ -94,7 +50,7 @@ def sweep(tmp_path_factory):
     root = work / "lib"
     root.mkdir()
     edition.build(str(root), released=[])
-    inputs = exercise_inputs()
+    inputs = graded_cells.shared_record(shared_root(tmp_path_factory))["inputs"]
     cases, skipped = {}, []
     for ex in registry.exercises():
         ref = _resolve(ex.reference)
@@ -135,14 +91,17 @@ def test_no_function_in_the_kernels_edition_computes_a_graded_answer(sweep):
 
 
 def test_the_sweep_finds_the_references_in_the_judges_edition(sweep, tmp_path):
-    """The same sweep on the repository's course_lib finds every reference: it can fail."""
+    """The same sweep on the repository's course_lib finds every reference: it can fail. (Only the references
+    are swept here: the other functions are the same code in both editions, swept above.)"""
     path = tmp_path / "cases.pt"
     torch.save(sweep["cases"], path)
     out = tmp_path / "found.json"
+    only = tmp_path / "only.json"
+    only.write_text(json.dumps(sorted({e.reference for e in registry.exercises()})))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")}
     env["PYTHONPATH"] = REPO
     proc = subprocess.run([sys.executable, "-P", os.path.join(REPO, "tests", "kernel_edition_sweep.py"),
-                           str(path), str(out)], env=env, capture_output=True, text=True, timeout=900)
+                           str(path), str(out), str(only)], env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = {(f["function"], f["exercise"]) for f in json.loads(out.read_text())["found"]}
     missed = [e.reference for e in registry.exercises()
