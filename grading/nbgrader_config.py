@@ -93,4 +93,6 @@ c.GenerateFeedback.preprocessors = [GetGrades, "grading.feedback.PendingHandGrad
 # a student's <script> in an output or markdown cell must not run when the feedback is opened:
 # every markdown cell and HTML/SVG/markdown output goes through one sanitiser (nh3, grading/feedback.py)
 c.HTMLExporter.sanitize_html = True
+# the HTML exporter with its templates compiled once per process, not once per page (grading/feedback.py)
+c.GenerateFeedback.exporter_class = "grading.feedback.FeedbackExporter"
 c.HTMLExporter.filters = {"clean_html": "grading.feedback.sanitise"}

@@ -213,10 +213,9 @@ HOSTILE_MESSAGE = ("softmax: yours '\n\n# Fake headline\n\n[link](http://x) ![im
 def _feedback_html(message: str) -> str:
     """The feedback page of a notebook whose one graded test failed with ``message`` (the summary
     and the per-test details), through the course's feedback preprocessors and nbconvert's HTML export."""
-    from nbconvert import HTMLExporter
     from traitlets.config import Config
 
-    from grading.feedback import FeedbackSummary, HideHiddenTests, SafeOutputs, sanitise
+    from grading.feedback import FeedbackExporter, FeedbackSummary, HideHiddenTests, SafeOutputs, sanitise
 
     cell = new_code_cell("checks.attention.check_softmax(softmax)", outputs=[
         new_output("error", ename="AssertionError", evalue=message, traceback=[f"AssertionError: {message}"])])
@@ -229,7 +228,7 @@ def _feedback_html(message: str) -> str:
     config = Config()
     config.HTMLExporter.sanitize_html = True
     config.HTMLExporter.filters = {"clean_html": sanitise}
-    body, _ = HTMLExporter(config=config).from_notebook_node(nb)
+    body, _ = FeedbackExporter(config=config).from_notebook_node(nb)  # the exporter grading configures
     return body
 
 
@@ -247,6 +246,32 @@ def test_verifier_messages_render_as_literal_text_in_the_summary_and_details():
                     "$x^2$"):
         assert literal in shown, literal  # the characters as written, in the summary
     assert "Fake headline" in body[body.index("</div>"):]  # and in the test's own output below it
+
+
+def test_feedback_pages_compile_their_templates_once_per_process(monkeypatch):
+    """nbgrader makes an exporter per page; the course's exporter keeps the compiled templates (issue 38),
+    and the page is the same."""
+    import jinja2
+
+    from grading import feedback
+
+    monkeypatch.setattr(feedback, "_COMPILED", feedback._CompiledTemplates())  # as in a new process
+    compiled = []
+    original = jinja2.Environment.compile
+    monkeypatch.setattr(jinja2.Environment, "compile",
+                        lambda self, *a, **k: compiled.append(a[1] if len(a) > 1 else k.get("name")) or
+                        original(self, *a, **k))
+    first = _feedback_html("softmax: expected 1.0, got 2.0")
+    n_first = len(compiled)
+    second = _feedback_html("softmax: expected 1.0, got 2.0")
+    import re
+
+    cell_ids = re.compile(r'id="cell-id=[0-9a-f]+"')  # new cells get random ids
+    assert cell_ids.sub("", second) == cell_ids.sub("", first)
+    assert n_first > 5, compiled
+    assert len(compiled) == n_first, compiled[n_first:]  # nothing compiled for the second page
+    with open(os.path.join(REPO, "grading", "nbgrader_config.py")) as fh:
+        assert 'exporter_class = "grading.feedback.FeedbackExporter"' in fh.read()
 
 
 # ---------------------------------------------------------------- bounded records and verifier (issue 33, item 4)
