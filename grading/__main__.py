@@ -87,8 +87,7 @@ def main(argv=None) -> int:
         if args.command == "bundle":
             from grading import bundle
 
-            for a in bundle.assignments():
-                pipeline.run_nbgrader("generate_assignment", a, "--force")
+            pipeline.generate_assignments(bundle.assignments())
             return bundle.main(["--out", args.out] if args.out else [])
         if args.command == "report":
             return report.run(args)

@@ -101,6 +101,44 @@ def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
 
 _CELLS_CHANGED = "Cannot add or remove cells for notebook"
 
+# run by generate_assignments in one nbgrader process: nbgrader's API, configured as the workers configure it
+_GENERATE = """
+import sys
+from grading import worker
+
+api = worker.load_api()
+for assignment in sys.argv[1:]:
+    out = api.generate_assignment(assignment, force=True, create=True)
+    log = out.get("log") or ""
+    sys.stderr.write(log + (out.get("error") or ""))
+    if not out.get("success") or "[ERROR]" in log:
+        print(f"FAILED {assignment}", flush=True)
+        sys.exit(1)
+    print(f"RELEASED {assignment}", flush=True)
+"""
+
+
+def generate_assignments(assignments: list[str]) -> None:
+    """``nbgrader generate_assignment --force`` for each assignment, in order, in one process (nbgrader's
+    imports are paid once, not once per assignment); the first that fails raises GradingError naming it."""
+    if not assignments:
+        return
+    cmd = [sys.executable, "-c", _GENERATE, *assignments]
+    popen = subprocess.Popen(cmd, cwd=PACKAGE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=nbgrader_env(), start_new_session=True)  # a group of its own, as run_nbgrader
+    try:
+        out, err = popen.communicate()
+    except BaseException:
+        _stop_workers(popen)
+        raise
+    if popen.returncode:
+        failed = next((line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("FAILED ")),
+                      None)
+        error = GradingError(f"`nbgrader generate_assignment {failed or ' '.join(assignments)} --force` failed "
+                             f"(exit {popen.returncode}):\n{err[-3000:]}")
+        error.assignment = failed
+        raise error
+
 
 def release_assignments(assignments: list[str], use_demo: bool) -> None:
     """``nbgrader generate_assignment`` for each assignment. nbgrader refuses once a source notebook's graded
@@ -108,14 +146,13 @@ def release_assignments(assignments: list[str], use_demo: bool) -> None:
     lesson). The demo class is regenerated on every run, so its course then starts afresh (gradebook and
     results) and every assignment is released again; a real class gets an error that says what happened and
     what to do, and nothing of it is changed."""
-    changed = None
     try:
-        for changed in assignments:
-            run_nbgrader("generate_assignment", changed, "--force")
+        generate_assignments(assignments)
         return
     except GradingError as err:
         if _CELLS_CHANGED not in str(err):
             raise
+        changed = getattr(err, "assignment", None) or ", ".join(assignments)
         if not use_demo:
             raise GradingError(
                 f"the graded cells of {changed}'s source notebook were added or removed after this "
@@ -131,8 +168,7 @@ def release_assignments(assignments: list[str], use_demo: bool) -> None:
             shutil.rmtree(path)
         elif os.path.exists(path):
             os.remove(path)
-    for a in assignments:
-        run_nbgrader("generate_assignment", a, "--force")
+    generate_assignments(assignments)
 
 
 def db_url() -> str:

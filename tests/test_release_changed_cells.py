@@ -16,14 +16,19 @@ REFUSAL = ("`nbgrader generate_assignment 09_prompt_tuning --force` failed (exit
 
 
 def _fake_nbgrader(monkeypatch, refuse_once: str):
+    """pipeline.generate_assignments as nbgrader behaves: in order, stopping at the first refusal, which names
+    its assignment."""
     calls = []
 
-    def run(*args):
-        calls.append(args[1])
-        if args[1] == refuse_once and calls.count(refuse_once) == 1:
-            raise pipeline.GradingError(REFUSAL)
+    def run(assignments):
+        for a in assignments:
+            calls.append(a)
+            if a == refuse_once and calls.count(refuse_once) == 1:
+                err = pipeline.GradingError(REFUSAL)
+                err.assignment = a
+                raise err
 
-    monkeypatch.setattr(pipeline, "run_nbgrader", run)
+    monkeypatch.setattr(pipeline, "generate_assignments", run)
     return calls
 
 
@@ -54,9 +59,20 @@ def test_a_real_class_gets_a_clear_error_and_keeps_its_gradebook(tmp_path, monke
 def test_other_failures_are_not_mistaken_for_changed_cells(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
 
-    def run(*args):
+    def run(assignments):
         raise pipeline.GradingError("`nbgrader generate_assignment` failed: no such assignment")
 
-    monkeypatch.setattr(pipeline, "run_nbgrader", run)
+    monkeypatch.setattr(pipeline, "generate_assignments", run)
     with pytest.raises(pipeline.GradingError, match="no such assignment"):
         pipeline.release_assignments(["01_attention"], use_demo=True)
+
+
+def test_assignments_are_released_in_one_nbgrader_process_that_names_the_one_that_failed(tmp_path, monkeypatch):
+    """The real generate_assignments: the releases before a failure are made; the failure names its assignment."""
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))
+    with pytest.raises(pipeline.GradingError) as err:
+        pipeline.generate_assignments(["02_masking", "99_no_such_lesson", "04_positional"])
+    assert err.value.assignment == "99_no_such_lesson"
+    assert "generate_assignment 99_no_such_lesson --force" in str(err.value)
+    assert os.path.isfile(tmp_path / "release" / "02_masking" / "masking.ipynb")
+    assert not (tmp_path / "release" / "04_positional").exists()
