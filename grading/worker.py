@@ -15,6 +15,7 @@ caught and recorded.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -32,10 +33,16 @@ def import_nbgrader() -> None:
     (rfc3987_syntax, 2 s of CPU, compiled on import when JupyterLab's dependencies installed it;
     no schema nbgrader or nbformat validates uses it)."""
     sys.modules.setdefault("rfc3987_syntax", None)
+    import nbgrader.api
     import nbgrader.apps  # noqa: F401
     import nbgrader.converters  # noqa: F401
 
     accept_byte_order_mark()
+    # a new gradebook asks the `alembic heads` command for nbgrader's schema version (a process of its own,
+    # about 1 s); the answer is nbgrader's, the same all along: asked once per process (a Dask worker makes
+    # a private gradebook for every submission it grades)
+    if not hasattr(nbgrader.api.get_alembic_version, "cache_info"):
+        nbgrader.api.get_alembic_version = functools.lru_cache(maxsize=1)(nbgrader.api.get_alembic_version)
 
 
 def accept_byte_order_mark() -> None:

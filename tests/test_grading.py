@@ -159,3 +159,26 @@ def test_preflight_refuses_a_kernel_on_another_interpreter(tmp_path):
                        env_extra={"JUPYTER_PATH": str(tmp_path / "jupyter")})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "refusing to grade" in proc.stderr and "not the course environment's" in proc.stderr, proc.stderr
+
+
+def test_new_gradebooks_ask_alembic_for_the_schema_version_once_per_process(tmp_path, monkeypatch):
+    """nbgrader runs `alembic heads` for every new gradebook; the grading processes ask once (a Dask worker
+    makes a private gradebook per submission) and record the same version nbgrader's own call gives."""
+    import subprocess as sp
+
+    import nbgrader.api
+    from nbgrader.api import Gradebook
+
+    from grading import worker
+
+    worker.import_nbgrader()
+    nbgrader.api.get_alembic_version.cache_clear()
+    calls = []
+    original = sp.check_output
+    monkeypatch.setattr(nbgrader.api.sp, "check_output", lambda *a, **k: calls.append(a) or original(*a, **k))
+    versions = []
+    for i in range(3):
+        with Gradebook(f"sqlite:///{tmp_path / f'gradebook{i}.db'}") as gb:
+            versions.append(gb.db.execute(nbgrader.api.text("SELECT version_num FROM alembic_version")).scalar())
+    assert len(calls) == 1 and calls[0][0][:1] == ["alembic"], calls
+    assert versions == [nbgrader.api.get_alembic_version.__wrapped__()] * 3
