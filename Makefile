@@ -59,11 +59,6 @@ $(TEST_STAMP): $(LAB_STAMP)
 	@# the browser test (tests/test_browser.py) drives Debian's Chromium through Playwright
 	$(call apt,chromium,chromium,the browser test will be skipped)
 	$(PY) -m pip install -e ".[lab,data,grade,dev,postgres,site]"
-	@# jsonschema's optional IRI format checker (rfc3987-syntax, pulled by an extra of jupyter-events, a JupyterLab
-	@# dependency) compiles 38 grammars when it is imported: about 1 s in every process that imports nbformat, so in
-	@# every grading command and nbgrader call the tests start. Nothing in the course validates IRIs, and the lean
-	@# `make grade` install never has it; jsonschema skips the check without it.
-	$(PY) -m pip uninstall -y -q rfc3987-syntax
 	touch $(TEST_STAMP)
 
 grade: $(GRADE_STAMP)
