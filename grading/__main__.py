@@ -20,7 +20,10 @@ import argparse
 import os
 import sys
 
-from grading import demo, pipeline, preflight, sandbox
+from grading.worker import without_iri_grammar
+
+without_iri_grammar()  # before nbformat is imported (grading.demo imports it)
+from grading import demo, pipeline, preflight, sandbox  # noqa: E402
 
 
 def main(argv=None) -> int:

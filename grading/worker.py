@@ -28,11 +28,17 @@ import time
 from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, warm
 
 
-def import_nbgrader() -> None:
-    """Import nbgrader's API and converters, without jsonschema's grammar for the "iri" format
-    (rfc3987_syntax, 2 s of CPU, compiled on import when JupyterLab's dependencies installed it;
-    no schema nbgrader or nbformat validates uses it)."""
+def without_iri_grammar() -> None:
+    """In this grading process, import jsonschema without its grammar for the "iri" format (rfc3987_syntax,
+    which compiles 38 grammars on import, 1-3 s of CPU, when JupyterLab's dependencies installed it; no schema
+    nbgrader or nbformat validates uses it). Called before anything imports nbformat; never in a kernel or the
+    warm-kernel template, whose imports stay as a student's."""
     sys.modules.setdefault("rfc3987_syntax", None)
+
+
+def import_nbgrader() -> None:
+    """Import nbgrader's API and converters (:func:`without_iri_grammar`)."""
+    without_iri_grammar()
     import nbgrader.api
     import nbgrader.apps  # noqa: F401
     import nbgrader.converters  # noqa: F401

@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bundle_student  # noqa: E402
+from shared_runs import shared_root  # noqa: E402,F401 - the bundle tests' folder
 
 from grading import bundle  # noqa: E402
 
@@ -40,13 +41,6 @@ RELEASED_RERUN = [a for a in LESSONS if a > RELEASED_UP_TO and reads_released(a,
 # that the mark goes as soon as the lesson passes. None at present: every lesson runs without an error in the
 # default bundle and with the solutions of 01-06 released (tests/bundle_student.py, 2026-11-25).
 KNOWN_FAILING: dict[tuple[str, str], str] = {}
-
-
-def shared_root(tmp_path_factory) -> str:
-    """A folder shared by every process of the test session (what is built once for all of them goes there)."""
-    base = tmp_path_factory.getbasetemp()
-    # under xdist each worker has its own basetemp below one per-session folder: share that one
-    return str(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
 
 
 def built_bundle(tmp_path_factory, released: list[str]) -> dict:

@@ -16,9 +16,7 @@ literal strings that must not ship in the students' bundle). One pass records bo
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import fcntl
 import os
 import pickle
 import re
@@ -122,19 +120,10 @@ def record() -> dict:
     return {"inputs": inputs, "seen": seen}
 
 
-@contextlib.contextmanager
-def _locked(path: str):
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def shared_record(root: str) -> dict:
     """:func:`record`, made once under ``root`` (in a fresh interpreter) and read by every process that asks."""
     import torch
+    from bundle_student import _locked
 
     out = os.path.join(root, "graded-cells-record.pt")
     with _locked(out + ".lock"):

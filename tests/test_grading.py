@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+import shared_runs
 from conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -21,11 +22,11 @@ def run_grading(args, root, env_extra=None, timeout=1500):
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("course")
-    proc = run_grading(["grade", "--demo", "yes", "--workers", "2"], root)
+    """The whole demo class, graded once for this file and tests/test_report.py (tests/shared_runs.py)."""
+    root, proc = shared_runs.demo_class(tmp_path_factory)
     # the demo class is a course of its own (grading/pipeline.py DEMO_ROOT): its grades, feedback and logs
-    assert not (root / "submitted").exists(), "the demo class was written into the real class's folder"
-    return root / "demo_class", proc
+    assert not (root.parent / "submitted").exists(), "the demo class was written into the real class's folder"
+    return root, proc
 
 
 def test_demo_class_gets_exactly_its_expected_scores(demo_run):

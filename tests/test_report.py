@@ -1,8 +1,9 @@
 """The class report, the LMS files and the similarity table (issue 37; grading/report.py, lms.py, similarity.py).
 
-Fast tests build the report from plain data; the slow ones grade part of the demo class once, through
-``python -m grading grade`` in a temporary course root (which writes the report as its last step), and
-compare the report with the gradebook, and rebuild it with ``python -m grading report``.
+Fast tests build the report from plain data; the slow ones read the demo class graded once through
+``python -m grading grade`` in a temporary course root (which writes the report as its last step; shared with
+tests/test_grading.py: tests/shared_runs.py), compare the report with the gradebook, and rebuild it with
+``python -m grading report``.
 """
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import sys
 
 import pytest
 
+import shared_runs
 from conftest import REPO
 
-from grading import lms, report, similarity
+from grading import demo, lms, report, similarity
 
 # ---------------------------------------------------------------- a small class for the similarity table
 GIVEN = '''def scaled_dot_product_attention(q, k, v, mask=None):
@@ -227,7 +229,7 @@ def test_a_malformed_roster_says_what_was_expected(tmp_path):
 
 
 # ---------------------------------------------------------------- the demo class, graded once
-GRADED = ("02_masking", "04_positional", "07_efficient")
+GRADED = tuple(demo.assignments_with_demo())  # the whole demo class (graded once for two test files)
 # every misconception the demo class's failing tests name, by assignment: (exercise, misconception), one student
 # each. s03_misconception's named mistake (grading/demo/<assignment>.py), plus two the checks also see: lesson 03's
 # multi_head_attention calls the student's wrong merge_heads, and lesson 11's s04_crash pileup raises IndexError on
@@ -259,13 +261,10 @@ def run_grading(args, root, timeout=1500):
 
 @pytest.fixture(scope="module")
 def demo_class(tmp_path_factory):
-    root = tmp_path_factory.mktemp("report-course")
-    args = ["grade", "--demo", "yes", "--workers", "2"]
-    for a in GRADED:
-        args += ["--assignment", a]
-    proc = run_grading(args, root)
+    """The whole demo class, graded once for this file and tests/test_grading.py (tests/shared_runs.py)."""
+    root, proc = shared_runs.demo_class(tmp_path_factory)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return root / "demo_class", proc  # the demo class is a course of its own (pipeline.DEMO_ROOT)
+    return root, proc  # the demo class is a course of its own (pipeline.DEMO_ROOT)
 
 
 def _gradebook_passes(root, assignment: str, exercise: str, kind: str) -> int:
