@@ -83,7 +83,10 @@ def nbgrader_env() -> dict:
 
 def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
     """Run an nbgrader CLI command in the course root; raise GradingError when it fails."""
-    cmd = [sys.executable, "-m", "nbgrader", *args]
+    # nbgrader's own command line, in a process that skips jsonschema's IRI grammar (grading.worker)
+    cmd = [sys.executable, "-c", "import sys; from grading.worker import without_iri_grammar; "
+           "without_iri_grammar(); from nbgrader.apps.nbgraderapp import main; sys.argv[0] = 'nbgrader'; main()",
+           *args]
     # a process group of its own (nbgrader starts `alembic` for the gradebook): an interrupt kills all of it
     popen = subprocess.Popen(cmd, cwd=PACKAGE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=nbgrader_env(), start_new_session=True)
@@ -934,9 +937,11 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
             else:
                 statuses[(a, s)] = f"not graded: no submission for {a}"
     statuses = apply_findings(statuses, _RUN.get("findings") or [])
-    export = os.path.join(tempfile.gettempdir(), "export.csv")
-    run_nbgrader("export", "--to", export)
-    grades = write_grades_csv(export, students, assignments, statuses)
+    # a file of this run's own: two runs in two course folders at once never read each other's export
+    with tempfile.TemporaryDirectory(prefix="course-export-") as folder:
+        export = os.path.join(folder, "export.csv")
+        run_nbgrader("export", "--to", export)
+        grades = write_grades_csv(export, students, assignments, statuses)
     log("")
     mismatches = print_table(assignments, students, grades, expected, results)
     failures = [(k, failure_reason(r)) for k, r in sorted(results.items()) if failure_reason(r)]
