@@ -848,7 +848,9 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
         from grading import cluster
 
         try:
-            _RUN["cluster"] = cluster.Cluster(opts.workers, cluster.scheduler_address(opts.scheduler), log=log)
+            _RUN["cluster"] = cluster.Cluster(opts.workers, cluster.scheduler_address(opts.scheduler), log=log,
+                                              assignments=list(dict.fromkeys(a for a, _ in tasks)),
+                                              kernel=nbgrader_env()["COURSE_KERNEL"])
         except cluster.ClusterError as err:
             raise GradingError(str(err)) from err
     results = autograde_parallel(tasks, opts.workers, feedback=opts.feedback, resume=opts.resume)
