@@ -724,17 +724,30 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
     try:
         pending = list(tasks)
         futures = {}
-        # a window of tasks in flight (each carries its files): enough to keep every worker busy
-        window = 1 if one_at_a_time else max(8, 3 * len(client.scheduler_info().get("workers", {})))
-        first = pending[:window]
-        for a, s in first:
-            futures[submit(a, s)] = (a, s)
-        pending = pending[len(first):]
+
+        def window() -> int:
+            """Tasks in flight: one per worker thread, as the forked workers each claim one task at a
+            time. The scheduler places a task when it is sent, on what it guesses of the tasks' lengths
+            (unknown here: every submission is a task of its own), so more in flight queued several
+            behind one worker while another had none (measured: workers idle a quarter of the run)."""
+            return 1 if one_at_a_time else max(1, sum(client.nthreads().values()))
+
+        def top_up(queue=None) -> None:
+            n = window()
+            while pending and len(futures) < n:
+                nxt = pending.pop(0)
+                f = submit(*nxt)
+                futures[f] = nxt
+                if queue is not None:
+                    queue.add(f)
+
+        top_up()
         queue = as_completed(list(futures))
         waited = time.perf_counter()
         for future in queue:
             times["wait"] = times.get("wait", 0.0) + time.perf_counter() - waited
             a, s = futures.pop(future)
+            top_up(queue)  # the next submission goes to the worker just freed, before this one is recorded
             try:
                 t = time.perf_counter()
                 returned = future.result()
@@ -756,11 +769,6 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
                 bars[a].set_postfix(failed=failed[a], refresh=False)
             bars[a].update(1)
             future.release()
-            if pending:
-                nxt = pending.pop(0)
-                f = submit(*nxt)
-                futures[f] = nxt
-                queue.add(f)
             waited = time.perf_counter()
     finally:
         engines.close()
