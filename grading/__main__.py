@@ -52,10 +52,9 @@ def main(argv=None) -> int:
                         "'Grading on several machines'")
     g.add_argument("--engine", choices=["auto", "dask", "processes"],
                    default=os.environ.get("COURSE_GRADING_ENGINE", "auto"),
-                   help="dask: one Dask task per submission, on a LocalCluster of --workers processes or on "
-                        "--scheduler; processes: worker processes forked on this machine (grading/worker.py); "
-                        "auto (default): dask when a scheduler is given, else processes (measured faster on "
-                        "one machine, README 'Grading on several machines')")
+                   help="auto (default) and dask: one Dask task per submission, on a LocalCluster of --workers "
+                        "processes or on --scheduler; processes: worker processes forked on this machine "
+                        "(grading/worker.py), as before Dask, no scheduler (README 'Grading on several machines')")
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     g.add_argument("--no-second-pass", action="store_true",
                    help="do not re-grade timeouts and ungraded submissions alone with more time")
@@ -101,11 +100,10 @@ def main(argv=None) -> int:
                 demo=args.demo, resume=args.resume, feedback=not args.no_feedback, kernel=args.kernel,
                 second_pass=not args.no_second_pass, listed=bool(args.assignment), students=args.student,
                 scheduler=args.scheduler, engine=args.engine)
-            scheduler = args.scheduler or os.environ.get("COURSE_DASK_SCHEDULER")
-            if args.engine == "processes" and scheduler:
-                parser.error("--scheduler / COURSE_DASK_SCHEDULER need --engine dask (or auto)")
-            if args.engine == "auto":
-                opts.engine = "dask" if scheduler else "processes"
+            try:
+                opts.engine = pipeline.engine_for(args.engine, args.scheduler or os.environ.get("COURSE_DASK_SCHEDULER"))
+            except ValueError as err:
+                parser.error(str(err))
             return pipeline.grade(opts)
         if args.command == "preflight":
             if args.kernel == sandbox.KERNEL_NAME:

@@ -7,18 +7,22 @@ The split (issue 36):
   no student's data), to a worker as one Dask task; when the task comes back it writes the autograded
   notebooks into the course, records the grades in the course's gradebook (nbgrader's own
   ``SaveAutoGrades`` and ``AssignLatePenalties``, run on the returned notebooks: the client is the
-  gradebook's one writer, so PostgreSQL or SQLite see one process), writes the feedback page from that
-  gradebook (so hand grades already given show), and the result file ``--resume`` reads;
+  gradebook's one writer, so PostgreSQL or SQLite see one process), writes the feedback page (the
+  worker's, or, for a submission with a hand grade, its own from that gradebook, so hand grades already
+  given show), and the result file ``--resume`` reads;
 * a **worker** (:func:`grade_submission`) needs no shared file system: it writes the files into a course
   folder private to its process, runs nbgrader's autograde there exactly as a local worker does
   (``grading.worker.grade_one``: the sandboxed kernel, the verifier, the integrity scan, time limits,
   warm kernels) and returns the autograded notebooks as bytes, the log, the problems and the timings as
   plain data.
 
-``--scheduler ADDRESS`` or ``COURSE_DASK_SCHEDULER`` connects to a running scheduler; ``--engine dask``
-without one starts a ``LocalCluster`` of N single-threaded worker processes (``--workers N``; not the
-default on one machine, where the forked workers of grading/worker.py were measured faster) (README,
-"Grading on several machines"). Before anything is graded every worker's environment is compared with
+``--scheduler ADDRESS`` or ``COURSE_DASK_SCHEDULER`` connects to a running scheduler; without one (the
+default) the command starts a ``LocalCluster`` of N single-threaded worker processes (``--workers N``),
+forked from it after the imports they share, with one template of warm kernels for all of them (as the
+forked workers of grading/worker.py, ``--engine processes``, share one) (README, "Grading on several
+machines"). A worker writes the feedback page too when the course's gradebook holds no hand grade for
+the submission (its own gradebook then gives the same page); the client writes the others, and the
+grades, as the one writer. Before anything is graded every worker's environment is compared with
 the client's (:func:`fingerprint`: the course's files, Python, torch, nbgrader, the sandbox); a worker
 that differs is refused by name. A worker killed in the middle of a submission: Dask gives the task to
 another worker (up to ``distributed.scheduler.allowed-failures`` times); a task that fails on every try
