@@ -52,9 +52,10 @@ def main(argv=None) -> int:
                         "'Grading on several machines'")
     g.add_argument("--engine", choices=["auto", "dask", "processes"],
                    default=os.environ.get("COURSE_GRADING_ENGINE", "auto"),
-                   help="auto (default) and dask: one Dask task per submission, on a LocalCluster of --workers "
-                        "processes or on --scheduler; processes: worker processes forked on this machine "
-                        "(grading/worker.py), as before Dask, no scheduler (README 'Grading on several machines')")
+                   help="dask: one Dask task per submission, on a LocalCluster of --workers processes or on "
+                        "--scheduler; processes: worker processes forked on this machine (grading/worker.py); "
+                        "auto (default): dask when a scheduler is given, else processes (measured faster on "
+                        "one machine, README 'Grading on several machines')")
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     g.add_argument("--no-second-pass", action="store_true",
                    help="do not re-grade timeouts and ungraded submissions alone with more time")

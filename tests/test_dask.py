@@ -84,9 +84,9 @@ def results(root):
 
 @pytest.fixture(scope="module")
 def local_course(tmp_path_factory, class_dir):
-    """A LocalCluster of --workers processes started by the command: no --engine, the default."""
+    """A LocalCluster of --workers processes started by the command."""
     root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-local")
-    proc = subprocess.run(grade_cmd(), cwd=REPO, env=env_for(root, tmp), capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(grade_cmd("--engine", "dask"), cwd=REPO, env=env_for(root, tmp), capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "[cluster] grading on a local Dask cluster of 2 worker process(es)" in proc.stdout
     assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
@@ -100,11 +100,12 @@ def local_run(local_course):
     return local_course[1]
 
 
-def test_the_default_engine_is_dask_and_processes_stays_an_option():
+def test_the_engine_dask_with_a_scheduler_the_forked_workers_without_one():
     sys.path.insert(0, REPO)
     from grading import pipeline
 
-    assert pipeline.engine_for("auto", None) == "dask"
+    assert pipeline.engine_for("auto", None) == "processes"
+    assert pipeline.Options(assignments=[]).engine == "processes"
     assert pipeline.engine_for("auto", "tcp://lab01:8786") == "dask"
     assert pipeline.engine_for("dask", None) == "dask"
     assert pipeline.engine_for("processes", None) == "processes"
@@ -155,7 +156,7 @@ def test_a_hand_graded_submissions_page_is_written_by_the_client(local_course, t
         gb.db.commit()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="dk-", dir="/tmp"))
     try:
-        proc = subprocess.run(grade_cmd("--student", "s02_blank"), cwd=REPO, env=env_for(root, tmp),
+        proc = subprocess.run(grade_cmd("--engine", "dask", "--student", "s02_blank"), cwd=REPO, env=env_for(root, tmp),
                               capture_output=True, text=True, timeout=1200)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
