@@ -103,11 +103,10 @@ def main(argv=None) -> int:
                 demo=args.demo, resume=args.resume, feedback=not args.no_feedback, kernel=args.kernel,
                 second_pass=not args.no_second_pass, listed=bool(args.assignment), students=args.student,
                 scheduler=args.scheduler, engine=args.engine)
-            scheduler = args.scheduler or os.environ.get("COURSE_DASK_SCHEDULER")
-            if args.engine == "processes" and scheduler:
-                parser.error("--scheduler / COURSE_DASK_SCHEDULER need --engine dask (or auto)")
-            if args.engine == "auto":
-                opts.engine = "dask" if scheduler else "processes"
+            try:
+                opts.engine = pipeline.engine_for(args.engine, args.scheduler or os.environ.get("COURSE_DASK_SCHEDULER"))
+            except ValueError as err:
+                parser.error(str(err))
             return pipeline.grade(opts)
         if args.command == "preflight":
             if args.kernel == sandbox.KERNEL_NAME:

@@ -7,8 +7,9 @@ The split (issue 36):
   no student's data), to a worker as one Dask task; when the task comes back it writes the autograded
   notebooks into the course, records the grades in the course's gradebook (nbgrader's own
   ``SaveAutoGrades`` and ``AssignLatePenalties``, run on the returned notebooks: the client is the
-  gradebook's one writer, so PostgreSQL or SQLite see one process), writes the feedback page from that
-  gradebook (so hand grades already given show), and the result file ``--resume`` reads;
+  gradebook's one writer, so PostgreSQL or SQLite see one process), writes the feedback page (the
+  worker's, or, for a submission with a hand grade, its own from that gradebook, so hand grades already
+  given show), and the result file ``--resume`` reads;
 * a **worker** (:func:`grade_submission`) needs no shared file system: it writes the files into a course
   folder private to its process, runs nbgrader's autograde there exactly as a local worker does
   (``grading.worker.grade_one``: the sandboxed kernel, the verifier, the integrity scan, time limits,
@@ -17,8 +18,12 @@ The split (issue 36):
 
 ``--scheduler ADDRESS`` or ``COURSE_DASK_SCHEDULER`` connects to a running scheduler; ``--engine dask``
 without one starts a ``LocalCluster`` of N single-threaded worker processes (``--workers N``; not the
-default on one machine, where the forked workers of grading/worker.py were measured faster) (README,
-"Grading on several machines"). Before anything is graded every worker's environment is compared with
+default on one machine, where the forked workers were measured faster),
+forked from it after the imports they share, with one template of warm kernels for all of them (as the
+forked workers of grading/worker.py, ``--engine processes``, share one) (README, "Grading on several
+machines"). A worker writes the feedback page too when the course's gradebook holds no hand grade for
+the submission (its own gradebook then gives the same page); the client writes the others, and the
+grades, as the one writer. Before anything is graded every worker's environment is compared with
 the client's (:func:`fingerprint`: the course's files, Python, torch, nbgrader, the sandbox); a worker
 that differs is refused by name. A worker killed in the middle of a submission: Dask gives the task to
 another worker (up to ``distributed.scheduler.allowed-failures`` times); a task that fails on every try
@@ -41,6 +46,12 @@ SCHEDULER_ENV = "COURSE_DASK_SCHEDULER"
 TASK_RETRIES = 2  # a task that raised (not a killed worker: Dask retries those itself) is tried again
 # the environment a worker must share with the client (the rest, e.g. the machine's name, may differ)
 FINGERPRINT_KEYS = ("course", "python", "torch", "nbgrader", "dask", "sandbox", "kernel")
+
+
+# the client's seconds by step in the last autograde() (start: the cluster's; check: the environments;
+# seeds: the assignments' gradebooks; send: reading and submitting the files; wait: idle until a task came
+# back; fetch: its data; grades and feedback: recording; store: the result file), for the benchmark
+LAST_TIMES: dict = {}
 
 
 class ClusterError(RuntimeError):
@@ -151,14 +162,19 @@ def write_files(folder: str, files: dict) -> None:
             fh.write(data)
 
 
-def assignment_gradebook(db_url: str, assignment: str) -> bytes:
+def assignment_gradebook(db_url: str, assignment: str, empty: bytes | None = None) -> bytes:
     """A SQLite gradebook holding only ``assignment`` as the course's gradebook stores it (its notebooks,
-    cells, points, sources, due date), no student: what a worker's nbgrader needs to grade it."""
+    cells, points, sources, due date), no student: what a worker's nbgrader needs to grade it. ``empty``:
+    an empty gradebook's bytes (:func:`empty_gradebook`) to fill, instead of creating one (nbgrader runs
+    the ``alembic`` command to create one: seconds, once per run is enough)."""
     from nbgrader.api import Gradebook
 
     bin_path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     with tempfile.TemporaryDirectory(prefix="course-seed-") as tmp, _environment({"PATH": bin_path}):
         path = os.path.join(tmp, "gradebook.db")  # a new gradebook runs `alembic` (this environment's)
+        if empty is not None:
+            with open(path, "wb") as fh:
+                fh.write(empty)
         with Gradebook(db_url) as src, Gradebook(f"sqlite:///{path}") as dst:
             a = src.find_assignment(assignment)
             dst.add_assignment(a.name, duedate=a.duedate, course_id=a.course_id)
@@ -175,6 +191,57 @@ def assignment_gradebook(db_url: str, assignment: str) -> bytes:
                                         source=c.source, checksum=c.checksum)
         with open(path, "rb") as fh:
             return fh.read()
+
+
+def empty_gradebook(db_url: str) -> bytes:
+    """An empty SQLite gradebook (nbgrader's tables, no course, no student) at the course gradebook's
+    schema version, copied from it: nbgrader would run the ``alembic`` command to find the version
+    (seconds)."""
+    import sqlite3
+
+    from nbgrader.api import Gradebook
+    from sqlalchemy import text
+
+    with Gradebook(db_url) as src:
+        version = src.db.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    with tempfile.TemporaryDirectory(prefix="course-seed-") as tmp:
+        path = os.path.join(tmp, "gradebook.db")
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+            db.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (version,))
+            db.commit()
+        with Gradebook(f"sqlite:///{path}"):  # nbgrader's tables (the version is there: no alembic call)
+            pass
+        with open(path, "rb") as fh:
+            return fh.read()
+
+
+@contextlib.contextmanager
+def one_engine_per_database():
+    """While the client records: one SQLAlchemy engine per gradebook URL for every nbgrader ``Gradebook``
+    this process opens (nbgrader opens one per step, ``SaveAutoGrades``, ``AssignLatePenalties``, the
+    feedback's reads, each with an engine of its own, so SQLAlchemy compiled the same queries again for
+    every submission: most of the client's recording time). Same database, same queries, same commits;
+    a closed Gradebook still closes its connections (``dispose``)."""
+    from nbgrader import api as nbapi
+
+    original = nbapi.create_engine
+    engines: dict = {}
+
+    def create_engine(url, *args, **kwargs):
+        key = (str(url), repr(sorted(kwargs.items())))
+        if key not in engines:
+            engines[key] = original(url, *args, **kwargs)
+        return engines[key]
+
+    nbapi.create_engine = create_engine
+    try:
+        yield
+    finally:
+        nbapi.create_engine = original
+        for engine in engines.values():
+            with contextlib.suppress(Exception):
+                engine.dispose()
 
 
 # ------------------------------------------------------------------ the worker's side
@@ -275,9 +342,11 @@ def grade_submission(task: dict) -> dict:
         from grading import edition
 
         edition.ensure()  # the kernels' course_lib on this worker: the students' edition, built once per process
+    # a local cluster's workers share the client's template (``task["warm"]``, as the forked workers share
+    # the pipeline's); a worker on another machine starts its own
+    warm_env = task.get("warm") or _warm_template(task.get("assignments") or [a], task["kernel"])
     env = {"COURSE_ROOT": root, "COURSE_DB_URL": f"sqlite:///{os.path.join(root, 'gradebook.db')}?timeout=60",
-           "COURSE_KERNEL": task["kernel"], **task.get("env", {}),
-           **_warm_template(task.get("assignments") or [a], task["kernel"])}
+           "COURSE_KERNEL": task["kernel"], **task.get("env", {}), **warm_env}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     saved = grading.GRADING_DIR, worker.GRADING_DIR, sandbox.GRADING_DIR
     start = time.perf_counter()
@@ -285,24 +354,59 @@ def grade_submission(task: dict) -> dict:
         with _environment(env):
             grading.GRADING_DIR = worker.GRADING_DIR = sandbox.GRADING_DIR = root
             api = worker.load_api()
-            result = worker.grade_one(api, a, s, feedback=False)
+            # the feedback page too when the client asks (``task["feedback"]``: the course's gradebook holds no
+            # hand grade for this submission, so this worker's gradebook, with the same automatic grades, gives
+            # the same page)
+            result = worker.grade_one(api, a, s, feedback=bool(task.get("feedback")))
             shutil.rmtree(os.path.dirname(api.config.KernelManager.ip), ignore_errors=True)
     finally:
         grading.GRADING_DIR, worker.GRADING_DIR, sandbox.GRADING_DIR = saved
     folder = os.path.join(root, "autograded", s, a)
     autograded = read_submission(folder) if os.path.isdir(folder) else {}
+    pages = os.path.join(root, "feedback", s, a)
+    feedback = read_submission(pages) if result.get("feedback_ok") and os.path.isdir(pages) else None
     result["worker"] = f"{mine['host']}:{mine['pid']}"
     result["worker_pid"] = os.getpid()
+    result["warm_template_pid"] = warm_env.get("COURSE_WARM_PID")  # the template its kernel was forked from
     result["task_seconds"] = round(time.perf_counter() - start, 2)
     shutil.rmtree(root, ignore_errors=True)
-    return {"result": result, "autograded": autograded}
+    return {"result": result, "autograded": autograded, "feedback": feedback}
 
 
 # ------------------------------------------------------------------ the client's side: the one writer
-def save_grades(api, assignment: str, student: str, folder: str) -> None:
+def hand_graded(gb, assignment: str, student: str) -> bool:
+    """Does the gradebook hold anything a person gave this submission, which its feedback page shows: a
+    manual score, extra credit, a comment, an extension (its late penalty)? A worker's gradebook holds
+    none of it, so only the client can write such a submission's page."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        sub = gb.find_submission(assignment, student)
+    except MissingEntry:
+        return False
+    if sub.extension is not None:
+        return True
+    for nb in sub.notebooks:
+        if any(g.manual_score is not None or g.extra_credit for g in nb.grades):
+            return True
+        if any(c.manual_comment for c in nb.comments):
+            return True
+    return False
+
+
+def hand_graded_tasks(db_url: str, tasks) -> set:
+    """The (assignment, student) of ``tasks`` the gradebook holds a hand grade for (:func:`hand_graded`)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        return {(a, s) for a, s in tasks if hand_graded(gb, a, s)}
+
+
+def save_grades(api, assignment: str, student: str, folder: str) -> bool:
     """Record the grades of the autograded notebooks in ``folder`` in the course's gradebook, as nbgrader's
     autograde does after its kernel: the submission (with its timestamp), ``SaveAutoGrades`` on each
-    notebook, ``AssignLatePenalties``, and 0 for a notebook of the assignment that was not submitted."""
+    notebook, ``AssignLatePenalties``, and 0 for a notebook of the assignment that was not submitted.
+    Returns whether the gradebook holds a hand grade for the submission (:func:`hand_graded`)."""
     import nbformat
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
@@ -317,6 +421,7 @@ def save_grades(api, assignment: str, student: str, folder: str) -> None:
         # SQLAlchemy's note on nbgrader's new submission (its autograde meets it too, on a worker's stderr)
         warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
         gb.update_or_create_student(student)
+        hand = hand_graded(gb, assignment, student)
         if timestamp:
             gb.update_or_create_submission(assignment, student, timestamp=timestamp)
         else:
@@ -336,6 +441,7 @@ def save_grades(api, assignment: str, student: str, folder: str) -> None:
         resources = {"nbgrader": {"notebook": name, "assignment": assignment, "student": student, "db_url": db_url}}
         nb, resources = SaveAutoGrades(parent=api).preprocess(nb, resources)
         AssignLatePenalties(parent=api).preprocess(nb, resources)
+    return hand
 
 
 def write_feedback(api, assignment: str, student: str, result: dict) -> None:
@@ -366,13 +472,42 @@ def write_feedback(api, assignment: str, student: str, result: dict) -> None:
             result["feedback_fault"] = f"could not restore the earlier feedback page: {err}"
 
 
-def record(api, assignment: str, student: str, returned: dict, feedback: bool) -> dict:
+def write_pages(api, assignment: str, student: str, pages: dict, result: dict) -> None:
+    """The feedback page a worker wrote (``pages``: {name: bytes}) into the course, the earlier page set
+    aside while it is written, as :func:`write_feedback` does."""
+    from grading import worker
+
+    fb_dir = os.path.join(api.coursedir.root, "feedback", student, assignment)
+    fb_backup = worker.set_aside(fb_dir)
+    fb_failed = True
+    try:
+        os.makedirs(fb_dir)
+        write_files(fb_dir, pages)
+        fb_failed = False
+        result["feedback_ok"] = True
+        result["feedback_by"] = "worker"
+    except OSError as err:
+        text = f"{type(err).__name__}: {err}"
+        result["feedback_ok"] = False
+        result["feedback_error"] = text
+        result["feedback_fault"] = worker.machine_fault(text) or text
+    finally:
+        try:
+            worker.put_back(fb_dir, fb_backup, failed=fb_failed)
+        except OSError as err:
+            result["feedback_fault"] = f"could not restore the earlier feedback page: {err}"
+
+
+def record(api, assignment: str, student: str, returned: dict, feedback: bool, times: dict | None = None) -> dict:
     """Write what a task returned into the course: autograded notebooks, grades, feedback. Returns the
     result to store. A failure of this machine (disk, gradebook) is the grader's, and the earlier
-    autograded folder is put back."""
+    autograded folder is put back. The feedback page: the worker's (``returned["feedback"]``) when the
+    gradebook holds no hand grade for the submission, else written here from the course's gradebook.
+    ``times``: seconds spent here, added up by step (grades, feedback)."""
     from grading import worker
 
     start = time.perf_counter()
+    hand = True
     root = api.coursedir.root
     result = dict(returned["result"])
     result.update(worker.content_hashes(assignment, student))  # this machine's files are what --resume compares
@@ -384,7 +519,7 @@ def record(api, assignment: str, student: str, returned: dict, feedback: bool) -
         backup = worker.set_aside(folder)
         if result.get("autograded"):
             write_files(folder, returned["autograded"])
-            save_grades(api, assignment, student, folder)
+            hand = save_grades(api, assignment, student, folder)
         else:  # nbgrader keeps an earlier run's grades when this one fails: drop them (the export says 0)
             result["stale_grades_removed"] = worker.remove_submission(api, assignment, student)
     except Exception as err:  # noqa: BLE001 - this machine's failure, named; never a student's 0
@@ -395,9 +530,20 @@ def record(api, assignment: str, student: str, returned: dict, feedback: bool) -
         worker.put_back(folder, backup, failed=bool(result.get("grader_fault")))
     except OSError as err:
         result.setdefault("grader_fault", f"could not restore the earlier autograded folder: {err}")
+    for key in ("feedback_ok", "feedback_error", "feedback_fault"):  # the worker's: decided here
+        result.pop(key, None)
+    graded = time.perf_counter()
     if feedback and result.get("autograded") and not result.get("grader_fault"):
-        write_feedback(api, assignment, student, result)
-    result["record_seconds"] = round(time.perf_counter() - start, 3)  # this process's share (the one writer)
+        if returned.get("feedback") and not hand:
+            write_pages(api, assignment, student, returned["feedback"], result)
+        else:  # a hand grade the page must show, or the worker wrote none: from the course's gradebook
+            write_feedback(api, assignment, student, result)
+            result["feedback_by"] = "client"
+    end = time.perf_counter()
+    result["record_seconds"] = round(end - start, 3)  # this process's share (the one writer)
+    if times is not None:
+        times["grades"] = times.get("grades", 0.0) + graded - start
+        times["feedback"] = times.get("feedback", 0.0) + end - graded
     return result
 
 
@@ -413,15 +559,21 @@ class Cluster:
     in this machine's run folder, or a running scheduler's address. ``kill()`` ends a local cluster's
     processes at once (an interrupt); ``close()`` ends it in order."""
 
-    def __init__(self, workers: int, scheduler: str | None = None, log=print):
+    def __init__(self, workers: int, scheduler: str | None = None, log=print, assignments=None,
+                 kernel: str | None = None):
         import logging
 
         import dask
         from distributed import Client, LocalCluster
 
+        start = time.perf_counter()
         self.local = not scheduler
         self.cluster = None
+        self.warm_env: dict = {}  # a local cluster's template of warm kernels, shared by its workers
+        self._template = None
         if self.local:
+            self._start_template(assignments or [], kernel)
+            _preload()  # before the fork: the workers start with it imported
             # fork: the workers start from this process, which has imported what they import (nbgrader,
             # torch, the checks) once; spawn would import all of it again in each
             dask.config.set({"distributed.worker.multiprocessing-method": "fork",
@@ -443,7 +595,34 @@ class Cluster:
             where = f"the Dask scheduler at {scheduler} ({n} worker(s))"
         link = self.client.dashboard_link if _has_dashboard() else None
         log(f"[cluster] grading on {where}" + (f"; dashboard {link}" if link else
-                                                "; dashboard: install bokeh to see it"))
+                                                "; dashboard: install bokeh to see it")
+            + ("; one template of warm kernels for its workers" if self.warm_env else ""))
+        self.start_seconds = time.perf_counter() - start
+
+    def _start_template(self, assignments: list[str], kernel: str | None) -> None:
+        """One template of warm kernels (grading/warm.py) for all the local workers, started before them so
+        that it imports while they start, as the pipeline does for its forked workers: the workers are
+        this machine's processes of this user, and their launchers reach its socket (a folder only this
+        user opens). A worker on another machine starts its own (``_warm_template``)."""
+        from grading import sandbox, warm
+
+        if (kernel or os.environ.get("COURSE_KERNEL", sandbox.KERNEL_NAME)) != sandbox.KERNEL_NAME or not warm.enabled():
+            return
+        folder = tempfile.mkdtemp(prefix="course-warm-")
+        proc, path = warm.start(folder, assignments)
+        self._template = (proc, folder)
+        self.warm_env = warm.environment(proc, path)
+
+    def _stop_template(self, kill: bool = False) -> None:
+        if self._template is None:
+            return
+        proc, folder = self._template
+        self._template = None
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill() if kill else proc.terminate()
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
 
     def pids(self) -> list[int]:
         if not self.local:
@@ -467,6 +646,7 @@ class Cluster:
         for pid in self.pids():
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, 0)
+        self._stop_template(kill=True)
         self.close()
 
     def close(self) -> None:
@@ -475,6 +655,20 @@ class Cluster:
         if self.cluster is not None:
             with contextlib.suppress(Exception):
                 self.cluster.close(timeout=10)
+        self._stop_template()
+
+
+def _preload() -> None:
+    """What every grading worker imports (nbgrader, the course's preprocessors, the checks, torch), imported
+    in the client before a LocalCluster forks its workers, as grading.worker does before it forks: once,
+    not once per worker."""
+    from grading import worker
+
+    with contextlib.suppress(Exception):  # then each worker imports it, or its submission reports why
+        import course_lib.checks  # noqa: F401
+        import torch  # noqa: F401
+    worker.import_nbgrader()
+    from grading import execute, feedback, integrity, verify  # noqa: F401 - nbgrader_config's
 
 
 def scheduler_address(option: str | None) -> str | None:
@@ -493,40 +687,76 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
     from grading import worker
 
     client = cluster.client
+    times = {"start": cluster.start_seconds}
+    t = time.perf_counter()
     mine = fingerprint()
     check_workers(client, mine)
+    times["check"] = time.perf_counter() - t
+    t = time.perf_counter()
     api = worker.load_api()
     assignments = list(dict.fromkeys(a for a, _ in tasks))
-    seeds = {a: client.scatter(assignment_gradebook(db_url, a), broadcast=True, hash=False) for a in assignments}
+    empty = empty_gradebook(db_url)
+    seeds = {}
+
+    def seed(a):  # the assignment's gradebook, on every worker, when its first submission is sent
+        if a not in seeds:
+            seeds[a] = client.scatter(assignment_gradebook(db_url, a, empty), broadcast=True, hash=False)
+        return seeds[a]
+    # the workers write the feedback pages of the submissions that no person has graded yet (record())
+    by_hand = hand_graded_tasks(db_url, tasks) if feedback else set()
+    times["seeds"] = time.perf_counter() - t
     bars = {a: tqdm(total=sum(1 for t in tasks if t[0] == a), desc=a, unit="sub", position=i, leave=True,
                     file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
             for i, a in enumerate(assignments)}
     failed = dict.fromkeys(assignments, 0)
 
     def submit(a, s):
+        t = time.perf_counter()
         payload = {"assignment": a, "student": s, "files": read_submission(os.path.join(submitted, s, a), held),
                    "fingerprint": mine, "kernel": kernel, "env": dict(env_extra or {}), "assignments": assignments,
-                   "local": cluster.local}
+                   "local": cluster.local, "feedback": feedback and (a, s) not in by_hand,
+                   "warm": cluster.warm_env if kernel == "course-sandbox" else {}}
         if on_submit is not None:
             on_submit(a, s)
-        return client.submit(_grade_with_seed, payload, seeds[a], key=f"grade-{a}-{s}-{time.time_ns()}",
-                             pure=False, retries=TASK_RETRIES)
+        future = client.submit(_grade_with_seed, payload, seed(a), key=f"grade-{a}-{s}-{time.time_ns()}",
+                               pure=False, retries=TASK_RETRIES)
+        times["send"] = times.get("send", 0.0) + time.perf_counter() - t
+        return future
 
     results = {}
+    engines = contextlib.ExitStack()
+    engines.enter_context(one_engine_per_database())
     try:
         pending = list(tasks)
         futures = {}
-        # a window of tasks in flight (each carries its files): enough to keep every worker busy
-        window = 1 if one_at_a_time else max(8, 3 * len(client.scheduler_info().get("workers", {})))
-        first = pending[:window]
-        for a, s in first:
-            futures[submit(a, s)] = (a, s)
-        pending = pending[len(first):]
+
+        def window() -> int:
+            """Tasks in flight: one per worker thread, as the forked workers each claim one task at a
+            time. The scheduler places a task when it is sent, on what it guesses of the tasks' lengths
+            (unknown here: every submission is a task of its own), so more in flight queued several
+            behind one worker while another had none (measured: workers idle a quarter of the run)."""
+            return 1 if one_at_a_time else max(1, sum(client.nthreads().values()))
+
+        def top_up(queue=None) -> None:
+            n = window()
+            while pending and len(futures) < n:
+                nxt = pending.pop(0)
+                f = submit(*nxt)
+                futures[f] = nxt
+                if queue is not None:
+                    queue.add(f)
+
+        top_up()
         queue = as_completed(list(futures))
+        waited = time.perf_counter()
         for future in queue:
+            times["wait"] = times.get("wait", 0.0) + time.perf_counter() - waited
             a, s = futures.pop(future)
+            top_up(queue)  # the next submission goes to the worker just freed, before this one is recorded
             try:
+                t = time.perf_counter()
                 returned = future.result()
+                times["fetch"] = times.get("fetch", 0.0) + time.perf_counter() - t
             except Exception as err:  # noqa: BLE001 - the task failed on every try: the grader's, never a 0
                 returned = {"result": {"assignment": a, "student": s, "autograde_ok": False,
                                        "grader_fault": f"the grading task failed on every try ({TASK_RETRIES + 1} "
@@ -534,25 +764,30 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
             if "refused" in returned:
                 returned = {"result": {"assignment": a, "student": s, "autograde_ok": False,
                                        "grader_fault": returned["refused"]}}
-            result = record(api, a, s, returned, feedback) if "autograded" in returned else returned["result"]
+            result = record(api, a, s, returned, feedback, times) if "autograded" in returned else returned["result"]
+            t = time.perf_counter()
             on_result(a, s, result)
+            times["store"] = times.get("store", 0.0) + time.perf_counter() - t
             results[(a, s)] = result
             if result.get("grader_fault") or not result.get("autograde_ok"):
                 failed[a] += 1
                 bars[a].set_postfix(failed=failed[a], refresh=False)
             bars[a].update(1)
             future.release()
-            if pending:
-                nxt = pending.pop(0)
-                f = submit(*nxt)
-                futures[f] = nxt
-                queue.add(f)
+            waited = time.perf_counter()
     finally:
+        engines.close()
         for bar in bars.values():
             bar.close()
         for f in list(futures):
             f.cancel()
         shutil.rmtree(os.path.dirname(api.config.KernelManager.ip), ignore_errors=True)
+    LAST_TIMES.clear()
+    LAST_TIMES.update(times, submissions=len(results),
+                      worker_pages=sum(1 for r in results.values() if r.get("feedback_by") == "worker"))
+    log("[cluster] the client's time: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items())
+        + f"; feedback pages written by the workers: {LAST_TIMES['worker_pages']} of {len(results)}")
+    cluster.start_seconds = 0.0  # paid once per run (the second pass reuses the cluster)
     return results
 
 

@@ -68,6 +68,21 @@ class Options:
     engine: str = "processes"  # dask: a LocalCluster (or the scheduler); processes: forked workers (grading.worker)
 
 
+def engine_for(engine: str, scheduler: str | None) -> str:
+    """The engine a run uses: ``dask`` grades on Dask (a LocalCluster of the workers, or ``scheduler``'s
+    cluster); ``processes`` forks the workers of grading/worker.py on this machine and cannot use a
+    scheduler; ``auto`` (the default): dask when a scheduler is given, else processes. On one machine
+    the forked workers stay the default: the demo class measured up to 50% slower on a LocalCluster on
+    a quiet machine (README, 'Grading on several machines')."""
+    if engine not in ("auto", "dask", "processes"):
+        raise ValueError(f"unknown engine {engine!r}: expected auto, dask or processes")
+    if engine == "processes" and scheduler:
+        raise ValueError("--scheduler / COURSE_DASK_SCHEDULER need --engine dask (or auto)")
+    if engine == "auto":
+        return "dask" if scheduler else "processes"
+    return engine
+
+
 def log(msg: str) -> None:
     print(msg, flush=True)
 
@@ -887,7 +902,9 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
         from grading import cluster
 
         try:
-            _RUN["cluster"] = cluster.Cluster(opts.workers, cluster.scheduler_address(opts.scheduler), log=log)
+            _RUN["cluster"] = cluster.Cluster(opts.workers, cluster.scheduler_address(opts.scheduler), log=log,
+                                              assignments=list(dict.fromkeys(a for a, _ in tasks)),
+                                              kernel=nbgrader_env()["COURSE_KERNEL"])
         except cluster.ClusterError as err:
             raise GradingError(str(err)) from err
     results = autograde_parallel(tasks, opts.workers, feedback=opts.feedback, resume=opts.resume)

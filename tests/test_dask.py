@@ -83,7 +83,7 @@ def results(root):
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory, class_dir):
+def local_course(tmp_path_factory, class_dir):
     """A LocalCluster of --workers processes started by the command."""
     root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-local")
     proc = subprocess.run(grade_cmd("--engine", "dask"), cwd=REPO, env=env_for(root, tmp), capture_output=True, text=True, timeout=1200)
@@ -92,7 +92,80 @@ def local_run(tmp_path_factory, class_dir):
     assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
     grades = read_grades(root)
     assert set(grades) == set(STUDENTS) and grades["s01_correct"][0] == 9.0, grades
-    return grades
+    return root, grades, proc
+
+
+@pytest.fixture(scope="module")
+def local_run(local_course):
+    return local_course[1]
+
+
+def test_the_engine_dask_with_a_scheduler_the_forked_workers_without_one():
+    sys.path.insert(0, REPO)
+    from grading import pipeline
+
+    assert pipeline.engine_for("auto", None) == "processes"
+    assert pipeline.Options(assignments=[]).engine == "processes"
+    assert pipeline.engine_for("auto", "tcp://lab01:8786") == "dask"
+    assert pipeline.engine_for("dask", None) == "dask"
+    assert pipeline.engine_for("processes", None) == "processes"
+    with pytest.raises(ValueError, match="--engine dask"):
+        pipeline.engine_for("processes", "tcp://lab01:8786")
+
+
+def test_local_workers_share_one_warm_template_and_write_the_clients_feedback_pages(local_course, tmp_path):
+    """The feedback pages of submissions nobody graded by hand are written on the workers: byte for byte
+    the pages nbgrader writes in the course from the course's gradebook. Every kernel of a local cluster
+    came from the one template the command started (none of a worker's own)."""
+    root, _, _ = local_course
+    done = results(root)
+    assert {r.get("feedback_by") for r in done.values()} == {"worker"}, done
+    sys.path.insert(0, REPO)
+    from grading import sandbox, warm
+
+    templates = {r.get("warm_template_pid") for r in done.values()}
+    if warm.enabled() and sandbox.bwrap_works()[0]:
+        assert len(templates) == 1 and None not in templates, templates
+        assert int(templates.pop()) not in {r["worker_pid"] for r in done.values()}
+    else:
+        assert templates == {None}, templates
+    pages = {p.relative_to(root / "feedback"): p.read_bytes() for p in (root / "feedback").rglob("*.html")}
+    assert len(pages) == len(STUDENTS), sorted(pages)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", ASSIGNMENT, "--force"],
+                          cwd=os.path.join(REPO, "grading"), env=env_for(root, tmp), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = {p.relative_to(root / "feedback"): p.read_bytes() for p in (root / "feedback").rglob("*.html")}
+    assert again.keys() == pages.keys()
+    differ = [str(k) for k in pages if pages[k] != again[k]]
+    assert not differ, f"the workers' pages differ from the course's own: {differ}"
+
+
+def test_a_hand_graded_submissions_page_is_written_by_the_client(local_course, tmp_path):
+    """A comment given by hand is in the course's gradebook only: that submission's page is written by the
+    client, from the course's gradebook, and shows it."""
+    root, _, _ = local_course
+    from nbgrader.api import Gradebook
+
+    note = "Hand note from the teacher: look at the scaling again."
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        comment = gb.find_submission(ASSIGNMENT, "s02_blank").notebooks[0].comments[0]
+        comment.manual_comment = note
+        gb.db.commit()
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="dk-", dir="/tmp"))
+    try:
+        proc = subprocess.run(grade_cmd("--engine", "dask", "--student", "s02_blank"), cwd=REPO, env=env_for(root, tmp),
+                              capture_output=True, text=True, timeout=1200)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    done = results(root)
+    assert done["s02_blank"]["feedback_by"] == "client", done["s02_blank"]
+    assert done["s02_blank"]["feedback_ok"] is True
+    page = "".join(p.read_text() for p in (root / "feedback" / "s02_blank" / ASSIGNMENT).glob("*.html"))
+    assert note in page
 
 
 class Cluster:

@@ -18,11 +18,12 @@ All runs grade the same submissions in fresh course roots, in this one run of th
   it runs the course's own demo answers unsandboxed, so never point it at a real class).
 
 ``--scaling``: the command instructors run (``python -m grading grade``, one Dask task per
-submission, grading/cluster.py) on a LocalCluster of 1, 2 and 4 worker processes, the same
-submissions each time: autograde wall time (cluster start included), submissions per minute,
-efficiency against 1 worker, this process's own recording time per submission (the gradebook's one
-writer), and the projected wall time of a synthetic class of 1,000 submissions (copies of the demo
-class) on M machines like this one, from the measured per-submission cost (projected, not run).
+submission, grading/cluster.py, feedback pages on, no second pass) on a LocalCluster of 1, 2 and 4
+worker processes, the same submissions each time: autograde wall time (cluster start included),
+submissions per minute, efficiency against 1 worker, the command's own recording time per submission
+(the gradebook's one writer; the workers write the feedback pages), and the projected wall time of a
+synthetic class of 1,000 submissions (copies of the demo class) on M machines like this one, from the
+measured per-submission cost (projected, not run).
 
 Then the same for a simulated class of lesson 05 (its demo class, ``--lesson05-copies`` times
 over) without the plain run. It prints wall times, submissions per minute, seconds per
@@ -443,7 +444,7 @@ def grade_run(root: str, assignments: list[str], workers: int) -> tuple[float, i
     command reports them, submissions, the results it recorded)."""
     import re
 
-    cmd = [sys.executable, "-m", "grading", "grade", "--engine", "dask", "--demo", "no", "--workers", str(workers), "--no-feedback",
+    cmd = [sys.executable, "-m", "grading", "grade", "--engine", "dask", "--demo", "no", "--workers", str(workers),
            "--no-second-pass"] + [x for a in assignments for x in ("--assignment", a)]
     proc = subprocess.run(cmd, cwd=REPO, env=env_for(root), capture_output=True, text=True)
     m = re.search(r"\[autograde\] (\d+) submission\(s\) with \d+ worker\(s\) in ([\d.]+) s", proc.stdout)
