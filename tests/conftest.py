@@ -100,7 +100,7 @@ SLOW_FILES = {
     "tests/test_adversarial.py": 220, "tests/test_grading.py": 215, "tests/test_interrupt.py": 170,
     "tests/test_real_class.py": 160, "tests/test_dask.py": 155, "notebooks/09_prompt_tuning/prompt_tuning.ipynb": 140,
     "tests/test_resume.py": 125, "tests/test_device_audit.py": 20, "tests/test_bundle_released.py": 80,
-    "tests/test_notebooks.py": 90, "tests/test_class_mess.py": 85, "tests/test_postgres.py": 80,
+"tests/test_class_mess.py": 85, "tests/test_postgres.py": 80,
     "tests/test_browser.py": 65, "tests/test_report.py": 60, "tests/test_bundle_lessons_a.py": 60,
     "tests/test_verify.py": 50, "tests/test_bundle.py": 50, "tests/test_prompt_tuning.py": 45,
     "notebooks/12_long_range_dna/long_range_dna.ipynb": 43, "notebooks/10_proteins/proteins.ipynb": 36,
