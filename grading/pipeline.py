@@ -121,18 +121,21 @@ _CELLS_CHANGED = "Cannot add or remove cells for notebook"
 
 # run by generate_assignments in one nbgrader process: nbgrader's API, configured as the workers configure it
 _GENERATE = """
-import sys
+import os, shutil, sys
 from grading import worker
 
 api = worker.load_api()
-for assignment in sys.argv[1:]:
-    out = api.generate_assignment(assignment, force=True, create=True)
-    log = out.get("log") or ""
-    sys.stderr.write(log + (out.get("error") or ""))
-    if not out.get("success") or "[ERROR]" in log:
-        print(f"FAILED {assignment}", flush=True)
-        sys.exit(1)
-    print(f"RELEASED {assignment}", flush=True)
+try:
+    for assignment in sys.argv[1:]:
+        out = api.generate_assignment(assignment, force=True, create=True)
+        log = out.get("log") or ""
+        sys.stderr.write(log + (out.get("error") or ""))
+        if not out.get("success") or "[ERROR]" in log:
+            print(f"FAILED {assignment}", flush=True)
+            sys.exit(1)
+        print(f"RELEASED {assignment}", flush=True)
+finally:  # the kernels' socket folder load_api made (no kernel runs here)
+    shutil.rmtree(os.path.dirname(api.config.KernelManager.ip), ignore_errors=True)
 """
 
 

@@ -70,9 +70,13 @@ def test_other_failures_are_not_mistaken_for_changed_cells(tmp_path, monkeypatch
 def test_assignments_are_released_in_one_nbgrader_process_that_names_the_one_that_failed(tmp_path, monkeypatch):
     """The real generate_assignments: the releases before a failure are made; the failure names its assignment."""
     monkeypatch.setenv("COURSE_ROOT", str(tmp_path))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     with pytest.raises(pipeline.GradingError) as err:
         pipeline.generate_assignments(["02_masking", "99_no_such_lesson", "04_positional"])
     assert err.value.assignment == "99_no_such_lesson"
     assert "generate_assignment 99_no_such_lesson --force" in str(err.value)
     assert os.path.isfile(tmp_path / "release" / "02_masking" / "masking.ipynb")
     assert not (tmp_path / "release" / "04_positional").exists()
+    assert os.listdir(scratch) == [], "left in the temporary folder"
