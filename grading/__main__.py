@@ -20,9 +20,11 @@ import argparse
 import os
 import sys
 
-from grading.worker import without_iri_grammar
+import grading
 
-without_iri_grammar()  # before nbformat is imported (grading.demo imports it)
+# before nbformat is imported (grading.demo imports it); not through grading.worker, whose GRADING_DIR must
+# be read after the command has chosen its course root (the demo course's, for the demo class)
+grading.without_iri_grammar()
 from grading import demo, pipeline, preflight, sandbox  # noqa: E402
 
 

@@ -98,9 +98,9 @@ def nbgrader_env() -> dict:
 
 def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
     """Run an nbgrader CLI command in the course root; raise GradingError when it fails."""
-    # nbgrader's own command line, in a process that skips jsonschema's IRI grammar (grading.worker)
-    cmd = [sys.executable, "-c", "import sys; from grading.worker import without_iri_grammar; "
-           "without_iri_grammar(); from nbgrader.apps.nbgraderapp import main; sys.argv[0] = 'nbgrader'; main()",
+    # nbgrader's own command line, in a process that skips jsonschema's IRI grammar (grading.without_iri_grammar)
+    cmd = [sys.executable, "-c", "import sys, grading; grading.without_iri_grammar(); "
+           "from nbgrader.apps.nbgraderapp import main; sys.argv[0] = 'nbgrader'; main()",
            *args]
     # a process group of its own (nbgrader starts `alembic` for the gradebook): an interrupt kills all of it
     popen = subprocess.Popen(cmd, cwd=PACKAGE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

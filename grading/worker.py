@@ -25,20 +25,13 @@ import sys
 import tempfile
 import time
 
+import grading
 from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, warm
 
 
-def without_iri_grammar() -> None:
-    """In this grading process, import jsonschema without its grammar for the "iri" format (rfc3987_syntax,
-    which compiles 38 grammars on import, 1-3 s of CPU, when JupyterLab's dependencies installed it; no schema
-    nbgrader or nbformat validates uses it). Called before anything imports nbformat; never in a kernel or the
-    warm-kernel template, whose imports stay as a student's."""
-    sys.modules.setdefault("rfc3987_syntax", None)
-
-
 def import_nbgrader() -> None:
-    """Import nbgrader's API and converters (:func:`without_iri_grammar`)."""
-    without_iri_grammar()
+    """Import nbgrader's API and converters (``grading.without_iri_grammar`` first)."""
+    grading.without_iri_grammar()
     import nbgrader.api
     import nbgrader.apps  # noqa: F401
     import nbgrader.converters  # noqa: F401

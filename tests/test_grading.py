@@ -167,11 +167,17 @@ def test_new_gradebooks_ask_alembic_for_the_schema_version_once_per_process(tmp_
     makes a private gradebook per submission) and record the same version nbgrader's own call gives."""
     import subprocess as sp
 
+    import nbformat.reader
     import nbgrader.api
     from nbgrader.api import Gradebook
 
     from grading import worker
 
+    # what import_nbgrader changes in this process, put back after the test (other tests in this process need
+    # plain nbformat: tests/test_class_mess.py's byte-order-mark test)
+    monkeypatch.setattr(nbformat.reader, "parse_json", nbformat.reader.parse_json)
+    monkeypatch.setattr(nbgrader.api, "get_alembic_version", nbgrader.api.get_alembic_version)
+    monkeypatch.setitem(sys.modules, "rfc3987_syntax", sys.modules.get("rfc3987_syntax"))
     worker.import_nbgrader()
     nbgrader.api.get_alembic_version.cache_clear()
     calls = []
