@@ -96,13 +96,9 @@ def nbgrader_env() -> dict:
     return env
 
 
-def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
-    """Run an nbgrader CLI command in the course root; raise GradingError when it fails."""
-    # nbgrader's own command line, in a process that skips jsonschema's IRI grammar (grading.without_iri_grammar)
-    cmd = [sys.executable, "-c", "import sys, grading; grading.without_iri_grammar(); "
-           "from nbgrader.apps.nbgraderapp import main; sys.argv[0] = 'nbgrader'; main()",
-           *args]
-    # a process group of its own (nbgrader starts `alembic` for the gradebook): an interrupt kills all of it
+def _nbgrader_process(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Run an nbgrader process in the course root, in a process group of its own (nbgrader starts `alembic`
+    for the gradebook): an interrupt kills all of it."""
     popen = subprocess.Popen(cmd, cwd=PACKAGE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=nbgrader_env(), start_new_session=True)
     try:
@@ -110,7 +106,16 @@ def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
     except BaseException:
         _stop_workers(popen)
         raise
-    proc = subprocess.CompletedProcess(cmd, popen.returncode, out, err)
+    return subprocess.CompletedProcess(cmd, popen.returncode, out, err)
+
+
+def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
+    """Run an nbgrader CLI command in the course root; raise GradingError when it fails."""
+    # nbgrader's own command line, in a process that skips jsonschema's IRI grammar (grading.without_iri_grammar)
+    cmd = [sys.executable, "-c", "import sys, grading; grading.without_iri_grammar(); "
+           "from nbgrader.apps.nbgraderapp import main; sys.argv[0] = 'nbgrader'; main()",
+           *args]
+    proc = _nbgrader_process(cmd)
     failed = proc.returncode != 0 or "[ERROR]" in proc.stderr or "| ERROR]" in proc.stderr
     if failed:
         raise GradingError(f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -144,19 +149,12 @@ def generate_assignments(assignments: list[str]) -> None:
     imports are paid once, not once per assignment); the first that fails raises GradingError naming it."""
     if not assignments:
         return
-    cmd = [sys.executable, "-c", _GENERATE, *assignments]
-    popen = subprocess.Popen(cmd, cwd=PACKAGE_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=nbgrader_env(), start_new_session=True)  # a group of its own, as run_nbgrader
-    try:
-        out, err = popen.communicate()
-    except BaseException:
-        _stop_workers(popen)
-        raise
-    if popen.returncode:
-        failed = next((line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("FAILED ")),
+    proc = _nbgrader_process([sys.executable, "-c", _GENERATE, *assignments])
+    if proc.returncode:
+        failed = next((line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("FAILED ")),
                       None)
         error = GradingError(f"`nbgrader generate_assignment {failed or ' '.join(assignments)} --force` failed "
-                             f"(exit {popen.returncode}):\n{err[-3000:]}")
+                             f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         error.assignment = failed
         raise error
 
