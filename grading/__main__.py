@@ -59,8 +59,8 @@ def main(argv=None) -> int:
                    default=os.environ.get("COURSE_GRADING_ENGINE", "auto"),
                    help="dask: one Dask task per submission, on a LocalCluster of --workers processes or on "
                         "--scheduler; processes: worker processes forked on this machine (grading/worker.py); "
-                        "auto (default): dask when a scheduler is given, else processes (measured faster on "
-                        "one machine, README 'Grading on several machines')")
+                        "auto (default; $COURSE_GRADING_ENGINE): dask, on a LocalCluster unless a scheduler is "
+                        "given (processes when Dask is not installed); README 'Grading on several machines'")
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     g.add_argument("--no-second-pass", action="store_true",
                    help="do not re-grade timeouts and ungraded submissions alone with more time")

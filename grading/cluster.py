@@ -39,6 +39,7 @@ import signal
 import sys
 import tempfile
 import time
+import zlib
 
 from grading import NOTEBOOKS_DIR, PACKAGE_DIR, REPO_DIR
 
@@ -326,6 +327,8 @@ def grade_submission(task: dict) -> dict:
     from grading import sandbox, worker
 
     a, s = task["assignment"], task["student"]
+    started_at = time.time()
+    gradebook = task["gradebook"] if "gradebook" in task else zlib.decompress(task["gradebook_z"])
     mine = fingerprint()
     refused = differences(task["fingerprint"], mine)
     if refused:  # a worker that joined after the check: it grades nothing
@@ -336,7 +339,7 @@ def grade_submission(task: dict) -> dict:
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(os.path.join(root, "submitted", s, a))
     with open(os.path.join(root, "gradebook.db"), "wb") as fh:
-        fh.write(task["gradebook"])
+        fh.write(gradebook)
     write_files(os.path.join(root, "submitted", s, a), task["files"])
     if task["kernel"] == sandbox.KERNEL_NAME:
         from grading import edition
@@ -369,6 +372,7 @@ def grade_submission(task: dict) -> dict:
     result["worker_pid"] = os.getpid()
     result["warm_template_pid"] = warm_env.get("COURSE_WARM_PID")  # the template its kernel was forked from
     result["task_seconds"] = round(time.perf_counter() - start, 2)
+    result["started_at"], result["finished_at"] = started_at, time.time()  # the worker's timeline (bench_grading.py)
     shutil.rmtree(root, ignore_errors=True)
     return {"result": result, "autograded": autograded, "feedback": feedback}
 
@@ -578,7 +582,13 @@ class Cluster:
             # torch, the checks) once; spawn would import all of it again in each
             dask.config.set({"distributed.worker.multiprocessing-method": "fork",
                              "distributed.worker.daemon": False,  # a worker starts kernels (processes)
-                             "distributed.scheduler.work-stealing": False})
+                             "distributed.scheduler.work-stealing": False,
+                             # the workers' statistical profiler samples the running task's stack every 10 ms,
+                             # taking the GIL from the submission's verification each time
+                             "distributed.worker.profile.enabled": False,
+                             "distributed.admin.tick.interval": "1s",
+                             "distributed.admin.system-monitor.interval": "2s",
+                             "distributed.worker.memory.monitor-interval": "1s"})
             self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                         local_directory=tempfile.gettempdir(), host="127.0.0.1",
                                         dashboard_address=":0" if _has_dashboard() else None,
@@ -696,11 +706,15 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
     api = worker.load_api()
     assignments = list(dict.fromkeys(a for a, _ in tasks))
     empty = empty_gradebook(db_url)
-    seeds = {}
+    seeds: dict = {}
 
-    def seed(a):  # the assignment's gradebook, on every worker, when its first submission is sent
+    def seed(a):
+        """The assignment's gradebook, compressed (a 168 KB SQLite file is 9 KB), made once and sent inside
+        each of its tasks. Not scattered to the workers beforehand: a broadcast waits for every worker's
+        answer, and a worker busy in a submission's verification answered in up to 3 s while the worker
+        just freed stood idle (measured on the demo class)."""
         if a not in seeds:
-            seeds[a] = client.scatter(assignment_gradebook(db_url, a, empty), broadcast=True, hash=False)
+            seeds[a] = zlib.compress(assignment_gradebook(db_url, a, empty), 6)
         return seeds[a]
     # the workers write the feedback pages of the submissions that no person has graded yet (record())
     by_hand = hand_graded_tasks(db_url, tasks) if feedback else set()
@@ -718,7 +732,8 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
                    "warm": cluster.warm_env if kernel == "course-sandbox" else {}}
         if on_submit is not None:
             on_submit(a, s)
-        future = client.submit(_grade_with_seed, payload, seed(a), key=f"grade-{a}-{s}-{time.time_ns()}",
+        payload["gradebook_z"] = seed(a)
+        future = client.submit(grade_submission, payload, key=f"grade-{a}-{s}-{time.time_ns()}",
                                pure=False, retries=TASK_RETRIES)
         times["send"] = times.get("send", 0.0) + time.perf_counter() - t
         return future
@@ -789,7 +804,3 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
         + f"; feedback pages written by the workers: {LAST_TIMES['worker_pages']} of {len(results)}")
     cluster.start_seconds = 0.0  # paid once per run (the second pass reuses the cluster)
     return results
-
-
-def _grade_with_seed(payload: dict, gradebook: bytes) -> dict:
-    return grade_submission({**payload, "gradebook": gradebook})

@@ -306,8 +306,10 @@ def grade_tasks(args) -> None:
         assignment, student = task.split("/", 1)
         if not claim(args.results, assignment, student):
             continue
+        started_at = time.time()
         result = grade_one(api, assignment, student, feedback=not args.no_feedback)
         result["worker_pid"] = os.getpid()
+        result["started_at"], result["finished_at"] = started_at, time.time()  # the worker's timeline (bench_grading.py)
         write_result(args.results, result)
 
 

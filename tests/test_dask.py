@@ -100,12 +100,16 @@ def local_run(local_course):
     return local_course[1]
 
 
-def test_the_engine_dask_with_a_scheduler_the_forked_workers_without_one():
+def test_the_engine_dask_by_default_the_forked_workers_when_asked_or_without_dask(monkeypatch):
     sys.path.insert(0, REPO)
     from grading import pipeline
 
+    assert pipeline.engine_for("auto", None) == "dask"
+    assert pipeline.Options(assignments=[]).engine == "dask"
+    monkeypatch.setattr(pipeline, "dask_installed", lambda: False)
     assert pipeline.engine_for("auto", None) == "processes"
-    assert pipeline.Options(assignments=[]).engine == "processes"
+    assert pipeline.engine_for("auto", "tcp://lab01:8786") == "dask"
+    monkeypatch.undo()
     assert pipeline.engine_for("auto", "tcp://lab01:8786") == "dask"
     assert pipeline.engine_for("dask", None) == "dask"
     assert pipeline.engine_for("processes", None) == "processes"
