@@ -16,9 +16,8 @@ The split (issue 36):
   warm kernels) and returns the autograded notebooks as bytes, the log, the problems and the timings as
   plain data.
 
-``--scheduler ADDRESS`` or ``COURSE_DASK_SCHEDULER`` connects to a running scheduler; ``--engine dask``
-without one starts a ``LocalCluster`` of N single-threaded worker processes (``--workers N``; not the
-default on one machine, where the forked workers were measured faster),
+``--scheduler ADDRESS`` or ``COURSE_DASK_SCHEDULER`` connects to a running scheduler; without one (the
+default) the command starts a ``LocalCluster`` of N single-threaded worker processes (``--workers N``),
 forked from it after the imports they share, with one template of warm kernels for all of them (as the
 forked workers of grading/worker.py, ``--engine processes``, share one) (README, "Grading on several
 machines"). A worker writes the feedback page too when the course's gradebook holds no hand grade for
