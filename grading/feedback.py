@@ -25,6 +25,7 @@ folder there.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import stat
@@ -367,9 +368,10 @@ class FeedbackExporter(HTMLExporter):
         return page, resources
 
 
-_TAG = re.compile(r"<(img|div)\b((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>", re.I)
+_TAG = re.compile(r"<([a-zA-Z][^\s/>]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>")
 _ATTR = re.compile(r"([^\s=/>\"']+)(?:\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s\"'=<>`]+))?")
-_BODY = re.compile(r"<body\b[^>]*\bclass=\"([^\"]*)\"")
+# what html.parser does not read as tags: comments, and the text of script and style elements
+_NOT_TAGS = re.compile(r"<!--.*?-->|<(script|style)\b.*?</\1\s*>", re.S | re.I)
 NO_ALT = "No description has been provided for this image"
 FOCUSABLE = ("jp-Cell-inputWrapper", "jp-OutputArea-output")
 
@@ -377,38 +379,52 @@ FOCUSABLE = ("jp-Cell-inputWrapper", "jp-OutputArea-output")
 def accessible(html: str):
     """nbconvert's accessibility pass on an exported page (``HTMLExporter.from_notebook_node``: every
     ``img`` without ``alt`` gets one; every ``div.jp-Cell-inputWrapper`` and ``div.jp-OutputArea-output``
-    inside the ``.jp-Notebook`` body gets ``tabindex="0"``), on the text. Returns (page, images given
-    an alt), or None where the page is not laid out as nbconvert's lab template writes it (its body is
-    not ``.jp-Notebook``, or an attribute is written twice): the caller then runs nbconvert's own pass.
-    ``tests/test_feedback_pages.py`` checks, on every demo page, that both give the same document."""
-    body = _BODY.search(html)
-    if body is None or "jp-Notebook" not in body.group(1).split():
+    inside an element of class ``jp-Notebook`` gets ``tabindex="0"``), on the text. Returns (page,
+    images given an alt), or None where the page is not laid out as nbconvert's templates write it (an
+    attribute written twice, a ``tabindex`` already there, ``jp-Notebook`` on an element other than the
+    body, a ``<!`` or ``<?`` markup other than the doctype and comments): the caller then runs
+    nbconvert's own pass. ``tests/test_feedback_pages.py`` checks, on the demo class's feedback pages
+    and on pages made to be awkward, that both give the same document."""
+    skip = [m.span() for m in _NOT_TAGS.finditer(html)]
+    starts = [a for a, _ in skip]
+
+    def hidden(pos: int) -> bool:  # in a comment, or in a script's or style's text
+        i = bisect.bisect_right(starts, pos) - 1
+        return i >= 0 and pos < skip[i][1]
+
+    if any(not hidden(m.start()) for m in re.finditer(r"<[!?](?!--|doctype)", html, re.I)):
         return None
     out, pos, missing = [], 0, 0
+    inside = False  # in the .jp-Notebook body
     for m in _TAG.finditer(html):
+        if hidden(m.start()):
+            continue
         name, inner = m.group(1).lower(), m.group(2)
-        attrs = [a.group(1).lower() for a in _ATTR.finditer(inner.rstrip("/"))]
-        if len(attrs) != len(set(attrs)):
+        attrs = dict(_attrs(inner))
+        if len(attrs) != sum(1 for _ in _ATTR.finditer(inner.rstrip("/"))):
             return None
-        if name == "img":
-            if "alt" in attrs:
-                continue
+        if "jp-Notebook" in attrs.get("class", "").split():
+            if name != "body" or inside:
+                return None
+            inside = True
+        if name == "img" and "alt" not in attrs:
             addition = f' alt="{NO_ALT}"'
             missing += 1
-        else:
-            if m.start() < body.end():
-                continue  # outside the .jp-Notebook body
-            classes = next((v for k, v in _attrs(inner) if k == "class"), "")
-            if not any(c in FOCUSABLE for c in classes.split()):
+        elif name == "div" and any(c in FOCUSABLE for c in attrs.get("class", "").split()):
+            if not inside:
                 continue
             if "tabindex" in attrs:
-                return None  # the template writes none: not its page
+                return None
             addition = ' tabindex="0"'
+        else:
+            continue
         end = m.end() - 1
         if inner.endswith("/"):
             end -= 1
         out += [html[pos:end], addition]
         pos = end
+    if inside and re.search(r"</body\s*>.*<div\b", html, re.S | re.I):
+        return None  # a div after the body: not inside it
     out.append(html[pos:])
     return "".join(out), missing
 
