@@ -200,10 +200,24 @@ def empty_gradebook(db_url: str) -> bytes:
     import sqlite3
 
     from nbgrader.api import Gradebook
-    from sqlalchemy import text
+    from sqlalchemy import inspect, text
 
     with Gradebook(db_url) as src:
-        version = src.db.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        has_table = "alembic_version" in inspect(src.engine).get_table_names()
+        version = src.db.execute(text("SELECT version_num FROM alembic_version")).scalar() if has_table else None
+        if version is None:
+            # nbgrader makes a new gradebook's tables, then asks `alembic` for the version and writes it: a run
+            # interrupted in between leaves the tables without it, and nbgrader never adds it later. Written
+            # now as nbgrader would have (its answer, asked once per process: worker.import_nbgrader)
+            from nbgrader import api as nbapi
+
+            bin_path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+            with _environment({"PATH": bin_path}):  # this environment's `alembic`
+                version = nbapi.get_alembic_version()
+            if not has_table:
+                src.db.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+            src.db.execute(text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": version})
+            src.db.commit()
     with tempfile.TemporaryDirectory(prefix="course-seed-") as tmp:
         path = os.path.join(tmp, "gradebook.db")
         with contextlib.closing(sqlite3.connect(path)) as db:

@@ -329,3 +329,32 @@ def test_a_worker_without_bubblewrap_is_refused_before_anything_is_graded(tmp_pa
     assert "have an environment that differs" in proc.stderr and "sandbox: worker has 'no isolation" in proc.stderr, \
         proc.stderr[-3000:]
     assert not results(root), "a worker graded before the refusal"
+
+
+def test_a_gradebook_left_without_its_schema_version_gets_nbgraders(tmp_path):
+    """nbgrader creates a gradebook's tables, then asks `alembic` for the schema version: a run interrupted in
+    between (tests/test_interrupt.py, seed 1, found it) left a course gradebook without the version, and the
+    Dask client, which copies the version into the assignments' gradebooks, failed on --resume."""
+    import sqlite3
+
+    sys.path.insert(0, REPO)
+    from grading import cluster, worker
+
+    worker.import_nbgrader()
+    from nbgrader.api import Gradebook
+
+    path = tmp_path / "gradebook.db"
+    url = f"sqlite:///{path}"
+    with Gradebook(url):
+        pass
+    with sqlite3.connect(path) as db:
+        (head,) = db.execute("SELECT version_num FROM alembic_version").fetchone()
+        db.execute("DROP TABLE alembic_version")
+    empty = cluster.empty_gradebook(url)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(head,)]
+    copy = tmp_path / "empty.db"
+    copy.write_bytes(empty)
+    with sqlite3.connect(copy) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(head,)]
+        assert db.execute("SELECT count(*) FROM student").fetchone() == (0,)
