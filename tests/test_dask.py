@@ -338,9 +338,7 @@ def test_a_gradebook_left_without_its_schema_version_gets_nbgraders(tmp_path):
     import sqlite3
 
     sys.path.insert(0, REPO)
-    from grading import cluster, worker
-
-    worker.import_nbgrader()
+    from grading import cluster  # not worker.import_nbgrader: it would leave nbformat patched in this process
     from nbgrader.api import Gradebook
 
     path = tmp_path / "gradebook.db"
