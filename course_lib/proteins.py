@@ -491,7 +491,8 @@ def consensus_names(similarity: torch.Tensor, names: Sequence[str], k: int = 20,
     similarity: (Q, N) scores of Q queries against the N database proteins whose names are
     ``names``. For each query, the k most similar get weights softmax(similarity / temperature).
     Candidates are the k neighbours' names and, for each threshold t, the words (``name_words``)
-    whose summed weight over the neighbours holding them is >= t, in order of first appearance.
+    whose summed weight over the neighbours holding them is >= t, ordered by their weighted mean
+    relative position in those names (so "50S ribosomal protein", not "ribosomal protein 50S").
     The answer is the candidate with the highest expected token F1 against the neighbours' names
     (sum of weight x ``token_f1``): a close neighbour's name wins when one neighbour dominates; with
     many weak neighbours the words they share win (e.g. "ribosomal protein").
@@ -506,12 +507,18 @@ def consensus_names(similarity: torch.Tensor, names: Sequence[str], k: int = 20,
     for row, w in zip(top.indices.tolist(), weights):
         neighbours = [names[j] for j in row]
         votes: dict[str, float] = {}
+        place: dict[str, float] = {}  # weighted mean relative position of the word in the names holding it
         for wi, n in zip(w, neighbours):
-            for t in dict.fromkeys(name_words(n)):
-                votes[t] = votes.get(t, 0.0) + wi  # dict order = first appearance
+            words = name_words(n)
+            for pos, t in reversed(list(enumerate(words))):  # a repeated word counts once, at its first place
+                first = pos / len(words)
+                if words.index(t) == pos:
+                    votes[t] = votes.get(t, 0.0) + wi
+                    place[t] = place.get(t, 0.0) + wi * first
+        order = sorted(votes, key=lambda t: place[t] / max(votes[t], 1e-300))
         candidates = list(dict.fromkeys(neighbours))
         for th in thresholds:
-            words = " ".join(t for t, v in votes.items() if v >= th)
+            words = " ".join(t for t in order if votes[t] >= th)
             if words and words not in candidates:
                 candidates.append(words)
         out.append(max(candidates, key=lambda c: sum(wi * token_f1(c, n) for wi, n in zip(w, neighbours))))
