@@ -1,7 +1,7 @@
 """Train the shipped protein masked-residue model of lesson 10: course_lib/data/protein_mlm_10.pt.
 
-NOT run at test or run time (it needs the Debian package mmseqs2-examples and about 40 minutes
-of one CPU thread). To rebuild:
+NOT run at test or run time (it needs the Debian package mmseqs2-examples and about an hour of
+one CPU thread: 3,567 s on 2 shared cores at load average 4-6, 2026-11-26). To rebuild:
 
     apt-get install -y mmseqs2-examples          # the source FASTA and the mmseqs2 tool
     OMP_NUM_THREADS=1 nice -n 15 .venv/bin/python tests/data_scripts/protein_mlm_weights.py
