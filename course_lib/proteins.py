@@ -53,6 +53,7 @@ __all__ = [
     "encode_proteins", "decode_proteins", "kmer_vectors", "favor_padded_attention",
     "NameTokenizer", "name_tokens", "name_words", "token_f1", "naming_scores",
     "ProteinNamer", "greedy_decode", "seq2seq_loss", "ProteinMLM", "mask_residues", "mlm_loss", "peak_tensor_memory",
+    "MLM_WEIGHTS", "MLM_CONFIG", "load_protein_mlm", "mean_embeddings", "consensus_names", "paired_bootstrap",
 ]
 
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
@@ -438,6 +439,107 @@ def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Cross-entropy over the masked positions only (targets -100 elsewhere)."""
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
 
+
+
+# ---------------------------------------------------------------- the shipped model and naming by retrieval
+MLM_WEIGHTS = "protein_mlm_10.pt"  # in course_lib/data/, made by tests/data_scripts/protein_mlm_weights.py
+MLM_CONFIG = dict(d_model=128, num_heads=4, num_layers=4, d_ff=256, dropout=0.1, max_len=1024)
+
+
+def load_protein_mlm(device: str | torch.device = "cpu") -> ProteinMLM:
+    """The course's pretrained masked-residue model (``course_lib/data/protein_mlm_10.pt``), in eval mode.
+
+    A ``ProteinMLM(**MLM_CONFIG)`` (537k float32 parameters) trained offline on 17,416 UniProt
+    sequences that have no hit among the lesson's test proteins at >= 50 % identity; how, with
+    which settings and to what validation accuracy: ``course_lib/data/README.md`` and
+    ``tests/data_scripts/protein_mlm_weights.py``. Inputs up to 1,024 tokens.
+    """
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent / "data" / MLM_WEIGHTS
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: it ships with the course (rebuild it with "
+                                f"tests/data_scripts/protein_mlm_weights.py)")
+    model = ProteinMLM(**MLM_CONFIG)
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return model.to(device).eval()
+
+
+@torch.no_grad()
+def mean_embeddings(model: ProteinMLM, ids: torch.Tensor, keep: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+    """One vector per protein: the model's per-residue representations averaged over the residues
+    (not ``<cls>``, ``<eos>`` nor padding), divided by its Euclidean norm. ids, keep (B, T) as made by
+    an ``encode_proteins``; returns float32 (B, d_model) on the model's device."""
+    was = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    rows = []
+    for i in range(0, ids.shape[0], batch_size):
+        b_ids, b_keep = ids[i:i + batch_size].to(device), keep[i:i + batch_size].to(device)
+        h = model.embed(b_ids, b_keep)  # (b, T, d)
+        residue = (b_keep & (b_ids >= len(SPECIALS))).unsqueeze(-1).to(h.dtype)  # (b, T, 1)
+        rows.append((h * residue).sum(1) / residue.sum(1).clamp(min=1.0))
+    model.train(was)
+    out = torch.cat(rows).float()
+    return out / out.norm(dim=1, keepdim=True).clamp(min=1e-12)
+
+
+def consensus_names(similarity: torch.Tensor, names: Sequence[str], k: int = 20, temperature: float = 0.02,
+                    thresholds: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7)) -> list[str]:
+    """Name each query by retrieval plus minimum-Bayes-risk choice among its k nearest database proteins.
+
+    similarity: (Q, N) scores of Q queries against the N database proteins whose names are
+    ``names``. For each query, the k most similar get weights softmax(similarity / temperature).
+    Candidates are the k neighbours' names and, for each threshold t, the words (``name_words``)
+    whose summed weight over the neighbours holding them is >= t, ordered by their weighted mean
+    relative position in those names (so "50S ribosomal protein", not "ribosomal protein 50S").
+    The answer is the candidate with the highest expected token F1 against the neighbours' names
+    (sum of weight x ``token_f1``): a close neighbour's name wins when one neighbour dominates; with
+    many weak neighbours the words they share win (e.g. "ribosomal protein").
+    """
+    if similarity.ndim != 2 or similarity.shape[1] != len(names):
+        raise ValueError(f"similarity must be (Q, {len(names)}), got {tuple(similarity.shape)}")
+    if not 1 <= k <= len(names) or temperature <= 0:
+        raise ValueError(f"need 1 <= k <= {len(names)} and temperature > 0, got k={k}, temperature={temperature}")
+    top = similarity.float().cpu().topk(k, dim=1)
+    weights = torch.softmax(top.values / temperature, dim=1).tolist()
+    out = []
+    for row, w in zip(top.indices.tolist(), weights):
+        neighbours = [names[j] for j in row]
+        votes: dict[str, float] = {}
+        place: dict[str, float] = {}  # weighted mean relative position of the word in the names holding it
+        for wi, n in zip(w, neighbours):
+            words = name_words(n)
+            for pos, t in reversed(list(enumerate(words))):  # a repeated word counts once, at its first place
+                first = pos / len(words)
+                if words.index(t) == pos:
+                    votes[t] = votes.get(t, 0.0) + wi
+                    place[t] = place.get(t, 0.0) + wi * first
+        order = sorted(votes, key=lambda t: place[t] / max(votes[t], 1e-300))
+        candidates = list(dict.fromkeys(neighbours))
+        for th in thresholds:
+            words = " ".join(t for t in order if votes[t] >= th)
+            if words and words not in candidates:
+                candidates.append(words)
+        out.append(max(candidates, key=lambda c: sum(wi * token_f1(c, n) for wi, n in zip(w, neighbours))))
+    return out
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_resamples: int = 10_000,
+                     seed: int = 0) -> tuple[float, float, float, float]:
+    """Paired bootstrap of mean(a) - mean(b) over the same items (e.g. per-protein token F1 of two
+    methods): (difference, 2.5th and 97.5th percentiles of the resampled differences, the fraction
+    of resamples where the difference is <= 0, a one-sided bootstrap p-value)."""
+    import numpy as np
+
+    a_, b_ = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a_.shape != b_.shape or a_.ndim != 1 or a_.size == 0:
+        raise ValueError(f"need two 1-d sequences of the same, non-zero length, got {a_.shape} and {b_.shape}")
+    d = a_ - b_
+    idx = np.random.default_rng(seed).integers(0, d.size, (n_resamples, d.size))
+    means = d[idx].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(d.mean()), float(lo), float(hi), float((means <= 0).mean())
 
 
 # ---------------------------------------------------------------- memory measurement
