@@ -168,7 +168,7 @@ LESSONS: tuple[Lesson, ...] = (
             "majority_vote"),
     _lesson(_PR, "proteins", "decode_proteins", "name_tokens", "NameTokenizer", "name_words", "token_f1",
             "naming_scores", "ProteinNamer", "seq2seq_loss", "mask_residues", "ProteinMLM", "mlm_loss",
-            "peak_tensor_memory"),
+            "peak_tensor_memory", "load_protein_mlm", "mean_embeddings", "consensus_names", "paired_bootstrap"),
     _lesson(_RC, "consensus", "encode", "decode", "alignment_counts", "majority_consensus",
             "poa_consensus", "error_rate", "trimmed_error_rate", "column_labels", "windows", "label_windows",
             "ConsensusTransformer", "read_rows", "row_windows", "molecule_windows", "pass_subsets", "stitch",
