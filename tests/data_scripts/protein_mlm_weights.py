@@ -56,19 +56,7 @@ SEED, STEPS, BATCH, CROP, LR, WARMUP, EVAL_EVERY, RATE = 0, int(os.environ.get("
 MIN_ID, COVERAGE = 0.5, 0.8
 
 
-def read_fasta(path):
-    header, seq = None, []
-    with gzip.open(path, "rt") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith(">"):
-                if header is not None:
-                    yield header, "".join(seq)
-                header, seq = line, []
-            else:
-                seq.append(line.strip())
-    if header is not None:
-        yield header, "".join(seq)
+from uniprot_names import read_fasta  # noqa: E402 - the lesson's extract script, beside this one
 
 
 def mmseqs(*args, cwd):
