@@ -40,6 +40,7 @@ import sys
 
 import nbformat
 
+from course_lib.checks.core import HIDDEN_NOT_SHIPPED  # noqa: F401 - what a hidden check says outside grading
 from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, REPO_DIR
 
 COURSE_LIB = os.path.join(REPO_DIR, "course_lib")
@@ -159,8 +160,6 @@ def student_edition_of_module(source: str, exercises: set[str]) -> tuple[str, li
 
 
 # ---------------------------------------------------------------- hidden tests out: hidden is False
-HIDDEN_NOT_SHIPPED = ("the hidden tests are not in the students' edition: your instructor runs them "
-                      "when grading; call the check without hidden=True")
 
 
 def _takes_hidden_flag(node) -> bool | None:
@@ -188,8 +187,9 @@ class _FoldHidden(ast.NodeTransformer):
     ``return`` or ``raise`` in the same block go. What only a hidden case used is then unreachable
     (removed by :func:`student_edition_of_checks`)."""
 
-    def __init__(self):
+    def __init__(self, module: str = "course_lib.checks"):
         self.active = [False]
+        self.module = module
 
     def _function(self, node):
         takes = _takes_hidden_flag(node)
@@ -199,8 +199,11 @@ class _FoldHidden(ast.NodeTransformer):
         finally:
             self.active.pop()
         if takes and isinstance(node, ast.FunctionDef) and node.name.startswith("check_"):
-            # a public check called with hidden=True says so, instead of running the visible cases
-            guard = ast.parse(f"if hidden:\n    raise RuntimeError({HIDDEN_NOT_SHIPPED!r})").body[0]
+            # a public check called with hidden=True runs the hidden inputs the grader hands the kernel as data
+            # (core.run_hidden_from_feed); outside grading it says the hidden tests are not here
+            qualname = f"{self.module}.{node.name}"
+            guard = ast.parse(f"if hidden:\n    from course_lib.checks import core as _course_core\n"
+                              f"    return _course_core.run_hidden_from_feed({qualname!r}, student)").body[0]
             at = 1 if ast.get_docstring(node) is not None else 0
             node.body.insert(at, guard)
         return node
@@ -264,9 +267,10 @@ class _FoldHidden(ast.NodeTransformer):
         return node
 
 
-def fold_hidden(source: str) -> str:
-    """``source`` (a checks module) with ``hidden`` partially evaluated as False (see :class:`_FoldHidden`)."""
-    tree = _FoldHidden().visit(ast.parse(source))
+def fold_hidden(source: str, module: str = "course_lib.checks") -> str:
+    """``source`` (the checks module ``module``) with ``hidden`` partially evaluated as False (see
+    :class:`_FoldHidden`)."""
+    tree = _FoldHidden(module).visit(ast.parse(source))
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
@@ -310,11 +314,11 @@ def _remove_unreachable_private(tree: ast.Module) -> None:
                  if not (assigned(n) and all(x in private and x not in reachable for x in assigned(n)))]
 
 
-def student_edition_of_checks(source: str, keep_hidden: bool = False) -> str:
+def student_edition_of_checks(source: str, keep_hidden: bool = False, module: str = "course_lib.checks") -> str:
     """A lesson's checks with the hidden cases folded away (``hidden`` is False: :func:`fold_hidden`; kept with
     ``keep_hidden``) and every known wrong implementation replaced by a stub; private code only those used is
     stubbed (functions) or removed (tables)."""
-    tree = _ReplaceWrongFns().visit(ast.parse(source if keep_hidden else fold_hidden(source)))
+    tree = _ReplaceWrongFns().visit(ast.parse(source if keep_hidden else fold_hidden(source, module)))
     stub = ast.parse(f"def {_STUB_NAME}(*args, **kwargs):\n"
                      f"    raise RuntimeError('known wrong answers are not shipped in the student edition')").body[0]
     # after the module docstring and the __future__ import
@@ -409,7 +413,7 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
                 if rel in (os.path.join("checks", n) for n in ("__init__.py", "core.py", "transcript.py",
                                                                "registry.py")):
                     continue
-                new = student_edition_of_checks(source, keep_hidden=keep_hidden)
+                new = student_edition_of_checks(source, keep_hidden=keep_hidden, module=module)
                 write_inputs(module, os.path.dirname(path), hidden=keep_hidden)
             else:
                 new, stripped = student_edition_of_module(source, set(secret.get(module, ())))

@@ -9,10 +9,12 @@ edition, with every reference. The sandboxed kernel that runs a submission mount
   bundle (``grading.bundle.write_course_lib``); assignments whose solutions are released
   (``c.CourseBundle.solutions_released``) keep theirs, as the students' bundle does;
 * every known wrong implementation in the checks is a stub (they are near-solutions);
-* unlike the students' bundle, the checks keep their hidden cases: the hidden test cells call them in
-  the kernel, which records the student's outputs on those inputs (record mode) for the verifier;
+* the checks hold no hidden case, seed or input, exactly as in the students' bundle: the hidden cases are
+  folded away and a hidden test's check runs the inputs the grader hands the kernel as data
+  (``hidden_feed/`` beside ``course_lib``, written by the judge: ``grading.feed``);
 * no stored reference output (the bundle's ``_stored.json``): in record mode no expected value exists
-  in the kernel at all.
+  in the kernel at all. Apart from that file and ``_edition.json``, ``course_lib`` here is the students'
+  edition byte for byte (``tests/test_kernel_edition.py``).
 
 So a blank answer that reaches for a reference in the kernel, by any route (a module's globals, a
 source file run by path, a code object, ``pydoc.locate``), finds a stub that raises.
@@ -36,15 +38,16 @@ EDITION = "grading-kernel"
 
 def build(root: str, released: list[str] | None = None) -> dict:
     """Write the kernel's edition as ``root/course_lib``; return {file: names stripped}."""
-    from grading import bundle
+    from grading import bundle, feed
 
     released = bundle.solutions_released() if released is None else list(released)
     lib = os.path.join(root, "course_lib")
     if os.path.exists(lib):
         shutil.rmtree(lib)
-    stripped = bundle.write_course_lib(lib, released, keep_hidden=True)
+    stripped = bundle.write_course_lib(lib, released)
     with open(os.path.join(lib, "_edition.json"), "w") as fh:
         json.dump({"edition": EDITION, "released": sorted(released)}, fh)
+    feed.write(root)  # the hidden tests' inputs, as data beside course_lib (grading/feed.py)
     # readable by the kernel's own uid (the sandbox runs it as an unused uid), writable by no one but the grader
     for folder, dirs, files in os.walk(root):
         os.chmod(folder, 0o755)

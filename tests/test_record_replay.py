@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from conftest import source_notebooks
-from course_lib.checks import transcript
+from course_lib.checks import core, transcript
 from grading import demo, verify
 
 NOTEBOOKS = source_notebooks()
@@ -48,6 +48,54 @@ def _test_cells(nb):
     return [c for c in nb.cells if c.cell_type == "code" and nbg(c).get("grade") and not nbg(c).get("solution")]
 
 
+class _FedChecks:
+    """``checks`` as the grading kernel's edition has it: a check called with hidden=True makes the calls the
+    grader's feed holds (grading.feed) instead of building the hidden inputs itself."""
+
+    def __init__(self, runs: dict, module=None):
+        self._runs, self._module, self._used = runs, module, {}
+
+    def __getattr__(self, name):
+        from course_lib import checks
+
+        if self._module is None:
+            return _FedChecks(self._runs, getattr(checks, name))
+        fn = getattr(self._module, name)
+        if not name.startswith("check_"):
+            return fn
+        key = f"{self._module.__name__}.{name}"
+
+        def check(student, hidden=False):
+            if not hidden:
+                return fn(student)
+            n = self._used.get(key, 0)
+            self._used[key] = n + 1
+            return core._run_feed_calls(self._runs[key][n], student)
+        return check
+
+
+@pytest.fixture(scope="module")
+def hidden_feed():
+    """The hidden tests' inputs as the grader hands them to the kernel (grading.feed), captured once."""
+    from grading import feed
+
+    return feed.capture()
+
+
+def _fed_verdict(cell, ns, runs) -> str | None:
+    """The verdict when the hidden checks run from the grader's feed in the kernel (record), replayed here."""
+    with transcript.using("record") as state:
+        try:
+            exec(compile(cell.source, "<test>", "exec"), dict(ns, checks=_FedChecks(runs)))
+        except AssertionError as err:
+            return str(err)
+        except Exception as err:
+            return f"{type(err).__name__}: {err}"
+        calls = state.calls
+    records = json.loads(json.dumps(calls, ensure_ascii=False).encode("utf-8"))
+    return verify.verify_cell(cell.source, records)
+
+
 def _live_and_replayed(cell, ns) -> tuple[str | None, str | None]:
     """(live verdict, verdict of record -> JSON -> replay) of one test cell."""
     def run(mode_name):
@@ -70,20 +118,21 @@ def _live_and_replayed(cell, ns) -> tuple[str | None, str | None]:
 
 
 @pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
-def test_solutions_pass_when_verified_outside_the_kernel(assignment, path, monkeypatch):
+def test_solutions_pass_when_verified_outside_the_kernel(assignment, path, monkeypatch, hidden_feed):
     monkeypatch.chdir(os.path.dirname(path))
     nb = nbformat.read(path, as_version=4)
     ns = _namespace(nb)
     failures = []
     for cell in _test_cells(nb):
         live, replayed = _live_and_replayed(cell, ns)
-        if live is not None or replayed is not None:
-            failures.append(f"{nbg(cell)['grade_id']}: live={live!r}\n  replayed={replayed!r}")
+        fed = _fed_verdict(cell, ns, hidden_feed)
+        if live is not None or replayed is not None or fed is not None:
+            failures.append(f"{nbg(cell)['grade_id']}: live={live!r}\n  replayed={replayed!r}\n  fed={fed!r}")
     assert not failures, "\n".join(failures)
 
 
 @pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
-def test_misconception_gets_the_same_verdict_outside_the_kernel(assignment, path, monkeypatch):
+def test_misconception_gets_the_same_verdict_outside_the_kernel(assignment, path, monkeypatch, hidden_feed):
     if assignment not in demo.assignments_with_demo():
         pytest.skip(f"{assignment} has no demo class yet")
     monkeypatch.chdir(os.path.dirname(path))
@@ -93,10 +142,12 @@ def test_misconception_gets_the_same_verdict_outside_the_kernel(assignment, path
     failed_somewhere = False
     for cell in _test_cells(nb):
         live, replayed = _live_and_replayed(cell, ns)
-        assert (live is None) == (replayed is None), (nbg(cell)["grade_id"], live, replayed)
+        fed = _fed_verdict(cell, ns, hidden_feed)  # the hidden inputs from the grader's feed, as in the kernel
+        assert (live is None) == (replayed is None) == (fed is None), (nbg(cell)["grade_id"], live, replayed, fed)
         if live is not None:
             failed_somewhere = True
             assert replayed == live or replayed.split(":")[0] == live.split(":")[0], (live, replayed)
+            assert fed == live or fed.split(":")[0] == live.split(":")[0], (live, fed)
     assert failed_somewhere, f"{assignment}: the demo misconception fails no test"
 
 

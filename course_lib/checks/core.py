@@ -65,6 +65,8 @@ __all__ = [
     "assert_raises",
     "leading_dims_cases",
     "compare_over_leading_dims",
+    "run_hidden_from_feed",
+    "HIDDEN_NOT_SHIPPED",
 ]
 
 
@@ -525,6 +527,8 @@ def call_student(fn: Callable, case: Case, exercise: str, forbidden: Iterable[st
     __tracebackhide__ = True  # noqa: F841 - IPython: the student's frames stay, this one is hidden
     if not callable(fn):
         raise _AssertionError(f"{exercise}: expected a function, got {type(fn).__name__}")
+    if _FEED.capturing is not None:  # the judge writing the hidden tests' inputs (grading.feed), never a kernel
+        _FEED.capturing(fn, exercise, case, tuple(forbidden), observe)
     return _transcript.student_call(lambda: _call_student_live(fn, case, exercise, forbidden, observe),
                                     exercise, case.label, case.args, case.kwargs)
 
@@ -560,6 +564,97 @@ def _call_student_live(fn: Callable, case: Case, exercise: str, forbidden: Itera
             "array/list (e.g. `x = x + 1`, not `x += 1`; `sorted(...)`/`list(...)`, not in-place edits)."
         )
     return result
+
+
+# ---------------------------------------------------------------- hidden tests: their inputs come as data
+HIDDEN_NOT_SHIPPED = ("the hidden tests are not in the students' edition: your instructor runs them "
+                      "when grading; call the check without hidden=True")
+FEED_FOLDER = "hidden_feed"  # beside the grading kernel's course_lib folder (grading.edition writes it)
+
+
+class _FEED:
+    capturing: Callable | None = None  # set by the judge only (grading.feed.capture)
+    entries: dict = {}  # the feed of each checks module, read once per kernel
+    used: dict = {}  # how many times each check ran its hidden cases in this process
+    student: Callable | None = None  # the student's function the feed's calls are made with
+
+
+def _the_student() -> Callable:
+    """The student's function of the hidden check now running from the feed (what a StudentSlot unpickles to)."""
+    return _FEED.student
+
+
+class StudentSlot:
+    """Stands for the student's function while the judge records a hidden check's calls (``grading.feed``):
+    it calls the instructor's solution, and is pickled as a reference to whatever function the kernel's
+    hidden check is given, so a check's own wrapper around the student (an outcome observer, a gradient)
+    travels with the call and wraps the student's function in the kernel."""
+
+    def __init__(self, fn: Callable):
+        self._fn = fn
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._fn, name)
+
+    def __reduce__(self):
+        return (_the_student, ())
+
+
+def _feed_file(module: str) -> str:
+    import os
+
+    lib = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../course_lib
+    return os.path.join(os.path.dirname(lib), FEED_FOLDER, module + ".pkl")
+
+
+def run_hidden_from_feed(check: str, student: Callable) -> None:
+    """A hidden test in the students' edition, which holds no hidden input (``grading.bundle`` folds the
+    hidden cases away and makes every ``check_*(student, hidden=True)`` call this).
+
+    In the grading kernel (record mode) the inputs come as data: the judge ran the hidden check on the
+    instructor's solutions and wrote, for each call of the student's function, the exercise, the input, the
+    forbidden built-ins and the observer (``grading.feed``: files beside the kernel's ``course_lib``,
+    read-only, one per checks module). Each is called here through :func:`call_student` and recorded; the
+    verifier then runs the judge's check with its own inputs and the reference, and answers each call from
+    this record, input fingerprints compared. Anywhere else (JupyterLab, the students' bundle) it says that
+    the hidden tests are run by the instructor."""
+    import os
+    import pickle
+
+    module = check.rsplit(".", 1)[0]
+    path = _feed_file(module)
+    if _transcript.mode() != "record" or not os.path.isfile(path):
+        raise RuntimeError(HIDDEN_NOT_SHIPPED)
+    if module not in _FEED.entries:
+        with open(path, "rb") as fh:
+            _FEED.entries[module] = pickle.load(fh)  # written by the grader, read-only to this kernel
+    n = _FEED.used.get(check, 0)
+    _FEED.used[check] = n + 1
+    runs = _FEED.entries[module].get(check, [])
+    if n >= len(runs):
+        raise _transcript.RecordError(f"{check}: the grader holds no hidden inputs for call {n + 1} of this check "
+                                      "(the hidden test cell was changed?)")
+    _run_feed_calls(runs[n], student)
+
+
+def _run_feed_calls(blobs: list, student: Callable) -> None:
+    """Make one hidden check's recorded calls with the student's function (see :func:`run_hidden_from_feed`)."""
+    import pickle
+
+    _FEED.student = student
+    try:
+        for blob, goes_on in blobs:
+            fn, exercise, label, args, kwargs, forbidden, observe = pickle.loads(blob)
+            try:
+                call_student(fn, Case(label, args, kwargs), exercise, forbidden, observe)
+            except _AssertionError:
+                if not goes_on:  # the check stops here (recorded): the verifier's replay says why
+                    raise
+    finally:
+        _FEED.student = None
 
 
 # ---------------------------------------------------------------- inputs unchanged (a promise of every exercise)
