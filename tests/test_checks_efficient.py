@@ -277,6 +277,41 @@ def test_calling_the_reference_is_an_integrity_error(check, name):
         check(reference)
 
 
+def _through_the_efficient_layer(q, k, v, feature_map=None):
+    """Lesson 07's linear attention (elu + 1 features) from the library's EfficientMultiHeadAttention with identity
+    projections: one head, v padded to d columns (issue 33: an equivalent that is a configured class)."""
+    import torch
+
+    q, k, v = (torch.as_tensor(np.asarray(x, dtype=np.float64)) for x in (q, k, v))
+    d, dv = q.shape[-1], v.shape[-1]
+    width = max(d, dv)
+    pad = lambda x: torch.nn.functional.pad(x, (0, width - x.shape[-1]))  # noqa: E731
+    layer = ref.EfficientMultiHeadAttention(width, 1, kind="linear", batch_first=True).double()
+    # torch's elu is a forbidden door of this exercise: the layer is given phi - 1 for the asked feature map phi
+    if feature_map is None:
+        torch.nn.functional.elu = lambda x, alpha=1.0: torch.where(x > 0, x, torch.expm1(x))
+    else:
+        torch.nn.functional.elu = lambda x, alpha=1.0: torch.as_tensor(
+            np.asarray(feature_map(x.numpy()), dtype=np.float64)) - 1.0
+    with torch.no_grad():
+        for proj in (layer.q_proj, layer.k_proj, layer.v_proj, layer.out_proj):
+            proj.weight.copy_(torch.eye(width, dtype=torch.float64))
+            proj.bias.zero_()
+        out, _ = layer(pad(q)[None], pad(k)[None], pad(v)[None])
+    return out[0, :, :dv].numpy()
+
+
+def test_the_efficient_layer_with_identity_weights_is_a_door_to_linear_attention(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.nn.functional, "elu", torch.nn.functional.elu)  # the answer replaces it
+    v = np.arange(10.0).reshape(5, 2)
+    q, k = np.random.default_rng(1).normal(size=(3, 4)), np.random.default_rng(2).normal(size=(5, 4))
+    np.testing.assert_allclose(_through_the_efficient_layer(q, k, v), ref.linear_attention(q, k, v), atol=1e-10)
+    with pytest.raises(IntegrityError, match="EfficientMultiHeadAttention"):
+        C.check_linear_attention(_through_the_efficient_layer)
+
+
 def test_torch_elu_is_forbidden_for_the_elu_exercise():
     import torch
 

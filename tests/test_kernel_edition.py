@@ -14,13 +14,14 @@ import pickle
 import subprocess
 import sys
 
+import nbformat
 import pytest
 import torch
 
 import graded_cells
 from bundle_fixtures import shared_root
-from conftest import REPO
-from course_lib.checks import registry
+from conftest import REPO, source_notebooks
+from course_lib.checks import core, registry
 from grading import bundle, edition
 
 pytestmark = pytest.mark.slow
@@ -130,3 +131,91 @@ def test_released_assignments_keep_their_references_in_the_kernels_edition(tmp_p
     assert bundle.NOT_RELEASED not in text
     masking = (tmp_path / "course_lib" / "masking.py").read_text()
     assert bundle.NOT_RELEASED in masking
+
+
+def _tree(root) -> dict:
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for f in files:
+            path = os.path.join(folder, f)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, root)] = fh.read()
+    return out
+
+
+def test_the_kernels_course_lib_is_the_students_edition_byte_for_byte(tmp_path):
+    """Issue 33 item 1: the grading kernel mounts the edition students receive (its checks hold no hidden case,
+    seed or input: tests/test_bundle.py greps the bundle for every one), the stored reference outputs and the
+    edition's own marker aside; the hidden tests' inputs lie beside it as data, one file per checks module."""
+    root = tmp_path / "kernel"
+    root.mkdir()
+    edition.build(str(root), released=[])
+    students = tmp_path / "students" / "course_lib"
+    students.parent.mkdir()
+    bundle.write_course_lib(str(students), [])
+    kernel = _tree(root / "course_lib")
+    ours = _tree(students)
+    assert set(kernel) - set(ours) == {"_edition.json"}, sorted(set(kernel) ^ set(ours))
+    differ = [f for f in ours if kernel.get(f) != ours[f]]
+    assert not differ, differ
+    assert "_stored.json" not in os.listdir(root / "course_lib" / "checks")
+    # every hidden test cell of every source notebook has its inputs in the feed, and nothing else is there
+    assert sorted(os.listdir(root)) == ["course_lib", "hidden_feed"]
+    fed = set()
+    for f in os.listdir(root / "hidden_feed"):
+        with open(root / "hidden_feed" / f, "rb") as fh:
+            fed |= set(pickle.load(fh))
+    from grading import feed
+
+    wanted = set()
+    for _, path in source_notebooks():
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+                wanted |= {f"course_lib.checks.{m}.{c}" for m, c, _ in feed.hidden_calls(cell.source)}
+    assert len(wanted) > 40 and fed == wanted, sorted(fed ^ wanted)
+
+
+_HIDDEN_IN_THE_EDITION = r'''
+import json, os, sys
+import numpy as np
+from course_lib import checks
+from course_lib.checks import core, transcript
+
+def softmax(x, axis=-1):
+    x = np.asarray(x, dtype=np.float64)
+    m = x.max(axis=axis, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
+    s = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+said = []
+try:
+    checks.attention.check_softmax(softmax, hidden=True)  # live: not in this edition
+except RuntimeError as err:
+    said.append(str(err))
+with transcript.using("record") as state:
+    checks.attention.check_softmax(softmax, hidden=True)  # the grading kernel: the feed's calls
+    calls = list(state.calls)
+print(json.dumps({"said": said, "calls": calls}))
+'''
+
+
+def test_a_hidden_check_of_the_edition_runs_the_feeds_inputs_and_the_verifier_accepts_them(tmp_path):
+    root = tmp_path / "kernel"
+    root.mkdir()
+    edition.build(str(root), released=[])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")}
+    env["PYTHONPATH"] = str(root)
+    proc = subprocess.run([sys.executable, "-P", "-c", _HIDDEN_IN_THE_EDITION], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["said"] == [core.HIDDEN_NOT_SHIPPED]
+    assert len(got["calls"]) > 10 and not any("raised" in c for c in got["calls"])
+    from grading import verify
+
+    assert verify.verify_cell("checks.attention.check_softmax(softmax, hidden=True)\n", got["calls"]) is None
+    # the verifier compares each record's input fingerprint with its own: a record of other inputs fails
+    wrong = [dict(c, inputs="0" * 16) if i == 3 else c for i, c in enumerate(got["calls"])]
+    assert "does not match" in verify.verify_cell("checks.attention.check_softmax(softmax, hidden=True)\n", wrong)

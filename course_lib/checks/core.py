@@ -460,7 +460,9 @@ def forbidden_calls(paths: Iterable[str], exercise: str):
             if code is not None and not code.co_freevars and hasattr(original, "__globals__"):
                 # one tripwire per module globals: name every forbidden function of that module
                 glb = original.__globals__
-                names = [p for p in paths if p.rsplit(".", 1)[0] == path.rsplit(".", 1)[0]]
+                # every forbidden name whose code shares these globals (a module's functions and its classes'
+                # methods): they share one tripwire message
+                names = [p for p in paths if p.startswith(getattr(original, "__module__", "") + ".")] or [path]
                 module_message = (
                     f"{exercise}: your code calls the course's reference implementation "
                     f"({' or '.join(names)}), which this exercise asks you to write yourself; "
