@@ -170,14 +170,14 @@ def cache_dir() -> str:
 
 
 def _content_digest() -> str:
-    """A digest of what the feed depends on: every source file of course_lib and grading's notebooks, and the
-    names and sizes of the data files."""
+    """A digest of what the feed depends on: every source file of course_lib and of the notebooks' folder, the
+    names and sizes of the data files there, and the versions of torch, numpy and cloudpickle."""
     import hashlib
 
-    from grading import PACKAGE_DIR
+    from grading import REPO_DIR
 
     h = hashlib.sha256()
-    for top in (PACKAGE_DIR, NOTEBOOKS_DIR):
+    for top in (os.path.join(REPO_DIR, "course_lib"), NOTEBOOKS_DIR):
         for root, dirs, files in os.walk(top):
             dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".ipynb_checkpoints"))
             for f in sorted(files):

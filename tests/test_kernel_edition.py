@@ -219,3 +219,118 @@ def test_a_hidden_check_of_the_edition_runs_the_feeds_inputs_and_the_verifier_ac
     # the verifier compares each record's input fingerprint with its own: a record of other inputs fails
     wrong = [dict(c, inputs="0" * 16) if i == 3 else c for i, c in enumerate(got["calls"])]
     assert "does not match" in verify.verify_cell("checks.attention.check_softmax(softmax, hidden=True)\n", wrong)
+
+
+def _functions_in(x, found: dict, seen: set, depth: int = 0) -> None:
+    """Every Python function reachable from ``x``: containers, closures' cells, defaults, the globals a
+    function's code names, partials, bound methods, objects' attributes."""
+    import functools
+    import types
+
+    if id(x) in seen or depth > 12 or isinstance(x, (type, types.ModuleType, str, bytes, int, float)):
+        return
+    seen.add(id(x))
+    more: list = []
+    if isinstance(x, (list, tuple, set, frozenset)):
+        more = list(x)
+    elif isinstance(x, dict):
+        more = list(x.values())
+    elif isinstance(x, functools.partial):
+        more = [x.func, x.args, x.keywords]
+    elif isinstance(x, types.MethodType):
+        more = [x.__func__, x.__self__]
+    elif isinstance(x, types.FunctionType):
+        found[(x.__module__, x.__qualname__)] = x
+        for cell in x.__closure__ or ():
+            try:
+                more.append(cell.cell_contents)
+            except ValueError:
+                pass
+        more += [x.__defaults__, x.__kwdefaults__] + [x.__globals__[n] for n in x.__code__.co_names
+                                                      if n in x.__globals__]
+    elif hasattr(x, "__dict__"):
+        more = [vars(x)]
+    for y in more:
+        _functions_in(y, found, seen, depth + 1)
+
+
+def test_the_feed_carries_no_code_the_students_edition_lacks(tmp_path):
+    """What travels by value in the hidden tests' feed (an observer, a wrapper, a feature map) is code the
+    students' edition already holds, defined in the same words: a function of course_lib in the feed is a
+    top-level function of the edition, unchanged, or a local of one; or a local of a public check (the
+    judge's check, whose hidden branch made it: a small observer). So the feed adds inputs, never code that
+    computes an exercise (a function that returns a function escapes the sweep above)."""
+    import ast
+
+    root = tmp_path / "kernel"
+    root.mkdir()
+    edition.build(str(root), released=[])
+
+    def tops(path):
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        return {n.name: ast.dump(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+    found: dict = {}
+    for f in sorted(os.listdir(root / "hidden_feed")):
+        with open(root / "hidden_feed" / f, "rb") as fh:
+            for runs in pickle.load(fh).values():
+                for run in runs:
+                    for blob, _ in run:
+                        core._FEED.student = lambda *a, **k: None  # what a StudentSlot unpickles to
+                        try:
+                            _functions_in(pickle.loads(blob), found, set())
+                        finally:
+                            core._FEED.student = None
+    problems, checked = [], 0
+    for (module, qualname), fn in sorted(found.items()):
+        if not module.startswith("course_lib."):
+            continue
+        checked += 1
+        top = qualname.split(".")[0]
+        rel = module.replace(".", os.sep)
+        judge_path = os.path.join(REPO, rel + ".py")
+        if not os.path.isfile(judge_path):
+            judge_path = os.path.join(REPO, rel, "__init__.py")
+        edition_path = os.path.join(str(root), os.path.relpath(judge_path, REPO))
+        if top.startswith("check_") and "<locals>" in qualname:
+            continue  # a public check's own observer (the judge's check; its visible part is in the edition)
+        if tops(judge_path).get(top) is None or tops(judge_path).get(top) != tops(edition_path).get(top):
+            problems.append(f"{module}.{qualname}")
+    assert checked > 15, checked
+    assert not problems, "the feed carries code the students' edition does not hold:\n" + "\n".join(problems)
+
+
+def test_no_feature_map_of_the_edition_computes_positive_random_features():
+    """Lesson 07's visible and hidden linear-attention cases use a feature map with 16 outputs; built from
+    FAVOR+'s formula it was positive_random_features itself, shipped inside a closure (the sweep calls
+    functions on the exercise's inputs, not the functions they return)."""
+    import numpy as np
+
+    from course_lib import efficient as ref
+    from course_lib.checks import efficient as C
+
+    x = np.random.default_rng(0).normal(size=(5, 3))
+    w = ref.draw_projection(16, 3, seed=7)
+    want = ref.positive_random_features(x, w)
+    for scale in (1.0, 3 ** 0.25, 3 ** -0.25):
+        got = C._feature_map_16(np.asarray(w))(x * scale)
+        assert got.shape == want.shape and not np.allclose(got, want), scale
+
+
+def test_the_feeds_cache_follows_the_code_and_the_notebooks(tmp_path, monkeypatch):
+    """The grader reuses a feed only for the same course_lib and notebooks: any source change makes a new one."""
+    import grading
+    from grading import feed
+
+    (tmp_path / "course_lib" / "checks").mkdir(parents=True)
+    (tmp_path / "notebooks" / "01").mkdir(parents=True)
+    (tmp_path / "course_lib" / "checks" / "efficient.py").write_text("A = 1\n")
+    (tmp_path / "notebooks" / "01" / "n.ipynb").write_text("{}")
+    monkeypatch.setattr(grading, "REPO_DIR", str(tmp_path))
+    monkeypatch.setattr(feed, "NOTEBOOKS_DIR", str(tmp_path / "notebooks"))
+    first = feed._content_digest()
+    assert feed._content_digest() == first
+    (tmp_path / "course_lib" / "checks" / "efficient.py").write_text("A = 2\n")
+    second = feed._content_digest()
+    (tmp_path / "notebooks" / "01" / "n.ipynb").write_text('{"cells": []}')
+    assert len({first, second, feed._content_digest()}) == 3
