@@ -213,9 +213,9 @@ def _warm_up(names: list[str]) -> None:
     For each checks module the graded notebooks call (``names``, from :func:`checks_modules`): the module, the modules behind the paths it forbids while a student's function runs
     (``FORBIDDEN*``; resolving torch.nn.attention.bias imports torch._dynamo: 2 s in every lesson 02
     kernel), and the course data loaders it imports from ``course_lib.bio`` that take no argument
-    (lesson 06's hidden tests build their corpus with ``medical_corpus()``: 0.9 s per kernel; the
-    loaders keep their result in memory, ``functools.lru_cache``), and the module's own ``warm_up()``
-    where it has one (inputs that take time to build: lesson 06's hidden merges, 0.3 s per kernel).
+    (the loaders keep their result in memory, ``functools.lru_cache``; the students' edition's checks,
+    hidden cases folded away, no longer build lesson 06's corpus: its hidden inputs come as data,
+    ``grading.feed``), and the module's own ``warm_up()`` where it has one (inputs that take time to read).
     A kernel gets them in its copy-on-write memory: what one student changes, the next never sees. A step that fails is
     skipped: the kernel then loads it, or fails on it, exactly as a cold kernel would. Everything is
     imported from the grading run's edition of course_lib (``grading.edition``), the only one on the
