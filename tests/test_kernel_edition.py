@@ -194,8 +194,10 @@ try:
     checks.attention.check_softmax(softmax, hidden=True)  # live: not in this edition
 except RuntimeError as err:
     said.append(str(err))
+with transcript.using("record") as state:  # a call the student left in a cell of their own, in a try
+    checks.attention.check_softmax(softmax, hidden=True)
 with transcript.using("record") as state:
-    checks.attention.check_softmax(softmax, hidden=True)  # the grading kernel: the feed's calls
+    checks.attention.check_softmax(softmax, hidden=True)  # the grading kernel's hidden test: the feed's calls
     calls = list(state.calls)
 print(json.dumps({"said": said, "calls": calls}))
 '''

@@ -636,10 +636,13 @@ def run_hidden_from_feed(check: str, student: Callable) -> None:
     n = _FEED.used.get(check, 0)
     _FEED.used[check] = n + 1
     runs = _FEED.entries[module].get(check, [])
-    if n >= len(runs):
-        raise _transcript.RecordError(f"{check}: the grader holds no hidden inputs for call {n + 1} of this check "
-                                      "(the hidden test cell was changed?)")
-    _run_feed_calls(runs[n], student)
+    if not runs:
+        raise _transcript.RecordError(f"{check}: the grader holds no hidden inputs for this check "
+                                      "(a hidden test cell the source notebook does not have?)")
+    # the n-th hidden call of a check in the notebook gets the n-th run; a call the student added in a cell of
+    # their own (it raised in their lab, so they wrapped it in try) must not shift the real test off its inputs:
+    # with one hidden call per check, as in every lesson, each call gets the same inputs
+    _run_feed_calls(runs[min(n, len(runs) - 1)], student)
 
 
 def _run_feed_calls(blobs: list, student: Callable) -> None:
