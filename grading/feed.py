@@ -138,18 +138,23 @@ def write(folder: str, notebooks: list[str] | None = None) -> str:
     the grader's cache (:func:`cache_dir`)."""
     import shutil
 
+    import subprocess
+    import sys
+
     out = os.path.join(folder, FOLDER)
     cached = os.path.join(cache_dir(), _content_digest())
     if not os.path.isfile(os.path.join(cached, "complete")):
-        by_module: dict = {}
-        for check, runs in capture(notebooks).items():
-            by_module.setdefault(check.rsplit(".", 1)[0], {})[check] = runs
         tmp = cached + f".tmp{os.getpid()}"
-        os.makedirs(tmp, exist_ok=True)
-        for module, entries in by_module.items():
-            with open(os.path.join(tmp, module + ".pkl"), "wb") as fh:
-                pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        open(os.path.join(tmp, "complete"), "w").close()
+        # in a fresh interpreter: the notebooks' setup cells seed generators and set torch's threads, which the
+        # grading process keeps to itself
+        cmd = [sys.executable, "-m", "grading.feed", tmp] + list(notebooks or [])
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200,
+                              cwd=os.path.dirname(NOTEBOOKS_DIR),
+                              env={k: v for k, v in os.environ.items() if k != "COURSE_CHECK_MODE"})
+        if proc.returncode:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise RuntimeError("writing the hidden tests' inputs (python -m grading.feed) failed:\n"
+                               + proc.stderr[-4000:])
         try:
             os.rename(tmp, cached)
         except OSError:  # another grading run made it first
@@ -194,3 +199,20 @@ def _content_digest() -> str:
 
     h.update(f"{torch.__version__} {numpy.__version__} {cloudpickle.__version__}".encode())
     return h.hexdigest()[:24]
+
+
+def _write_capture(tmp: str, notebooks: list[str] | None) -> None:
+    by_module: dict = {}
+    for check, runs in capture(notebooks).items():
+        by_module.setdefault(check.rsplit(".", 1)[0], {})[check] = runs
+    os.makedirs(tmp, exist_ok=True)
+    for module, entries in by_module.items():
+        with open(os.path.join(tmp, module + ".pkl"), "wb") as fh:
+            pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    open(os.path.join(tmp, "complete"), "w").close()
+
+
+if __name__ == "__main__":
+    import sys
+
+    _write_capture(sys.argv[1], sys.argv[2:] or None)
