@@ -285,6 +285,19 @@ def test_reference_and_builtins_are_refused():
         chk.check_pileup(lambda r, a, n: ref.pileup(r, a, n))
     with pytest.raises(IntegrityError):
         chk.check_soft_alignment_loss(lambda x, t, g, del_cost=1.0: ref.soft_alignment_loss(x, t, g, del_cost))
+
+
+def test_pileup_through_read_rows_is_refused():
+    """read_rows, the notebook's building block, does pileup's parsing: counting its columns is the exercise."""
+    def via_rows(reads, alignments, length):
+        rows = ref.read_rows(reads, alignments, length)
+        return np.stack([np.bincount(rows[:, j], minlength=5) for j in range(length)]).astype(np.int64) \
+            if length else np.zeros((0, 5), np.int64)
+
+    reads, alignments = ["AC", "AGC"], ["=D=", "=X="]
+    np.testing.assert_array_equal(via_rows(reads, alignments, 3), ref.pileup(reads, alignments, 3))
+    with pytest.raises(IntegrityError, match="read_rows"):
+        chk.check_pileup(via_rows)
     with pytest.raises(IntegrityError, match="cross_entropy"):
         chk.check_positionwise_cross_entropy(
             lambda x, t: torch.nn.functional.cross_entropy(
