@@ -335,12 +335,20 @@ def machine() -> dict:
 
 
 def git_commit() -> str:
+    """HEAD, and whether what the figures depend on differs from it: course_lib/, or a case study's code cells
+    (markdown does not change a figure, so prose edits made after a run leave its figures valid)."""
     def git(*args):
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout
 
-    commit = git("rev-parse", "HEAD")
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "notebooks", "course_lib")
-    return commit + (" (with uncommitted changes to notebooks/ or course_lib/)" if dirty else "")
+    commit = git("rev-parse", "HEAD").strip()
+    changed = [ln for ln in git("status", "--porcelain", "--untracked-files=no", "--", "course_lib").splitlines()]
+    for spec in LESSONS.values():
+        code_now = [c.source for c in nbformat.read(str(REPO / spec["notebook"]), as_version=4).cells
+                    if c.cell_type == "code"]
+        committed = nbformat.reads(git("show", f"HEAD:{spec['notebook']}"), as_version=4)
+        if code_now != [c.source for c in committed.cells if c.cell_type == "code"]:
+            changed.append(spec["notebook"])
+    return commit + (f" (uncommitted changes to {', '.join(changed)})" if changed else "")
 
 
 def main(argv=None) -> int:
