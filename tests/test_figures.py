@@ -22,10 +22,9 @@ TABLE_INTRO = "What the case studies measure"
 
 # lesson -> {number as written in its row: why it is not a result}
 NOT_RESULTS: dict[str, dict[str, str]] = {
-    "*": {"95": "the confidence level of an interval (95 %)", "0-2": "the seeds (0, 1, 2)",
-          "3": "the number of seeds, or of passes per subset"},
-    "08": {"400": "HPO terms drawn for the search (a setting, `hpo.layperson_pairs(n=400)`)",
-           "4": "the 4 commonest conditions (a setting)"},
+    "*": {"95": "the confidence level of an interval (95 %)",
+          "3": "three: passes per subset (11), shots of the hard prompt, sampled paths (09), molecules (11)"},
+    "08": {"400": "HPO terms drawn for the search (a setting, `hpo.layperson_pairs(n=400)`)"},
     "09": {"8": "the student's prompt: 8 optimiser steps (a setting)", "48": "the shipped prompt's steps (its README)",
            "24": "the shipped instruction prompt's steps (its README)"},
     "10": {"50": "k = 50 nearest proteins (a setting chosen on validation)"},
@@ -36,9 +35,11 @@ NOT_RESULTS: dict[str, dict[str, str]] = {
 
 # a number: not part of a word or an identifier ("HNF4A", "F1", "SP1", "top-5"), with a sign only after a space or
 # bracket ("+0.027", "[-0.01"); commas between thousands; an exponent ("8.8e-10"); "0-2" (a range) as one token
-_TOKEN = re.compile(r"(?:(?<=[\s(\[/])[+\-−])?(?<![\w.\-])(?:\d-\d(?![\d.])|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-                    r"(?:e-?\d+)?)(?![\w])")
+_TOKEN = re.compile(r"(?:(?<=[\s(\[/])[+\-−]|(?<![\w.+\-−]))"
+                    r"(?:\d-\d(?![\d.])|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:e-?\d+)?)(?![\w])")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+# "lesson 05", "seeds 1 and 2", "section 7": references, not results
+_REFERENCE = re.compile(r"\b(?:lessons?|seeds?|sections?)\s+\d{1,2}(?:\s*(?:,|and|-|to)\s*\d{1,2}\b(?![.,]\d))*", re.I)
 _CODE = re.compile(r"`[^`]*`")
 
 
@@ -60,7 +61,7 @@ def table_rows(text: str) -> dict[str, str]:
 
 def tokens(row: str) -> list[str]:
     """The numbers of a row as written (inline code and dates left out: settings and when, not results)."""
-    return _TOKEN.findall(_DATE.sub(" ", _CODE.sub(" ", row)))
+    return _TOKEN.findall(_REFERENCE.sub(" ", _DATE.sub(" ", _CODE.sub(" ", row))))
 
 
 def file_values(lesson_figures: dict) -> list[float]:
@@ -172,9 +173,8 @@ def test_summaries():
 
 def test_the_token_reader():
     row = ("top-1 0.495 (F1 0.115; HNF4A, SP1) vs +0.027 [-0.014, +0.039], p = 8.8e-10, 1,011 vs 753, "
-           "`k = 50` on 2026-11-22, seeds 0-2, 64.6 / 58.3 %")
-    assert tokens(row) == ["0.495", "0.115", "+0.027", "-0.014", "+0.039", "8.8e-10", "1,011", "753", "0-2",
-                           "64.6", "58.3"]
+           "`k = 50` on 2026-11-22, seeds 0-2, lesson 05's, with seeds 1 and 2 and seed 0 in section 7, 64.6 / 58.3 %")
+    assert tokens(row) == ["0.495", "0.115", "+0.027", "-0.014", "+0.039", "8.8e-10", "1,011", "753", "64.6", "58.3"]
     assert matches("0.927", [0.9271]) and not matches("0.928", [0.9271])
     assert matches("8.8e-10", [8.8e-10]) and not matches("8.9e-10", [8.8e-10])
     assert matches("0.0009", [0.00088]) and matches("1,011", [1011]) and matches("-0.014", [-0.014])
