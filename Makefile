@@ -29,7 +29,7 @@ define apt
 		else echo "NOTE: $(2) is not installed: $(3)"; fi; }
 endef
 
-.PHONY: setup grade test lab bench site clean-grading help
+.PHONY: setup grade test lab bench site figures clean-grading help
 
 help:
 	@echo "make grade   grade the class in grading/submitted/ (or, when there is none, the demo class in grading/demo_class/)"
@@ -37,6 +37,7 @@ help:
 	@echo "make test    run every test: course_lib, checks, notebooks (nbval), grading end to end"
 	@echo "make lab     start JupyterLab on notebooks/ for students"
 	@echo "make bench   run the benchmark scripts (prints measured ratios)"
+	@echo "make figures run the case studies (lessons 05, 08-12) with seeds 0, 1, 2 and write notebooks/figures.json"
 	@echo "make site    build the rendered course (instructor's and students' variants) into grading/site/"
 
 setup: $(TEST_STAMP)
@@ -77,6 +78,10 @@ site: $(SITE_STAMP)
 
 lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab notebooks/
+
+# the case studies' figures that README quotes: each notebook's default run, seeds 0, 1, 2 (tests/test_figures.py)
+figures: $(TEST_STAMP)
+	$(PY) tests/data_scripts/figures.py
 
 bench: $(TEST_STAMP)
 	$(PY) tests/benchmarks/bench_grading.py

@@ -1,0 +1,396 @@
+"""The case studies' figures, reproducibly (issue 35, item 5): `make figures`.
+
+Runs the case-study notebooks (lessons 05, 08, 09, 10, 11, 12), instructor's versions, top to bottom in a
+fresh kernel each (nbclient, as the notebook tests do), with the default settings a student gets
+(``FULL_RUN = False``), once per seed: ``SEED = 0`` in the setup cell is replaced, in memory only, by
+``SEED = <seed>`` (the notebooks on disk are not changed). After the last cell one more cell evaluates the
+headline variables named below (each with its meaning) and prints them as JSON. A notebook whose cell
+raises stops the run: no figure comes from a broken run.
+
+Writes ``notebooks/figures.json``: per lesson, per figure, the value of each seed, their mean and the
+standard error of the mean over seeds (sample standard deviation / sqrt(seeds)); a figure that is the same
+for every seed (a shipped model evaluated, a fixed split) is stored once as ``value``, marked
+``same_for_all_seeds``. p-values are stored per seed with their largest (weakest) value, not averaged.
+Values are rounded to the precision README quotes them at. Metadata: date, machine, torch version, the
+command, the git commit, and each run's wall time.
+
+README's table "What the case studies measure" quotes this file; tests/test_figures.py checks that every
+number in it is one of the file's values.
+
+    .venv/bin/python tests/data_scripts/figures.py                 # everything (what `make figures` runs)
+    .venv/bin/python tests/data_scripts/figures.py --lessons 12 --seeds 0 --out /tmp/f.json   # a quick look
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import pathlib
+import platform
+import re
+import subprocess
+import sys
+import time
+
+import nbformat
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+OUT = REPO / "notebooks" / "figures.json"
+COMMAND = "make figures"  # = .venv/bin/python tests/data_scripts/figures.py
+SEEDS = (0, 1, 2)
+MARKER = "FIGURES-JSON:"
+
+# kinds: how a figure is rounded (what README quotes)
+#   "acc"  a fraction, 3 decimals       "pct1" / "pct2"  a percentage, 1 / 2 decimals
+#   "qv"   a Phred QV, 1 decimal        "logit"  2 decimals      "count"  an integer (mean 1 decimal)
+#   "p"    a p-value, 2 significant digits (per seed and the largest, never averaged)
+DECIMALS = {"acc": 3, "pct1": 1, "pct2": 2, "qv": 1, "logit": 2, "count": 0}
+
+
+def _f(expr: str, kind: str, meaning: str) -> tuple[str, str, str]:
+    return expr, kind, meaning
+
+
+# lesson -> notebook, seeds, {figure: (expression evaluated in the notebook's kernel after its last cell, kind, meaning)}
+P9 = "100 * results[{k!r}][{j}] / results[{k!r}][2]"
+YOURS9 = "f'your prompt ({STEPS} steps)'"
+SC9 = "f'self-consistency ({K_PATHS} paths)'"
+MAJ10 = "f'majority name ({majority_name!r})'"
+ROUTE10 = "'retrieval + consensus (k-mers)'"
+KMER10 = "'k-mer nearest neighbour (k=3)'"
+LESSONS: dict[str, dict] = {
+    "05": {
+        "notebook": "notebooks/05_blocks/blocks.ipynb",
+        "seeds": SEEDS,
+        "figures": {
+            "n_test": _f("len(test_reviews)", "count", "test reviews (the split depends on SEED)"),
+            "majority": _f("majority", "acc", "test accuracy of the majority class"),
+            "bag_of_words": _f("bow_acc", "acc", "test accuracy of bag-of-words logistic regression"),
+            "transformer": _f("tf_acc", "acc", "test accuracy of the transformer trained from scratch (student's layer)"),
+        },
+    },
+    "08": {
+        "notebook": "notebooks/08_clinical_text/clinical_text.ipynb",
+        "seeds": SEEDS,
+        "figures": {
+            "hpo_minilm_top1": _f("search['MiniLM embeddings + cosine'][0]", "acc",
+                                  "HPO term search from lay synonyms, MiniLM + cosine, top-1 (400 terms drawn with SEED)"),
+            "hpo_minilm_top5": _f("search['MiniLM embeddings + cosine'][1]", "acc", "the same, top-5"),
+            "hpo_tfidf_top1": _f("search['TF-IDF words (baseline)'][0]", "acc", "HPO term search, TF-IDF words, top-1"),
+            "hpo_tfidf_top5": _f("search['TF-IDF words (baseline)'][1]", "acc", "HPO term search, TF-IDF words, top-5"),
+            "n_test": _f("n_test", "count", "test reviews of the 4 commonest conditions (split by SEED)"),
+            "majority": _f("results['majority class']", "acc", "condition: majority-class test accuracy"),
+            "bag_of_words": _f("results['bag-of-words logistic regression']", "acc", "condition: bag-of-words test accuracy"),
+            "scratch_transformer": _f("results['transformer from scratch (lesson 05)']", "acc",
+                                      "condition: lesson 05's transformer trained from scratch, test accuracy"),
+            "frozen_probe": _f("results['frozen MiniLM + linear probe']", "acc",
+                               "condition: frozen MiniLM + linear probe, test accuracy"),
+            "worst_condition_accuracy": _f("by_condition[0]['accuracy']", "acc",
+                                           "the probe's accuracy on its worst condition"),
+            "best_condition_accuracy": _f("by_condition[-1]['accuracy']", "acc",
+                                          "the probe's accuracy on its best condition"),
+            "worst_best_intervals_overlap": _f("int(by_condition[0]['high'] >= by_condition[-1]['low'])", "count",
+                                               "1 when the worst and best conditions' 95% Wilson intervals overlap"),
+        },
+    },
+    "09": {
+        "notebook": "notebooks/09_prompt_tuning/prompt_tuning.ipynb",
+        "seeds": SEEDS,
+        "figures": {
+            **{f"{key}_{how}": _f(P9.format(k=name, j=j), "pct1", f"{name}: test accuracy (%), {how} scores")
+               for key, name in (("zero_shot", "zero-shot"), ("few_shot", "few-shot (3 examples)"),
+                                 ("shipped_prompt", "prompt tuning (shipped)"),
+                                 ("shipped_instruction", "instruction PT (shipped)"),
+                                 ("cot_greedy", "chain-of-thought (greedy)"))
+               for j, how in enumerate(("summed", "normalised"))},
+            **{f"your_prompt_{how}": _f(f"100 * results[{YOURS9}][{j}] / results[{YOURS9}][2]", "pct1",
+                                        f"the student's own short soft prompt (8 steps): test accuracy (%), {how}")
+               for j, how in enumerate(("summed", "normalised"))},
+            **{f"self_consistency_{how}": _f(f"100 * results[{SC9}][{j}] / results[{SC9}][2]", "pct1",
+                                             f"self-consistency (3 sampled paths): test accuracy (%), {how}")
+               for j, how in enumerate(("summed", "normalised"))},
+            "n_test": _f("len(test)", "count", "test questions"),
+            "n_cot": _f("n_cot", "count", "test questions of the chain-of-thought section"),
+            **{f"p_{a}_vs_{b}_{how}": _f(f"verdicts[({an!r}, {bn}, {how!r})]['p']", "p",
+                                         f"exact McNemar p, {an} vs {bn.strip(chr(39))}, {how}")
+               for a, an, b, bn in (("shipped_prompt", "prompt tuning (shipped)", "zero_shot", "'zero-shot'"),
+                                    ("shipped_prompt", "prompt tuning (shipped)", "few_shot", "'few-shot (3 examples)'"),
+                                    ("shipped_instruction", "instruction PT (shipped)", "few_shot",
+                                     "'few-shot (3 examples)'"))
+               for how in ("summed", "normalised")},
+            **{f"p_your_prompt_vs_{b}_{how}": _f(f"verdicts[({YOURS9}, {bn!r}, {how!r})]['p']", "p",
+                                                 f"exact McNemar p, the student's prompt vs {bn}, {how}")
+               for b, bn in (("shipped_prompt", "prompt tuning (shipped)"), ("zero_shot", "zero-shot"))
+               for how in ("summed", "normalised")},
+            **{f"p_{a}_vs_few_shot_{how}": _f(f"verdicts_cot[({an}, 'few-shot (3 examples)', {how!r})][2]", "p",
+                                              f"exact McNemar p on the chain-of-thought questions, {a} vs 3-shot, {how}")
+               for a, an in (("cot_greedy", "'chain-of-thought (greedy)'"), ("self_consistency", SC9))
+               for how in ("summed", "normalised")},
+        },
+    },
+    "10": {
+        "notebook": "notebooks/10_proteins/proteins.ipynb",
+        "seeds": SEEDS,
+        "figures": {
+            "n_test": _f("len(test_proteins)", "count", "test proteins (held-out clusters)"),
+            "kmer_exact": _f(f"100 * scores[{KMER10}]['exact']", "pct1", "k-mer nearest neighbour: exact names (%)"),
+            "kmer_f1": _f(f"per_protein[{KMER10}].mean()", "acc", "k-mer nearest neighbour: token F1"),
+            "kmer_hub_share": _f("100 * hub_n / len(test_proteins)", "pct1",
+                                 "share of test proteins whose k-mer neighbour is the most used training protein (%)"),
+            "majority_f1": _f(f"per_protein[{MAJ10}].mean()", "acc", "majority name: token F1"),
+            "consensus_exact": _f(f"100 * P.naming_scores(consensus, true_names)['exact']", "pct1",
+                                  "retrieval + consensus: exact names (%)"),
+            "consensus_f1": _f(f"per_protein[{ROUTE10}].mean()", "acc", "retrieval + consensus: token F1"),
+            **{f"consensus_minus_{b}_{part}": _f(f"P.paired_bootstrap(per_protein[{ROUTE10}], per_protein[{bn}])[{i}]",
+                                                 "acc", f"token F1 of retrieval + consensus minus {b}: {what}")
+               for b, bn in (("kmer", KMER10), ("majority", MAJ10))
+               for i, part, what in ((0, "diff", "difference"), (1, "low", "paired bootstrap 2.5th percentile"),
+                                     (2, "high", "97.5th percentile"))},
+            "namer_exact": _f("100 * model_s['exact']", "pct1", "the student's encoder-decoder (one epoch): exact names (%)"),
+            "namer_f1": _f("model_s['token_f1']", "acc", "the student's encoder-decoder: token F1"),
+            "student_mlm_acc": _f("mlm_acc", "acc", "the student's one-epoch masked LM: masked-residue accuracy"),
+            "student_mlm_always_top": _f("top_acc", "acc", "always the commonest residue, on the same masks"),
+            "shipped_mlm_acc": _f("float(right_shipped.float().mean())", "acc",
+                                  "shipped pretrained masked LM: masked-residue accuracy on held-out clusters"),
+            "shipped_mlm_low": _f("stats.wilson_interval(int(right_shipped.sum()), n_sh)[0]", "acc", "its 95% Wilson low"),
+            "shipped_mlm_high": _f("stats.wilson_interval(int(right_shipped.sum()), n_sh)[1]", "acc", "its 95% Wilson high"),
+            "always_top_acc": _f("float(right_top.float().mean())", "acc", "always the commonest residue (L), same masks"),
+            "always_top_low": _f("stats.wilson_interval(int(right_top.sum()), n_sh)[0]", "acc", "its 95% Wilson low"),
+            "always_top_high": _f("stats.wilson_interval(int(right_top.sum()), n_sh)[1]", "acc", "its 95% Wilson high"),
+            "frequency_guess_acc": _f("unigram_acc", "acc", "expected accuracy of a guess drawn from residue frequencies"),
+            "n_masked": _f("n_sh", "count", "masked test residues (the masks depend on SEED)"),
+            "shipped_mlm_only_right": _f("wins", "count", "residues only the shipped model gets right"),
+            "always_top_only_right": _f("losses", "count", "residues only always-L gets right"),
+            "p_shipped_mlm_vs_always_top": _f("p_mlm", "p", "exact McNemar p, shipped model vs always L"),
+        },
+    },
+    "11": {
+        "notebook": "notebooks/11_read_consensus/read_consensus.ipynb",
+        "seeds": SEEDS,
+        "figures": {
+            **{f"{key}_error": _f(f"100 * mean[{name!r}]", "pct2", f"ZMW 32861, 20 subsets of 3 passes: {name}, error (%)")
+               for key, name in (("one_subread", "one subread"), ("poa", "POA (pyspoa)"),
+                                 ("vote_poa", "majority vote (POA backbone)"), ("ce_model", "model, cross-entropy"),
+                                 ("alignment_model", "model, alignment loss"))},
+            **{f"{key}_qv": _f(f"phred_qv(mean[{name!r}])", "qv", f"the same as QV: {name}")
+               for key, name in (("one_subread", "one subread"), ("poa", "POA (pyspoa)"),
+                                 ("vote_poa", "majority vote (POA backbone)"), ("ce_model", "model, cross-entropy"),
+                                 ("alignment_model", "model, alignment loss"))},
+            "steps": _f("steps", "count", "optimiser steps of each of the two models (the same budget)"),
+            "shipped_error": _f("100 * m_mean", "pct2", "models trained offline (shipped), 3 held-out molecules: error (%)"),
+            "shipped_qv": _f("phred_qv(m_mean)", "qv", "the same as QV"),
+            "held_out_vote_error": _f("100 * v_mean", "pct2", "majority vote on the POA backbone, same molecules (%)"),
+            "held_out_vote_qv": _f("phred_qv(v_mean)", "qv", "the same as QV"),
+            "shipped_minus_vote": _f("100 * diff.mean()", "pct2", "model minus vote, mean over molecules (points)"),
+            "shipped_minus_vote_se": _f("100 * se", "pct2", "its standard error over molecules (points)"),
+            "shipped_fewer_errors": _f("wins", "count", "subsets where the shipped model has fewer errors"),
+            "shipped_more_errors": _f("losses_", "count", "subsets where it has more"),
+            "n_held_out_subsets": _f("len(pooled_model)", "count", "subsets of 3 passes over the held-out molecules"),
+            "p_shipped_vs_vote": _f("p", "p", "exact two-sided sign test p, shipped model vs vote"),
+        },
+    },
+    "12": {
+        "notebook": "notebooks/12_long_range_dna/long_range_dna.ipynb",
+        "seeds": SEEDS,
+        "figures": {
+            "n_test": _f("len(test_data.labels)", "count", "test sequences (fixed data seed)"),
+            "promoter_only": _f("blind.mean()", "acc", "expected accuracy from the promoter alone"),
+            **{f"{key}_{part}": _f(f"regulatory.accuracy_interval(correct[{name!r}])[{i}]", "acc",
+                                   f"{name}: test accuracy" + ("" if i == 0 else f", 95% Wilson {part}"))
+               for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))
+               for i, part in ((0, "acc"), (1, "low"), (2, "high"))},
+            **{f"{key}_parameters": _f(f"sum(q.numel() for q in models[{name!r}].parameters())", "count",
+                                       f"{name}: parameters")
+               for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))},
+            **{f"p_{a}_vs_{b}": _f(f"regulatory.mcnemar_exact(correct[{an!r}], correct[{bn!r}])[2]", "p",
+                                   f"exact McNemar p, {an} vs {bn}")
+               for a, an, b, bn in (("dilated", "dilated CNN", "transformer", "CNN + transformer"),
+                                    ("cnn", "CNN", "transformer", "CNN + transformer"),
+                                    ("cnn", "CNN", "dilated", "dilated CNN"))},
+            "n_both": _f("len(both)", "count", "test sequences with a forward promoter, the enhancer and the decoy"),
+            **{f"{key}_expressed_calls": _f(f"knockout_result[{name!r}]['enhancer'][2]", "count",
+                                            f"{name}: of those, called expressed")
+               for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))},
+            **{f"{key}_{what}_flips": _f(f"100 * knockout_result[{name!r}][{what!r}][1] / max(1, knockout_result[{name!r}][{what!r}][2])",
+                                         "pct1", f"{name}: knocking out the {what} flips this share of expressed calls (%)")
+               for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))
+               for what in ("enhancer", "decoy", "background")},
+            **{f"{key}_{what}_change": _f(f"knockout_result[{name!r}][{what!r}][0]", "logit",
+                                          f"{name}: mean |change| of the logit when the {what} is knocked out")
+               for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))
+               for what in ("enhancer", "decoy", "background")},
+        },
+    },
+}
+
+# ------------------------------------------------------------------------------------------ rounding
+
+
+def round_p(p: float) -> float:
+    """A p-value to 2 significant digits (1 stays 1)."""
+    if p == 0 or not math.isfinite(p):
+        return float(p)
+    return float(f"{p:.2g}")
+
+
+def rounded(value: float, kind: str) -> float | int:
+    if kind == "p":
+        return round_p(value)
+    if kind == "count":
+        return int(round(value))
+    return round(float(value), DECIMALS[kind])
+
+
+def summarise(per_seed: dict[int, float], kind: str, meaning: str) -> dict:
+    """One figure over the seeds: the per-seed values, mean and standard error (or one value when all agree)."""
+    vals = {str(s): rounded(v, kind) for s, v in per_seed.items()}
+    entry = {"meaning": meaning, "kind": kind}
+    if len(set(vals.values())) == 1:
+        entry["value"] = next(iter(vals.values()))
+        if len(vals) > 1:
+            entry["same_for_all_seeds"] = True
+        return entry
+    entry["values"] = vals
+    raw = [float(v) for v in per_seed.values()]
+    if kind == "p":
+        entry["max"] = round_p(max(raw))
+        return entry
+    n = len(raw)
+    mean = sum(raw) / n
+    se = math.sqrt(sum((x - mean) ** 2 for x in raw) / (n - 1) / n) if n > 1 else 0.0
+    d = DECIMALS[kind] + (1 if kind == "count" else 0)
+    entry["mean"], entry["se"] = round(mean, d), round(se, d)
+    return entry
+
+
+# ------------------------------------------------------------------------------------------ running
+
+
+def with_seed(nb: nbformat.NotebookNode, seed: int) -> nbformat.NotebookNode:
+    """The notebook with its setup cell's ``SEED = 0`` replaced by ``SEED = <seed>`` (exactly one such line)."""
+    hits = [c for c in nb.cells if c.cell_type == "code" and re.search(r"^SEED = 0$", c.source, re.M)]
+    if len(hits) != 1:
+        raise ValueError(f"expected exactly one code cell with the line 'SEED = 0', found {len(hits)}")
+    hits[0].source = re.sub(r"^SEED = 0$", f"SEED = {seed}", hits[0].source, flags=re.M)
+    if not re.search(r"^FULL_RUN = False\b", "\n".join(c.source for c in nb.cells if c.cell_type == "code"), re.M):
+        raise ValueError("the notebook does not set FULL_RUN = False: the figures are the default run's")
+    return nb
+
+
+def figures_cell(figures: dict) -> str:
+    exprs = {name: expr for name, (expr, _, _) in figures.items()}
+    return ("import json as _json\n"
+            f"_exprs = {exprs!r}\n"
+            "_out, _failed = {}, {}\n"
+            "for _name, _expr in _exprs.items():\n"
+            "    try:\n"
+            "        _out[_name] = float(eval(_expr))\n"
+            "    except Exception as _e:\n"
+            "        _failed[_name] = f'{_expr}: {type(_e).__name__}: {_e}'\n"
+            "if _failed:\n"
+            "    raise RuntimeError('figures that could not be read: ' + _json.dumps(_failed, indent=1))\n"
+            f"print({MARKER!r} + _json.dumps(_out))\n")
+
+
+def run_notebook(lesson: str, seed: int, timeout: int) -> tuple[dict, float]:
+    """Execute one lesson with one seed; (figure -> value, wall seconds)."""
+    from nbclient import NotebookClient
+
+    spec = LESSONS[lesson]
+    path = REPO / spec["notebook"]
+    nb = with_seed(nbformat.read(str(path), as_version=4), seed)
+    nb.cells.append(nbformat.v4.new_code_cell(figures_cell(spec["figures"])))
+    env_old = dict(os.environ)
+    os.environ["MPLBACKEND"] = "agg"
+    t0 = time.perf_counter()
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(env_old)
+    wall = time.perf_counter() - t0
+    text = "".join(o.get("text", "") for o in nb.cells[-1].get("outputs", []) if o.get("output_type") == "stream")
+    line = next((ln for ln in text.splitlines() if ln.startswith(MARKER)), None)
+    if line is None:
+        raise RuntimeError(f"lesson {lesson}, seed {seed}: the figures cell printed no {MARKER} line: {text[-2000:]}")
+    return json.loads(line[len(MARKER):]), wall
+
+
+def machine() -> dict:
+    cpu = platform.processor() or ""
+    try:
+        for ln in open("/proc/cpuinfo"):
+            if ln.startswith("model name"):
+                cpu = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+
+    return {"nproc": os.cpu_count(), "cpu": cpu, "torch": torch.__version__, "python": platform.python_version(),
+            "cuda": torch.cuda.is_available(), "torch_threads": torch.get_num_threads()}
+
+
+def git_commit() -> str:
+    """HEAD, and whether what the figures depend on differs from it: course_lib/, or a case study's code cells
+    (markdown does not change a figure, so prose edits made after a run leave its figures valid)."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout
+
+    commit = git("rev-parse", "HEAD").strip()
+    changed = [ln for ln in git("status", "--porcelain", "--untracked-files=no", "--", "course_lib").splitlines()]
+    for spec in LESSONS.values():
+        code_now = [c.source for c in nbformat.read(str(REPO / spec["notebook"]), as_version=4).cells
+                    if c.cell_type == "code"]
+        committed = nbformat.reads(git("show", f"HEAD:{spec['notebook']}"), as_version=4)
+        if code_now != [c.source for c in committed.cells if c.cell_type == "code"]:
+            changed.append(spec["notebook"])
+    return commit + (f" (uncommitted changes to {', '.join(changed)})" if changed else "")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lessons", default=",".join(LESSONS), help="comma-separated, e.g. 08,12 (default: all)")
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds (default: each lesson's, 0,1,2)")
+    ap.add_argument("--out", default=str(OUT), help=f"the figures file (default {OUT.relative_to(REPO)})")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per cell at most")
+    args = ap.parse_args(argv)
+    lessons = [x.strip() for x in args.lessons.split(",") if x.strip()]
+    unknown = [x for x in lessons if x not in LESSONS]
+    if unknown:
+        raise SystemExit(f"unknown lesson(s) {unknown}: expected some of {list(LESSONS)}")
+    full = lessons == list(LESSONS) and args.seeds is None
+    command = COMMAND if full else "python tests/data_scripts/figures.py " + " ".join(argv or sys.argv[1:])
+    started = datetime.datetime.now(datetime.timezone.utc)
+    out = {"meta": {"command": command, "script": "tests/data_scripts/figures.py",
+                    "date": started.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(), "commit": git_commit(),
+                    "settings": "each notebook's default run (FULL_RUN = False), SEED replaced per run",
+                    "standard_error": "sample standard deviation over seeds / sqrt(number of seeds)",
+                    "wall_seconds": {}},
+           "lessons": {}}
+    total = time.perf_counter()
+    for lesson in lessons:
+        spec = LESSONS[lesson]
+        seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else spec["seeds"]
+        per_seed: dict[str, dict[int, float]] = {name: {} for name in spec["figures"]}
+        for seed in seeds:
+            print(f"lesson {lesson}, seed {seed}: {spec['notebook']} ...", flush=True)
+            values, wall = run_notebook(lesson, seed, args.timeout)
+            out["meta"]["wall_seconds"][f"{lesson} seed {seed}"] = round(wall, 1)
+            print(f"  {wall:.1f} s", flush=True)
+            for name, v in values.items():
+                per_seed[name][seed] = v
+        out["lessons"][lesson] = {"notebook": spec["notebook"], "seeds": list(seeds),
+                                  "figures": {name: summarise(per_seed[name], kind, meaning)
+                                              for name, (_, kind, meaning) in spec["figures"].items()}}
+    out["meta"]["wall_seconds"]["total"] = round(time.perf_counter() - total, 1)
+    pathlib.Path(args.out).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {args.out} ({out['meta']['wall_seconds']['total']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
