@@ -168,10 +168,33 @@ def write(folder: str, notebooks: list[str] | None = None) -> str:
 def cache_dir() -> str:
     """Where the grader keeps the feeds it made (``$COURSE_FEED_CACHE``, else ``~/.cache/course-hidden-feed``):
     never mounted into a kernel."""
+    import tempfile
+
     root = os.environ.get("COURSE_FEED_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "course-hidden-feed")
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    return root
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        st = os.stat(root)
+        if st.st_uid == os.getuid() and not st.st_mode & 0o022 and os.access(root, os.W_OK):
+            return root
+    except OSError:
+        pass
+    # no cache of our own to write (a read-only home on a lab machine, a folder others can write): this run's own
+    return _private_cache()
+
+
+_PRIVATE: list = []
+
+
+def _private_cache() -> str:
+    import atexit
+    import shutil
+    import tempfile
+
+    if not _PRIVATE:
+        _PRIVATE.append(tempfile.mkdtemp(prefix="course-hidden-feed-"))
+        atexit.register(shutil.rmtree, _PRIVATE[0], True)
+    return _PRIVATE[0]
 
 
 def _content_digest() -> str:

@@ -336,3 +336,20 @@ def test_the_feeds_cache_follows_the_code_and_the_notebooks(tmp_path, monkeypatc
     second = feed._content_digest()
     (tmp_path / "notebooks" / "01" / "n.ipynb").write_text('{"cells": []}')
     assert len({first, second, feed._content_digest()}) == 3
+
+
+def test_the_feed_needs_no_writable_home(tmp_path, monkeypatch):
+    """A grader whose cache folder cannot be written (a read-only home on a lab machine), or one others can
+    write into, makes the feed in a private folder of its own run instead."""
+    from grading import feed
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")  # the cache's path cannot be made a folder (as on a read-only home)
+    monkeypatch.setenv("COURSE_FEED_CACHE", str(blocked / "cache"))
+    assert os.path.isdir(feed.cache_dir()) and feed.cache_dir() != str(blocked / "cache")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("COURSE_FEED_CACHE", str(shared))
+    private = feed.cache_dir()
+    assert private != str(shared) and os.path.isdir(private) and not os.stat(private).st_mode & 0o077
