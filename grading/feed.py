@@ -98,7 +98,12 @@ def capture(notebooks: list[str] | None = None) -> dict:
     feed: dict = {}
     try:
         for path in notebooks:
-            ns, nb = _solutions(path)
+            try:
+                ns, nb = _solutions(path)
+            except Exception as err:
+                raise RuntimeError(f"{os.path.relpath(path, os.path.dirname(NOTEBOOKS_DIR))}: its setup and solution "
+                                   f"cells, run to record the hidden tests' inputs, raised {type(err).__name__}: "
+                                   f"{err}") from err
             for cell in nb.cells:
                 if cell.cell_type != "code" or not _nbg(cell).get("grade") or _nbg(cell).get("solution"):
                     continue
