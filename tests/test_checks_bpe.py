@@ -7,7 +7,7 @@ import pytest
 from course_lib import bpe
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import bpe as checks
-from named import assert_named_alone
+from named import assert_named_alone, wrong
 
 # wrong answers whose output equals another's on every input the hidden test tries (none known)
 SAME_OUTPUT: dict = {}
@@ -242,12 +242,12 @@ def _escape(text):
 
 
 @pytest.mark.parametrize("check, wrong", [
-    (checks.check_merge, checks.WRONG_MERGE[0]),           # 'aaa' -> [X, X]
-    (checks.check_word_counts, checks.WRONG_WORD_COUNTS[0]),
-    (checks.check_train, checks.WRONG_TRAIN[0]),
-    (checks.check_encode, checks.WRONG_ENCODE[0]),
-    (checks.check_decode, checks.WRONG_DECODE[0]),
-    (checks.check_decode, checks.WRONG_DECODE[1]),         # raises UnicodeDecodeError on 'café'
+    (checks.check_merge, wrong(checks.WRONG_MERGE, "_merge_overlap_twice")),           # 'aaa' -> [X, X]
+    (checks.check_word_counts, wrong(checks.WRONG_WORD_COUNTS, "_counts_no_marker")),
+    (checks.check_train, wrong(checks.WRONG_TRAIN, "_train_first_appearance")),
+    (checks.check_encode, wrong(checks.WRONG_ENCODE, "_encode_leftmost")),
+    (checks.check_decode, wrong(checks.WRONG_DECODE, "_decode_each_replace")),
+    (checks.check_decode, wrong(checks.WRONG_DECODE, "_decode_each_strict")),         # raises UnicodeDecodeError on 'café'
 ])
 def test_the_four_headline_misconceptions_are_named_by_the_visible_test(check, wrong):
     with pytest.raises(AssertionError, match=_escape(wrong.name)):
@@ -256,13 +256,13 @@ def test_the_four_headline_misconceptions_are_named_by_the_visible_test(check, w
 
 def test_messages_explain_the_fix():
     with pytest.raises(AssertionError, match=r"merge ONCE, left to right, giving \[X, a\]"):
-        checks.check_merge(checks.WRONG_MERGE[0].fn)
+        checks.check_merge(wrong(checks.WRONG_MERGE, "_merge_overlap_twice").fn)
     with pytest.raises(AssertionError, match="'</w>'"):
-        checks.check_word_counts(checks.WRONG_WORD_COUNTS[0].fn)
+        checks.check_word_counts(wrong(checks.WRONG_WORD_COUNTS, "_counts_no_marker").fn)
     with pytest.raises(AssertionError, match="TRAINING order"):
-        checks.check_encode(checks.WRONG_ENCODE[0].fn)
+        checks.check_encode(wrong(checks.WRONG_ENCODE, "_encode_leftmost").fn)
     with pytest.raises(AssertionError, match="bytes TOGETHER"):
-        checks.check_decode(checks.WRONG_DECODE[0].fn)
+        checks.check_decode(wrong(checks.WRONG_DECODE, "_decode_each_replace").fn)
 
 
 def test_an_unnamed_wrong_answer_still_fails_with_expected_and_got():

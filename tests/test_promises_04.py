@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from course_lib.checks import positional as C
-from named import assert_promise_broken
+from named import assert_promise_broken, wrong
 
 
 def _pe(n, d, base=10000.0):
@@ -16,13 +16,13 @@ def _pe(n, d, base=10000.0):
 
 
 PROMISES = [
-    (C.check_sinusoidal_encoding, "sines in even columns, cosines in odd ones (interleaved)", C.WRONG_SINUSOIDAL[3].fn,
+    (C.check_sinusoidal_encoding, "sines in even columns, cosines in odd ones (interleaved)", wrong(C.WRONG_SINUSOIDAL, "<lambda>", 'sines and cosines in two halves').fn,
      "sines and cosines in two halves"),
-    (C.check_sinusoidal_encoding, "positions 0, 1, ...", C.WRONG_SINUSOIDAL[4].fn, "positions counted from 1"),
+    (C.check_sinusoidal_encoding, "positions 0, 1, ...", wrong(C.WRONG_SINUSOIDAL, "<lambda>", 'positions counted from 1').fn, "positions counted from 1"),
     (C.check_sinusoidal_encoding, "float answer in at least float32",
      lambda n, d, base=10000.0: _pe(n, d, base).astype(np.float16), "half precision"),
-    (C.check_shift_matrix, "PE(pos + k) = M_k @ PE(pos)", C.WRONG_SHIFT[0].fn, "rotation in the wrong direction"),
-    (C.check_shift_matrix, "angle k * omega_i", C.WRONG_SHIFT[1].fn, "angle k instead of k * omega"),
+    (C.check_shift_matrix, "PE(pos + k) = M_k @ PE(pos)", wrong(C.WRONG_SHIFT, "<lambda>", 'rotation in the wrong direction').fn, "rotation in the wrong direction"),
+    (C.check_shift_matrix, "angle k * omega_i", wrong(C.WRONG_SHIFT, "<lambda>", 'angle k instead of k * omega').fn, "angle k instead of k * omega"),
 ]
 
 

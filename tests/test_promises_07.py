@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from course_lib.checks import efficient as C
-from named import assert_promise_broken
+from named import assert_promise_broken, wrong
 from test_checks_efficient import (causal_linear_attention, elu_feature_map, linear_attention,
                                    linear_attention_step)
 
@@ -38,11 +38,11 @@ PROMISES = [
     (C.check_elu_feature_map, "always > 0", _elu_negative, "elu without +1"),
     (C.check_linear_attention, "any leading dims (..., T, d)", _linear_3d_only, "ValueError"),
     (C.check_linear_attention, "never builds the (T, S) matrix", C._linear_quadratic, C.QUADRATIC_NAME),
-    (C.check_causal_linear_attention, "position i sees keys 0..i", C.WRONG_CAUSAL[0].fn, "sees future keys"),
+    (C.check_causal_linear_attention, "position i sees keys 0..i", wrong(C.WRONG_CAUSAL, "<lambda>", 'causal form sees future keys').fn, "sees future keys"),
     (C.check_causal_linear_attention, "O(T r d_v) memory", C._causal_quadratic, C.QUADRATIC_NAME),
     (C.check_linear_attention_step, "the input state is not modified", _step_in_place, "input modified in place"),
     (C.check_positive_random_features, "w (..., m, d) with leading dims", _features_2d_w_only, "ValueError"),
-    (C.check_positive_random_features, "exp(w x - |x|^2 / 2)", C.WRONG_FEATURES[0].fn, "forgot exp(-|x|^2/2)"),
+    (C.check_positive_random_features, "exp(w x - |x|^2 / 2)", wrong(C.WRONG_FEATURES, "<lambda>", 'forgot exp(-|x|^2/2)').fn, "forgot exp(-|x|^2/2)"),
 ]
 
 

@@ -5,7 +5,7 @@ import torch
 
 from course_lib.checks import prompt_tuning as C
 from test_checks_prompt_tuning import freeze_ok, labels_ok, loglik_ce, prepend_ok
-from named import assert_promise_broken
+from named import assert_promise_broken, wrong
 
 
 def _prepend_in_place(x, m, p):
@@ -52,27 +52,27 @@ def _freeze_no_count(model):
 
 
 PROMISES = [
-    (C.check_prepend_soft_prompt, "P + T positions with the prompt in front", C.WRONG_PREPEND[0].fn,
+    (C.check_prepend_soft_prompt, "P + T positions with the prompt in front", wrong(C.WRONG_PREPEND, "_prepend_after").fn,
      "prompt appended after the tokens"),
-    (C.check_prepend_soft_prompt, "mask extended with ones", C.WRONG_PREPEND[1].fn, "attention mask not extended"),
+    (C.check_prepend_soft_prompt, "mask extended with ones", wrong(C.WRONG_PREPEND, "_prepend_mask_unchanged").fn, "attention mask not extended"),
     (C.check_prepend_soft_prompt, "mask keeps attention_mask's dtype", _prepend_float_mask, "dtype"),
     (C.check_prepend_soft_prompt, "inputs not modified", _prepend_in_place, "in place"),
     (C.check_prepend_soft_prompt, "gradients flow back to prompt", _prepend_detached, "gradient"),
     (C.check_prepend_soft_prompt, "prompt shared by the whole batch", _prepend_first_row_only, "embeds"),
-    (C.check_answer_only_labels, "(B, P + T) aligned with the prompted sequence", C.WRONG_LABELS[1].fn,
+    (C.check_answer_only_labels, "(B, P + T) aligned with the prompted sequence", wrong(C.WRONG_LABELS, "<lambda>", 'soft-prompt positions left out').fn,
      "soft-prompt positions left out"),
-    (C.check_answer_only_labels, "not shifted", C.WRONG_LABELS[0].fn, "labels shifted here"),
-    (C.check_answer_only_labels, "-100 on padding", C.WRONG_LABELS[3].fn, "padding trained on"),
+    (C.check_answer_only_labels, "not shifted", wrong(C.WRONG_LABELS, "<lambda>", 'labels shifted here').fn, "labels shifted here"),
+    (C.check_answer_only_labels, "-100 on padding", wrong(C.WRONG_LABELS, "<lambda>", 'padding trained on').fn, "padding trained on"),
     (C.check_answer_only_labels, "int64", _labels_int32, "int64"),
     (C.check_answer_only_labels, "inputs not modified", _labels_in_place, "in place"),
     (C.check_option_log_likelihood, "(B,) in the logits' dtype", _loglik_float64, "float32"),
     (C.check_option_log_likelihood, "(B,) shape", _loglik_keepdim, "shape"),
-    (C.check_option_log_likelihood, "normalise divides by the scored tokens", C.WRONG_LOGLIK[4].fn,
+    (C.check_option_log_likelihood, "normalise divides by the scored tokens", wrong(C.WRONG_LOGLIK, "<lambda>", 'mean over all positions').fn,
      "mean over all positions"),
-    (C.check_option_log_likelihood, "shift by one", C.WRONG_LOGLIK[0].fn, "no shift by one"),
-    (C.check_freeze_model, "eval mode", C.WRONG_FREEZE[2].fn, "left in training mode"),
-    (C.check_freeze_model, "tied weight counted once", C.WRONG_FREEZE[0].fn, "tied weights counted twice"),
-    (C.check_freeze_model, "buffers are not parameters", C.WRONG_FREEZE[1].fn, "buffers"),
+    (C.check_option_log_likelihood, "shift by one", wrong(C.WRONG_LOGLIK, "<lambda>", 'no shift by one').fn, "no shift by one"),
+    (C.check_freeze_model, "eval mode", wrong(C.WRONG_FREEZE, "_wrong_no_eval").fn, "left in training mode"),
+    (C.check_freeze_model, "tied weight counted once", wrong(C.WRONG_FREEZE, "_wrong_count_duplicates").fn, "tied weights counted twice"),
+    (C.check_freeze_model, "buffers are not parameters", wrong(C.WRONG_FREEZE, "_wrong_count_state_dict").fn, "buffers"),
     (C.check_freeze_model, "returns the number of parameters", _freeze_no_count, "expected"),
 ]
 

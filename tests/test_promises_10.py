@@ -10,7 +10,7 @@ from course_lib import proteins as ref
 from course_lib.checks import proteins as C
 from course_lib.efficient import favor_features_torch
 from course_lib.masking import causal_mask
-from named import assert_promise_broken
+from named import assert_promise_broken, wrong
 from test_checks_proteins import (encode_loop, encode_vocab_lookup, favor_einsum, greedy_rowwise, kmer_dict,
                                   kmer_numpy)
 
@@ -181,28 +181,28 @@ PROMISES = [
     (C.check_encode_proteins, "torch tensors, not numpy", _encode_numpy, "torch"),
     (C.check_encode_proteins, "ValueError when max_len < 2", _encode_no_error, "ValueError"),
     (C.check_encode_proteins, "the input list is not changed", _encode_mutates, "changed the list"),
-    (C.check_encode_proteins, "<eos> always there after truncation", C.WRONG_ENCODE[1].fn, "<eos> cut off"),
-    (C.check_encode_proteins, "padded to the longest sequence", C.WRONG_ENCODE[4].fn, "padded to max_len"),
-    (C.check_encode_proteins, "case-insensitive", C.WRONG_ENCODE[2].fn, "lower-case"),
-    (C.check_encode_proteins, "True at real tokens", C.WRONG_ENCODE[5].fn, "keep mask inverted"),
+    (C.check_encode_proteins, "<eos> always there after truncation", wrong(C.WRONG_ENCODE, "<lambda>", '<eos> cut off by truncation').fn, "<eos> cut off"),
+    (C.check_encode_proteins, "padded to the longest sequence", wrong(C.WRONG_ENCODE, "<lambda>", 'padded to max_len instead of the longest sequence').fn, "padded to max_len"),
+    (C.check_encode_proteins, "case-insensitive", wrong(C.WRONG_ENCODE, "<lambda>", 'lower-case residues become <unk>').fn, "lower-case"),
+    (C.check_encode_proteins, "True at real tokens", wrong(C.WRONG_ENCODE, "<lambda>", 'keep mask inverted').fn, "keep mask inverted"),
     (C.check_kmer_vectors, "float32", _kmer_float64, "float32"),
     (C.check_kmer_vectors, "a sequence without k-mers is a row of zeros", _kmer_nan_rows, "row of zeros"),
-    (C.check_kmer_vectors, "unit length rows", C.WRONG_KMER[0].fn, "not normalised"),
-    (C.check_kmer_vectors, "overlapping windows, step 1", C.WRONG_KMER[2].fn, "non-overlapping"),
-    (C.check_kmer_vectors, "non-standard residues skipped", C.WRONG_KMER[4].fn, "non-standard"),
-    (C.check_kmer_vectors, "first residue most significant", C.WRONG_KMER[1].fn, "digits reversed"),
-    (C.check_favor_padded_attention, "padded keys contribute nothing", C.WRONG_FAVOR[0].fn, "key padding ignored"),
-    (C.check_favor_padded_attention, "padded query rows are 0", C.WRONG_FAVOR[1].fn, "padded query rows"),
+    (C.check_kmer_vectors, "unit length rows", wrong(C.WRONG_KMER, "<lambda>", 'counts not normalised').fn, "not normalised"),
+    (C.check_kmer_vectors, "overlapping windows, step 1", wrong(C.WRONG_KMER, "<lambda>", 'non-overlapping windows').fn, "non-overlapping"),
+    (C.check_kmer_vectors, "non-standard residues skipped", wrong(C.WRONG_KMER, "<lambda>", 'windows with a non-standard residue counted').fn, "non-standard"),
+    (C.check_kmer_vectors, "first residue most significant", wrong(C.WRONG_KMER, "<lambda>", 'digits reversed').fn, "digits reversed"),
+    (C.check_favor_padded_attention, "padded keys contribute nothing", wrong(C.WRONG_FAVOR, "<lambda>", 'key padding ignored').fn, "key padding ignored"),
+    (C.check_favor_padded_attention, "padded query rows are 0", wrong(C.WRONG_FAVOR, "<lambda>", 'padded query rows not zeroed').fn, "padded query rows"),
     (C.check_favor_padded_attention, "output in the dtype of v", _favor_float64_always, "float32"),
     (C.check_favor_padded_attention, "never builds an (L, L) matrix", lambda q, k, v, w, keep: (
         lambda kk, pq, pk: ((pq @ pk.transpose(-2, -1)) @ v) / (pq @ pk.transpose(-2, -1)).sum(-1, keepdim=True) * kk)(
         keep[:, None, :, None], favor_features_torch(q, w, is_query=True),
         favor_features_torch(k, w, is_query=False, keep=keep[:, None, :, None])), "quadratic"),
-    (C.check_greedy_decode, "without the start token", C.WRONG_GREEDY[2].fn, "start token"),
-    (C.check_greedy_decode, "at most max_len tokens", C.WRONG_GREEDY[4].fn, "one step too many"),
-    (C.check_greedy_decode, "pad after <eos>", C.WRONG_GREEDY[3].fn, "after <eos>"),
-    (C.check_greedy_decode, "causal mask", C.WRONG_GREEDY[0].fn, "no causal mask"),
-    (C.check_greedy_decode, "source padding masked", C.WRONG_GREEDY[1].fn, "source padding ignored"),
+    (C.check_greedy_decode, "without the start token", wrong(C.WRONG_GREEDY, "fn", 'start token kept in the output').fn, "start token"),
+    (C.check_greedy_decode, "at most max_len tokens", wrong(C.WRONG_GREEDY, "fn", 'one step too many').fn, "one step too many"),
+    (C.check_greedy_decode, "pad after <eos>", wrong(C.WRONG_GREEDY, "fn", 'tokens generated after <eos>').fn, "after <eos>"),
+    (C.check_greedy_decode, "causal mask", wrong(C.WRONG_GREEDY, "fn", 'no causal mask').fn, "no causal mask"),
+    (C.check_greedy_decode, "source padding masked", wrong(C.WRONG_GREEDY, "fn", 'source padding ignored').fn, "source padding ignored"),
     (C.check_greedy_decode, "int64 ids", _greedy_int32, "int64"),
     (C.check_greedy_decode, "ValueError when max_len < 1", _greedy_no_error, "ValueError"),
 ]

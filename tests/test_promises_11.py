@@ -6,7 +6,7 @@ import pytest
 
 from course_lib.checks import consensus as C
 from test_checks_consensus import ce_gather, edit_distance_loops, pileup_dict, soft_loss_loops
-from named import assert_promise_broken
+from named import assert_promise_broken, wrong
 
 
 def _with_ops(distance):
@@ -78,26 +78,26 @@ def _ce_zeroes_the_target(logits, target):
 
 
 PROMISES = [
-    (C.check_edit_distance, "D[i, 0] = i, D[0, j] = j", _with_ops(C.WRONG_EDIT_DISTANCE[0].fn), "first row/column"),
-    (C.check_edit_distance, "a mismatch costs 1", _with_ops(C.WRONG_EDIT_DISTANCE[2].fn), "a mismatch costs 2"),
+    (C.check_edit_distance, "D[i, 0] = i, D[0, j] = j", _with_ops(wrong(C.WRONG_EDIT_DISTANCE, "<lambda>", 'first row/column initialised to 0').fn), "first row/column"),
+    (C.check_edit_distance, "a mismatch costs 1", _with_ops(wrong(C.WRONG_EDIT_DISTANCE, "<lambda>", 'a mismatch costs 2').fn), "a mismatch costs 2"),
     (C.check_edit_distance, "distance as a Python int", _ed_float_distance, "must be an integer"),
     (C.check_edit_distance, "operations: I uses a base of a only", _ed_insertions_as_deletions, "operation"),
-    (C.check_pileup, "columns -ACGT, gap first", C.WRONG_PILEUP[3].fn, "columns in the order ACGT-"),
-    (C.check_pileup, "inserted bases are not counted", C.WRONG_PILEUP[2].fn, "inserted bases"),
+    (C.check_pileup, "columns -ACGT, gap first", wrong(C.WRONG_PILEUP, "_pileup_variant", 'columns in the order ACGT-').fn, "columns in the order ACGT-"),
+    (C.check_pileup, "inserted bases are not counted", wrong(C.WRONG_PILEUP, "_pileup_variant", 'inserted bases counted in the next column').fn, "inserted bases"),
     (C.check_pileup, "an int64 array", _pileup_float, "integer numpy array"),
     (C.check_pileup, "ValueError when an alignment does not fit", _pileup_unchecked, "every column of the backbone"),
     (C.check_pileup, "ValueError when reads and alignments differ in number", _pileup_zip_drops_a_read,
      "numbers of reads and alignments differ"),
-    (C.check_soft_alignment_loss, "a soft MIN", C.WRONG_SOFT_ALIGNMENT_LOSS[0].fn, "max instead of min"),
-    (C.check_soft_alignment_loss, "gaps in target are padding, removed first", C.WRONG_SOFT_ALIGNMENT_LOSS[4].fn,
+    (C.check_soft_alignment_loss, "a soft MIN", wrong(C.WRONG_SOFT_ALIGNMENT_LOSS, "_loss_variant", 'max instead of min').fn, "max instead of min"),
+    (C.check_soft_alignment_loss, "gaps in target are padding, removed first", wrong(C.WRONG_SOFT_ALIGNMENT_LOSS, "_loss_variant", 'padding counted as label').fn,
      "padding counted as label"),
     (C.check_soft_alignment_loss, "of the logits' dtype", _loss_float64, "float32 loss"),
     (C.check_soft_alignment_loss, "differentiable in logits", _loss_detached, "gradients"),
     (C.check_soft_alignment_loss, "ValueError when gamma <= 0", _loss_gamma_unchecked, "gamma <= 0"),
     (C.check_soft_alignment_loss, "ValueError when the shapes do not fit", _loss_rows_silently_dropped,
      "shapes do not fit"),
-    (C.check_positionwise_cross_entropy, "summed over positions", C.WRONG_CROSS_ENTROPY[0].fn, "mean instead of sum"),
-    (C.check_positionwise_cross_entropy, "padding included", C.WRONG_CROSS_ENTROPY[1].fn, "padding positions"),
+    (C.check_positionwise_cross_entropy, "summed over positions", wrong(C.WRONG_CROSS_ENTROPY, "_ce_variant", 'mean instead of sum').fn, "mean instead of sum"),
+    (C.check_positionwise_cross_entropy, "padding included", wrong(C.WRONG_CROSS_ENTROPY, "_ce_variant", 'padding positions not scored').fn, "padding positions"),
     (C.check_positionwise_cross_entropy, "ValueError when M > N", _ce_truncates_a_long_label, "longer than"),
     (C.check_positionwise_cross_entropy, "inputs unchanged", _ce_zeroes_the_target, "input modified in place"),
 ]

@@ -7,7 +7,7 @@ import torch
 
 from course_lib.checks import dna as C
 from test_checks_dna import ism_loop, one_hot_table, rc_translate, rf_loop
-from named import assert_promise_broken
+from named import assert_promise_broken, wrong
 
 
 def _one_hot_float64(seq):
@@ -57,18 +57,18 @@ def _ism_numpy_only(predict, one_hot):
 
 PROMISES = [
     (C.check_one_hot_dna, "a float32 numpy array", _one_hot_float64, "float32"),
-    (C.check_one_hot_dna, "N becomes a row of zeros", C.WRONG_ONE_HOT[1].fn, "N encoded as 0.25"),
-    (C.check_one_hot_dna, "upper and lower case are the same base", C.WRONG_ONE_HOT[2].fn, "lower case not recognised"),
-    (C.check_one_hot_dna, "columns A, C, G, T", C.WRONG_ONE_HOT[0].fn, "columns not in A, C, G, T order"),
+    (C.check_one_hot_dna, "N becomes a row of zeros", wrong(C.WRONG_ONE_HOT, "<lambda>", 'N encoded as 0.25').fn, "N encoded as 0.25"),
+    (C.check_one_hot_dna, "upper and lower case are the same base", wrong(C.WRONG_ONE_HOT, "<lambda>", 'lower case not recognised').fn, "lower case not recognised"),
+    (C.check_one_hot_dna, "columns A, C, G, T", wrong(C.WRONG_ONE_HOT, "<lambda>", 'columns not in A, C, G, T order').fn, "columns not in A, C, G, T order"),
     (C.check_one_hot_dna, "any other letter raises ValueError", _one_hot_unknown_as_n, "ValueError"),
-    (C.check_reverse_complement, "complement and reverse", C.WRONG_RC[0].fn, "complemented but not reversed"),
+    (C.check_reverse_complement, "complement and reverse", wrong(C.WRONG_RC, "<lambda>", 'complemented but not reversed').fn, "complemented but not reversed"),
     (C.check_reverse_complement, "returns a string", _rc_list, "expected shape ()"),
     (C.check_reverse_complement, "any other letter raises ValueError", _rc_unknown_kept, "ValueError"),
-    (C.check_receptive_field, "pooling multiplies the jump", C.WRONG_RF[1].fn, "jump not carried through the pools"),
+    (C.check_receptive_field, "pooling multiplies the jump", wrong(C.WRONG_RF, "<lambda>", 'jump not carried through the pools').fn, "jump not carried through the pools"),
     (C.check_receptive_field, "returns an int", _rf_float, "int"),
     (C.check_receptive_field, "ValueError when the lists differ in length", _rf_zip_truncates, "ValueError"),
-    (C.check_in_silico_mutagenesis, "effect at the own base is 0", C.WRONG_ISM[1].fn, "mutant score instead of the change"),
-    (C.check_in_silico_mutagenesis, "mutant minus reference", C.WRONG_ISM[0].fn, "reference minus mutant"),
+    (C.check_in_silico_mutagenesis, "effect at the own base is 0", wrong(C.WRONG_ISM, "<lambda>", 'mutant score instead of the change').fn, "mutant score instead of the change"),
+    (C.check_in_silico_mutagenesis, "mutant minus reference", wrong(C.WRONG_ISM, "<lambda>", 'reference minus mutant').fn, "reference minus mutant"),
     (C.check_in_silico_mutagenesis, "one_hot is not modified", _ism_in_place, "input modified in place"),
     (C.check_in_silico_mutagenesis, "one_hot numpy or torch", _ism_numpy_only, "torch tensor"),
 ]
