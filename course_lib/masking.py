@@ -185,7 +185,9 @@ def masked_softmax(scores, mask=None) -> np.ndarray:
 
     Masked scores are replaced by -inf BEFORE the softmax, so the remaining weights
     of a row still sum to 1. A row with every key masked gets all zeros (not NaN,
-    and not the uniform 1/S that a -1e9 fill gives). Numpy; float64.
+    and not the uniform 1/S that a -1e9 fill gives). Stable for large scores, as
+    lesson 01's softmax: each row's largest visible score is subtracted before exp
+    (scores near 1000 give finite weights). Numpy; float64.
 
     Args:
         scores: (..., T, S); mask: bool broadcastable to it, True = may attend.

@@ -20,6 +20,8 @@ PROMISES = [
     (C.check_to_additive, "-inf, not a large negative", wrong(C.WRONG_ADDITIVE, "<lambda>", 'large negative instead of -inf').fn, "large negative instead of -inf"),
     (C.check_masked_softmax, "a fully masked row gives zeros, not NaN", wrong(C.WRONG_MASKED_SOFTMAX, "<lambda>", 'NaN on a fully masked row').fn,
      "NaN on a fully masked row"),
+    (C.check_masked_softmax, "stable for large scores", wrong(C.WRONG_MASKED_SOFTMAX, "<lambda>",
+                                                              "no max shift (overflow)").fn, "no max shift"),
     (C.check_masked_softmax, "inputs unchanged",
      lambda scores, mask=None: (scores.__setitem__(..., np.where(True if mask is None else mask, scores, -np.inf)),
                                 masked_softmax(scores, mask))[1], "input modified in place"),

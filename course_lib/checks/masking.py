@@ -308,6 +308,12 @@ def _ms(scores, mask=None, kind="right"):
         return _softmax_rows(np.where(~mask, scores, -np.inf))
     if kind == "large":
         return _softmax_rows(np.where(mask, scores, -1e9))
+    if kind == "no shift":  # exp of the raw scores: overflows to inf for scores above ~709, and inf / inf = NaN
+        x = np.where(mask, scores, -np.inf)
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = np.exp(x)
+            total = e.sum(-1, keepdims=True)
+            return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
     if kind == "nan":
         x = np.where(mask, scores, -np.inf)
         with np.errstate(invalid="ignore"):
@@ -329,6 +335,10 @@ WRONG_MASKED_SOFTMAX = [
     Wrong("large negative instead of -inf", lambda scores, mask=None: _ms(scores, mask, "large"),
           "masking with -1e9 instead of -inf gives a fully masked row UNIFORM weights (1/S on padding) "
           "instead of zeros; use -inf and handle the all -inf row."),
+    Wrong("no max shift (overflow)", lambda scores, mask=None: _ms(scores, mask, "no shift"),
+          "exp of the raw scores overflows to inf once a score passes about 709, and inf / inf is NaN: "
+          "subtract each row's largest visible score before exp (lesson 01's stable softmax); the weights "
+          "do not change, since the shift cancels in the division."),
 ]
 
 
@@ -342,16 +352,23 @@ def _masked_softmax_cases(hidden: bool) -> list[Case]:
         s3, m3 = rng.normal(size=(3, 4)) * 100, np.ones((3, 4), dtype=bool)
         m3[1] = False
         m3[2, 2:] = False
+        s4 = rng.normal(size=(4, 5)) * 3 + 2000.0
+        m4 = rng.random((4, 5)) > 0.3
+        m4[:, 1] = True
         return [Case("random (2, 4, 6) scores and mask", (s1, m1)),
                 Case("causal AND padding (lengths [3]) on (5, 5) scores", (s2, m2)),
                 Case("scores of size 100 with a fully masked row", (s3, m3)),
                 Case("a (4,) mask broadcast over (3, 4) scores", (s3, np.array([True, False, True, False]))),
-                Case("no mask", (s2,))]
+                Case("no mask", (s2,)),
+                Case("scores near 2000 and a random mask (exp(2000) overflows)", (s4, m4))]
     s = rng.normal(size=(3, 4)) * 2
     causal = np.tri(3, 4, 1, dtype=bool)
     pad_all = np.array([[True, True, False, False], [True, True, False, False], [False, False, False, False]])
+    big = np.array([[1000.0, 1001.0, 1002.0, 999.0], [1000.5, 998.0, 1003.0, 1001.0]])
+    big_mask = np.array([[True, True, False, True], [True, False, True, True]])
     return [Case("(3, 4) scores with causal_mask(3, 4)", (s, causal)),
-            Case("(3, 4) scores whose last row is fully masked", (s, pad_all))]
+            Case("(3, 4) scores whose last row is fully masked", (s, pad_all)),
+            Case("scores near 1000 (exp(1000) overflows)", (big, big_mask))]
 
 
 def check_masked_softmax(student, hidden: bool = False) -> None:
