@@ -28,6 +28,10 @@ PROMISES = [
      "end-of-word marker"),
     (C.check_word_counts, "split on any whitespace", _wrong(C.WRONG_WORD_COUNTS, "_counts_split_space"),
      "split on single spaces"),
+    (C.check_get_stats, "pairs in order of first appearance", lambda ids: dict(sorted(my_get_stats(ids).items())),
+     "order of first appearance"),
+    (C.check_word_counts, "words in order of first appearance",
+     lambda text: dict(sorted(my_word_counts(text).items())), "order of first appearance"),
     (C.check_train, "ties: smallest pair", _wrong(C.WRONG_TRAIN, "_train_first_appearance"),
      "ties broken by first appearance"),
     (C.check_train, "new ids start at first_id", _wrong(C.WRONG_TRAIN, "_train_ignore_first_id"), "first_id ignored"),
@@ -43,3 +47,24 @@ def test_a_broken_promise_loses_points_with_its_name(check, promise, wrong, word
 
 def test_correct_word_counts_still_pass():
     C.check_word_counts(my_word_counts, hidden=True)
+
+
+@pytest.mark.parametrize("check, answer", [
+    ("check_get_stats", lambda ids: dict(sorted(my_get_stats(ids).items()))),
+    ("check_word_counts", lambda text: dict(sorted(my_word_counts(text).items()))),
+])
+def test_the_order_of_first_appearance_survives_the_record(check, answer):
+    """Graded outside the kernel (record, then replay in the verifier), a dict in another order still fails:
+    the record keeps the keys' order."""
+    import json
+
+    from course_lib.checks import transcript
+    from grading import verify
+
+    for hidden in (False, True):
+        with transcript.using("record") as state:
+            getattr(C, check)(answer, hidden=hidden)
+            calls = json.loads(json.dumps(state.calls, ensure_ascii=False))
+        source = f"checks.bpe.{check}(f{', hidden=True' if hidden else ''})\n"
+        verdict = verify.verify_cell(source, calls)
+        assert verdict is not None and "order of first appearance" in verdict, verdict

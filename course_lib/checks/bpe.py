@@ -535,8 +535,10 @@ def _normalised(reference: Callable, normalise: Callable) -> Callable:
 
 
 def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, exercise: str,
-             wrongs: Sequence[Wrong], normalise: Callable) -> None:
-    """Exact comparison on every case; on a mismatch, name the wrong answer the student's output equals."""
+             wrongs: Sequence[Wrong], normalise: Callable, ordered: str = "") -> None:
+    """Exact comparison on every case; on a mismatch, name the wrong answer the student's output equals.
+    ``ordered``: what the dict's keys are (the docstring promises them in order of first appearance); then the
+    same counts in another order fail too, with a message that says so."""
     if student is reference:
         raise IntegrityError(f"{exercise}: your function is the reference implementation from course_lib "
                              "itself; write your own.")
@@ -559,6 +561,14 @@ def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, e
         if is_pending(expected):
             continue  # record mode: the verifier compares, outside the kernel
         if got == expected:
+            if ordered and list(got) != list(expected):
+                first = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
+                raise _AssertionError(
+                    f"{exercise} on input '{case.label}': the counts are right, but the {ordered} are not in order "
+                    f"of first appearance, as the docstring promises (at position {first}: expected "
+                    f"{list(expected)[first]!r}, got {list(got)[first]!r}). Insert each key the first time you "
+                    "meet it, walking the input left to right (a dict keeps that order; Counter too); sorting the "
+                    "keys or collecting them in a set changes it, and training breaks its ties by this order.")
             continue
         fits: list[Wrong] = []
         for wrong in wrongs:
@@ -806,7 +816,7 @@ def warm_up(hidden: bool = True) -> None:
 # ---------------------------------------------------------------- checks
 def check_get_stats(student, hidden: bool = False) -> None:
     """Student ``get_stats(ids)`` -> {(left, right): count} over every adjacent position."""
-    _compare(student, ref.get_stats, _stats_cases(hidden), exercise="get_stats", wrongs=WRONG_GET_STATS,
+    _compare(student, ref.get_stats, _stats_cases(hidden), exercise="get_stats", wrongs=WRONG_GET_STATS, ordered="pairs",
              normalise=_as_pair_counts)
 
 
@@ -818,7 +828,7 @@ def check_merge(student, hidden: bool = False) -> None:
 def check_word_counts(student, hidden: bool = False) -> None:
     """Student ``word_counts(text)``: whitespace words as character tuples, '</w>' on the last one."""
     _compare(student, ref.word_counts, _word_count_cases(hidden), exercise="word_counts",
-             wrongs=WRONG_WORD_COUNTS, normalise=_as_word_counts)
+             wrongs=WRONG_WORD_COUNTS, normalise=_as_word_counts, ordered="words")
 
 
 def check_train(student, hidden: bool = False) -> None:
