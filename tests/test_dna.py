@@ -121,6 +121,24 @@ def test_softmax_pool_limits_and_loop():
         dna.softmax_pool(x, w, 5)
 
 
+def test_the_lesson12_stems_pool_near_max_at_initialisation():
+    """The cause of lesson 12's seed lottery (issue 35), measured: on the stem's first activations (GELU of a
+    fresh kernel-15 convolution on real one-hot sequences) Enformer's 2 * identity pools almost evenly, while
+    the models' POOL_INIT_SCALE * identity puts most of each window's weight on its largest value."""
+    assert dna.POOL_INIT_SCALE >= 10
+    data = R.regulatory_dataset(32, seed=5)
+    x = torch.from_numpy(np.stack([dna.one_hot_dna(s) for s in data.sequences]))  # (32, 512, 4)
+    for name, model in dna.lesson12_models(seed=3, channels=24).items():
+        for pool in (model.stem.pool1, model.stem.pool2):
+            assert torch.equal(pool.weight.detach(), dna.POOL_INIT_SCALE * torch.eye(24)), name
+        with torch.no_grad():
+            h = torch.nn.functional.gelu(model.stem.conv1(x.transpose(1, 2))).transpose(1, 2)  # (B, L, C)
+            windows = h.reshape(32, 128, 4, 24)
+            largest = {s: float(torch.softmax(s * windows, dim=2).amax(2).mean()) for s in (2.0, dna.POOL_INIT_SCALE)}
+        assert largest[2.0] < 0.4, f"{name}: 2 * identity already pools like max ({largest})"  # 0.25 = average
+        assert largest[dna.POOL_INIT_SCALE] > 0.7, f"{name}: the pooling does not start near max ({largest})"
+
+
 # ---------------------------------------------------------------- in-silico mutagenesis
 def test_ism_of_an_additive_model_is_its_weight_differences():
     g = torch.Generator().manual_seed(1)
