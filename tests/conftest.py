@@ -106,6 +106,7 @@ SLOW_FILES = {
     "notebooks/12_long_range_dna/long_range_dna.ipynb": 43, "notebooks/10_proteins/proteins.ipynb": 49,
     "tests/test_kernel_edition.py": 110,  # measured alone, 2026-11-26: two sweeps of every course_lib function
     "tests/test_proteins_shipped.py": 72,  # recomputes the shipped protein model's held-out figures (helper p10)
+    "tests/test_lesson12_seeds.py": 46,  # trains lesson 12's three default models with seed 1 (helper l12)
 }
 
 
