@@ -12,6 +12,15 @@ def _merge_in_place(ids, pair, idx):
     return out
 
 
+def _decode_hiding_bad_bytes(ids, vocab):
+    """surrogatepass as promised, but bytes that are not UTF-8 come back as U+FFFD instead of raising."""
+    data = b"".join(vocab[i] for i in ids)
+    try:
+        return data.decode("utf-8", errors="surrogatepass")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace")
+
+
 def _wrong(table, fn_name):
     """The known wrong answer of ``table`` implemented by ``fn_name`` (by name, never by its place in the list)."""
     [fn] = [w.fn for w in table if w.fn.__name__ == fn_name]
@@ -32,6 +41,7 @@ PROMISES = [
      "order of first appearance"),
     (C.check_word_counts, "words in order of first appearance",
      lambda text: dict(sorted(my_word_counts(text).items())), "order of first appearance"),
+    (C.check_decode, "invalid UTF-8 raises ValueError", _decode_hiding_bad_bytes, "not valid UTF-8"),
     (C.check_train, "ties: smallest pair", _wrong(C.WRONG_TRAIN, "_train_first_appearance"),
      "ties broken by first appearance"),
     (C.check_train, "new ids start at first_id", _wrong(C.WRONG_TRAIN, "_train_ignore_first_id"), "first_id ignored"),

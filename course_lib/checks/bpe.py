@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from typing import Callable, Sequence
 
 from course_lib import bpe as ref
-from course_lib.checks.core import Case, IntegrityError, NotImplementedYet, Wrong, call_student
+from course_lib.checks.core import Case, IntegrityError, NotImplementedYet, Wrong, assert_raises, call_student
 from course_lib.checks.core import reference as core_reference
 from course_lib.checks.core import _name_crash as _core_name_crash
 from course_lib.checks.transcript import is_pending, wrong_value
@@ -847,3 +847,7 @@ def check_decode(student, hidden: bool = False) -> None:
     """Student ``decode_ids(ids, vocab)`` joins all bytes, then decodes UTF-8 once (surrogatepass)."""
     _compare(student, ref.decode_ids, _decode_cases(hidden), exercise="decode_ids", wrongs=WRONG_DECODE,
              normalise=_as_str)
+    # the docstring: bytes that are not valid UTF-8 raise ValueError (errors="replace" or "ignore" hide them)
+    bad = Case("bytes FF FE, which no UTF-8 text has", ([0xFF, 0xFE], _private_vocab({}))) if not hidden else \
+        Case("'caf' then the first byte of a two-byte character, cut off", ([99, 97, 102, 0xC3], _private_vocab({})))
+    assert_raises(student, bad, "decode_ids", ValueError, "when the bytes are not valid UTF-8", FORBIDDEN)
