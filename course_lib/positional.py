@@ -94,7 +94,8 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0)
 
     PE[pos, 2i] = sin(pos * omega_i) and PE[pos, 2i + 1] = cos(pos * omega_i) with
     omega_i = 1 / base^(2i / d_model): sines in the even columns, cosines in the odd
-    ones, interleaved. Every value lies in [-1, 1].
+    ones, interleaved. Every value lies in [-1, 1]. A numpy array (float64); an odd
+    d_model raises ValueError (the columns come in (sin, cos) pairs).
 
     >>> sinusoidal_encoding(2, 4).round(4)
     array([[0.    , 1.    , 0.    , 1.    ],

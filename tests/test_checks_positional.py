@@ -15,6 +15,8 @@ from named import assert_named_alone, wrong_answer_params
 
 # ---------------------------------------------------------------- independent correct answers
 def sinusoidal_loops(num_positions, d_model, base=10000.0):
+    if d_model % 2:  # the prose: raise ValueError for an odd d_model
+        raise ValueError("d_model must be even")
     pe = np.zeros((num_positions, d_model))
     for pos in range(num_positions):
         for i in range(d_model // 2):
@@ -69,6 +71,8 @@ def sinusoidal_float32(num_positions, d_model, base=10000.0):
 
 def sinusoidal_torch_outer(num_positions, d_model, base=10000.0):
     """torch inside, an outer product and strided assignment; a numpy array out."""
+    if d_model % 2 or d_model < 2:
+        raise ValueError(f"d_model must be a positive even integer, got {d_model}")
     omega = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     angles = torch.outer(torch.arange(num_positions, dtype=torch.float64), omega)
     pe = torch.empty(num_positions, d_model, dtype=torch.float64)

@@ -1,6 +1,7 @@
 """Lesson 04 (sinusoidal_encoding, shift_matrix; the relative basis has its own owner and tests):
 docstring promises, the wrong answer that breaks each, and the words of its message."""
 import numpy as np
+import torch
 import pytest
 
 from course_lib.checks import positional as C
@@ -21,6 +22,10 @@ PROMISES = [
     (C.check_sinusoidal_encoding, "positions 0, 1, ...", wrong(C.WRONG_SINUSOIDAL, "<lambda>", 'positions counted from 1').fn, "positions counted from 1"),
     (C.check_sinusoidal_encoding, "float answer in at least float32",
      lambda n, d, base=10000.0: _pe(n, d, base).astype(np.float16), "half precision"),
+    (C.check_sinusoidal_encoding, "an odd d_model raises ValueError",
+     lambda n, d, base=10000.0: _pe(n, d + d % 2, base)[:, :d], "odd d_model"),
+    (C.check_sinusoidal_encoding, "a numpy array (-> np.ndarray)",
+     lambda n, d, base=10000.0: torch.from_numpy(_pe(n, d, base)), "return a numpy array"),
     (C.check_shift_matrix, "PE(pos + k) = M_k @ PE(pos)", wrong(C.WRONG_SHIFT, "<lambda>", 'rotation in the wrong direction').fn, "rotation in the wrong direction"),
     (C.check_shift_matrix, "angle k * omega_i", wrong(C.WRONG_SHIFT, "<lambda>", 'angle k instead of k * omega').fn, "angle k instead of k * omega"),
 ]

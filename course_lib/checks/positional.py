@@ -170,7 +170,12 @@ def check_sinusoidal_encoding(student, hidden: bool = False) -> None:
     compare_with_reference(student, ref.sinusoidal_encoding, cases, exercise=exercise, wrongs=WRONG_SINUSOIDAL,
                            forbidden=FORBIDDEN_SINUSOIDAL)
     n, d = (200, 32) if hidden else (60, 8)
-    pe = _native(call_student(student, Case(f"({n}, {d})", (n, d)), exercise, FORBIDDEN_SINUSOIDAL))
+    raw = call_student(student, Case(f"({n}, {d})", (n, d)), exercise, FORBIDDEN_SINUSOIDAL)
+    if not isinstance(raw, np.ndarray):  # the signature (-> np.ndarray) and the prose: this lesson works in numpy
+        raise AssertionError(f"{exercise}: return a numpy array, as the signature says (-> np.ndarray); got "
+                             f"{type(raw).__module__}.{type(raw).__name__}. Build it with numpy (np.sin, np.cos on "
+                             "an outer product of positions and frequencies).")
+    pe = _native(raw)
     assert_shape(pe, (n, d), f"{exercise}: one row per position, one column per feature")
     if pe.min() < -1 - tolerance(pe)[1] or pe.max() > 1 + tolerance(pe)[1]:
         raise AssertionError(f"{exercise}: values must lie in [-1, 1] (they are sines and cosines), "
@@ -184,6 +189,10 @@ def check_sinusoidal_encoding(student, hidden: bool = False) -> None:
                "the (sin, cos) pairs do not share a frequency")
     for part in (np.cos(turn), np.sin(turn)):
         assert_close(part, np.broadcast_to(part[:1], part.shape), message)
+    odd = Case("d_model=5 (odd: the columns come in (sin, cos) pairs)", (4, 5)) if not hidden else \
+        Case("three positions, d_model=9 (odd)", (3, 9))
+    assert_raises(student, odd, exercise, ValueError, "for an odd d_model (the columns come in (sin, cos) pairs)",
+                  FORBIDDEN_SINUSOIDAL)
 
 
 def check_shift_matrix(student, hidden: bool = False) -> None:
