@@ -56,8 +56,8 @@ def hidden_calls(source: str) -> list[tuple[str, str, str]]:
     return sorted(found, key=lambda c: source.find(f"{c[0]}.{c[1]}("))
 
 
-def _solutions(path: str) -> dict:
-    """The namespace of the notebook's setup cell and the instructor's solution cells, run here."""
+def _solutions(path: str) -> tuple[dict, "nbformat.NotebookNode"]:
+    """(The namespace of the notebook's setup cell and the instructor's solution cells, run here; the notebook)."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
