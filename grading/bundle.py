@@ -40,7 +40,6 @@ import sys
 
 import nbformat
 
-from course_lib.checks.core import HIDDEN_NOT_SHIPPED  # noqa: F401 - what a hidden check says outside grading
 from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, REPO_DIR
 
 COURSE_LIB = os.path.join(REPO_DIR, "course_lib")

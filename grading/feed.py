@@ -28,6 +28,7 @@ beside ``course_lib``) or the verdict (``grading.verify``).
 from __future__ import annotations
 
 import ast
+import io
 import os
 import pickle
 import re
@@ -109,13 +110,24 @@ def capture(notebooks: list[str] | None = None) -> dict:
                     continue
                 for module, check, name in hidden_calls(cell.source):
                     calls: list = []
+                    outputs: list = []
+
+                    class _Pickler(cloudpickle.Pickler):
+                        def persistent_id(self, obj, _outputs=outputs):
+                            # an input that is an earlier call's output: recorded as its place, so the kernel
+                            # passes the student's own output there (core.output_path), never the solution's
+                            path = core.output_path(_outputs, obj) if _outputs and not isinstance(
+                                obj, (int, float, str, bool, type(None))) else None
+                            return None if path is None else ("output", path)
 
                     def keep(fn, exercise, case, forbidden, observe, _calls=calls):
-                        _calls.append(cloudpickle.dumps((fn, exercise, case.label, case.args, case.kwargs,
-                                                         forbidden, observe)))
+                        buffer = io.BytesIO()
+                        _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(
+                            (fn, exercise, case.label, case.args, case.kwargs, forbidden, observe))
+                        _calls.append(buffer.getvalue())
 
                     fn = getattr(getattr(checks, module), check)
-                    core._FEED.capturing = keep
+                    core._FEED.capturing, core._FEED.outputs = keep, outputs
                     cwd = os.getcwd()
                     os.chdir(os.path.dirname(path))
                     try:
@@ -123,7 +135,7 @@ def capture(notebooks: list[str] | None = None) -> dict:
                             fn(core.StudentSlot(ns[name]), hidden=True)
                             recorded = list(state.calls)
                     finally:
-                        core._FEED.capturing = None
+                        core._FEED.capturing, core._FEED.outputs = None, None
                         os.chdir(cwd)
                     if len(recorded) != len(calls):
                         raise RuntimeError(f"{fn.__module__}.{check}: {len(calls)} calls of the student's function, "

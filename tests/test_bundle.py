@@ -22,7 +22,7 @@ import bundle_student
 import graded_cells
 from bundle_fixtures import built_bundle, shared_root
 from conftest import REPO, source_notebooks
-from course_lib.checks import registry
+from course_lib.checks import core, registry
 from grading import bundle
 
 pytestmark = pytest.mark.slow
@@ -176,7 +176,7 @@ def test_hidden_flag_in_the_bundle_says_the_hidden_tests_are_not_there(built):
             "try:\n    checks.attention.check_softmax(lambda x, axis=-1: np.asarray(x), hidden=True)\n"
             "except RuntimeError as err:\n    print('SAID', err)\n")
     proc = subprocess.run([built["python"], "-c", code], capture_output=True, text=True, cwd=built["bundle"], timeout=300)
-    assert proc.stdout.startswith("SAID " + bundle.HIDDEN_NOT_SHIPPED), proc.stdout + proc.stderr[-2000:]
+    assert proc.stdout.startswith("SAID " + core.HIDDEN_NOT_SHIPPED), proc.stdout + proc.stderr[-2000:]
 
 
 def test_fold_hidden_partially_evaluates_hidden_as_false():

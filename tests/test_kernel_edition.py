@@ -8,6 +8,7 @@ hidden, as the instructor's solutions meet them), and none may return the refere
 (tests/kernel_edition_sweep.py, in a process whose only course_lib is the edition).
 """
 import copy
+import io
 import json
 import os
 import pickle
@@ -279,8 +280,10 @@ def test_the_feed_carries_no_code_the_students_edition_lacks(tmp_path):
                 for run in runs:
                     for blob, _ in run:
                         core._FEED.student = lambda *a, **k: None  # what a StudentSlot unpickles to
+                        loader = pickle.Unpickler(io.BytesIO(blob))
+                        loader.persistent_load = lambda pid: None  # an earlier call's output (core.output_path)
                         try:
-                            _functions_in(pickle.loads(blob), found, set())
+                            _functions_in(loader.load(), found, set())
                         finally:
                             core._FEED.student = None
     problems, checked = [], 0
@@ -353,3 +356,53 @@ def test_the_feed_needs_no_writable_home(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_FEED_CACHE", str(shared))
     private = feed.cache_dir()
     assert private != str(shared) and os.path.isdir(private) and not os.stat(private).st_mode & 0o077
+
+
+_STEP_IN_THE_EDITION = r'''
+import json
+import numpy as np
+from course_lib import checks
+from course_lib.checks import transcript
+
+def step(state, q_t, k_t, v_t, feature_map=None):
+    """A right answer in float32, its state included (a float dtype the prose allows)."""
+    phi = feature_map or (lambda x: np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0))))
+    pq, pk = np.asarray(phi(q_t), np.float64), np.asarray(phi(k_t), np.float64)
+    if state is None:
+        s = np.zeros(pk.shape + (np.shape(v_t)[-1],))
+        z = np.zeros(pk.shape)
+    else:
+        s, z = (np.asarray(x, np.float64) for x in state)
+    s = s + pk[..., :, None] * np.asarray(v_t, np.float64)[..., None, :]
+    z = z + pk
+    out = (pq[..., None, :] @ s)[..., 0, :] / (pq * z).sum(-1, keepdims=True)
+    return out.astype(np.float32), (s.astype(np.float32), z.astype(np.float32))
+
+with transcript.using("record") as state:
+    checks.efficient.check_linear_attention_step(step, hidden=True)
+    calls = list(state.calls)
+print(json.dumps(calls))
+'''
+
+
+def test_a_hidden_check_that_threads_the_students_output_gets_the_students_own_output(tmp_path):
+    """Lesson 07's step over a sequence passes each call the state the previous call returned: the feed records
+    that place, not the solution's state (which would hand the reference's running sums to the kernel, and make
+    a right answer whose state differs in dtype fail on the inputs' fingerprints)."""
+    from grading import verify
+
+    root = tmp_path / "kernel"
+    root.mkdir()
+    edition.build(str(root), released=[])
+    with open(root / "hidden_feed" / "course_lib.checks.efficient.pkl", "rb") as fh:
+        [run] = pickle.load(fh)["course_lib.checks.efficient.check_linear_attention_step"]
+    with pytest.raises(pickle.UnpicklingError, match="persistent"):
+        pickle.loads(run[-1][0])  # token 6 of the sequence: its state is a place, not a value
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")}
+    env["PYTHONPATH"] = str(root)
+    proc = subprocess.run([sys.executable, "-P", "-c", _STEP_IN_THE_EDITION], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    calls = json.loads(proc.stdout.strip().splitlines()[-1])
+    source = "checks.efficient.check_linear_attention_step(linear_attention_step, hidden=True)\n"
+    assert verify.verify_cell(source, calls) is None

@@ -531,8 +531,14 @@ def call_student(fn: Callable, case: Case, exercise: str, forbidden: Iterable[st
         raise _AssertionError(f"{exercise}: expected a function, got {type(fn).__name__}")
     if _FEED.capturing is not None:  # the judge writing the hidden tests' inputs (grading.feed), never a kernel
         _FEED.capturing(fn, exercise, case, tuple(forbidden), observe)
-    return _transcript.student_call(lambda: _call_student_live(fn, case, exercise, forbidden, observe),
-                                    exercise, case.label, case.args, case.kwargs)
+    out = None
+    try:
+        out = _transcript.student_call(lambda: _call_student_live(fn, case, exercise, forbidden, observe),
+                                       exercise, case.label, case.args, case.kwargs)
+        return out
+    finally:
+        if _FEED.outputs is not None:  # a hidden check from the feed, or its capture: later inputs may be made of it
+            _FEED.outputs.append(out)  # None for a call that raised: the calls keep their numbers
 
 
 def _call_student_live(fn: Callable, case: Case, exercise: str, forbidden: Iterable[str], observe):
@@ -579,6 +585,36 @@ class _FEED:
     entries: dict = {}  # the feed of each checks module, read once per kernel
     used: dict = {}  # how many times each check ran its hidden cases in this process
     student: Callable | None = None  # the student's function the feed's calls are made with
+    outputs: list | None = None  # what each call of the running hidden check returned, in order
+
+
+def output_path(outputs: list, obj) -> tuple | None:
+    """Where ``obj`` is in the earlier calls' outputs (the very object: call j's output, or an element of it up
+    to two levels down), or None. A check that feeds a call's output into the next call (lesson 07's step over
+    a sequence threads the state) is recorded with this place, never the solution's value: the kernel hands
+    the student's own output there, as the check does."""
+    for j, out in enumerate(outputs):
+        if obj is out:
+            return (j,)
+        if isinstance(out, (tuple, list)):
+            for a, x in enumerate(out):
+                if obj is x:
+                    return (j, a)
+                if isinstance(x, (tuple, list)):
+                    for b, y in enumerate(x):
+                        if obj is y:
+                            return (j, a, b)
+    return None
+
+
+def _from_output(outputs: list, path: tuple):
+    x = outputs[path[0]]
+    for i in path[1:]:
+        if not isinstance(x, (tuple, list)) or i >= len(x):
+            raise _AssertionError("your function's output does not have the parts the next call needs "
+                                  "(see the docstring for what it returns)")
+        x = x[i]
+    return x
 
 
 def _the_student() -> Callable:
@@ -649,17 +685,25 @@ def _run_feed_calls(blobs: list, student: Callable) -> None:
     """Make one hidden check's recorded calls with the student's function (see :func:`run_hidden_from_feed`)."""
     import pickle
 
-    _FEED.student = student
+    import io
+
+    outputs: list = []
+
+    class _Unpickler(pickle.Unpickler):
+        def persistent_load(self, pid):  # ("output", path): the student's own earlier output (output_path)
+            return _from_output(outputs, tuple(pid[1]))
+
+    _FEED.student, _FEED.outputs = student, outputs
     try:
         for blob, goes_on in blobs:
-            fn, exercise, label, args, kwargs, forbidden, observe = pickle.loads(blob)
+            fn, exercise, label, args, kwargs, forbidden, observe = _Unpickler(io.BytesIO(blob)).load()
             try:
                 call_student(fn, Case(label, args, kwargs), exercise, forbidden, observe)
             except _AssertionError:
                 if not goes_on:  # the check stops here (recorded): the verifier's replay says why
                     raise
     finally:
-        _FEED.student = None
+        _FEED.student, _FEED.outputs = None, None
 
 
 # ---------------------------------------------------------------- inputs unchanged (a promise of every exercise)
