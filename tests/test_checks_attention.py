@@ -221,8 +221,10 @@ def test_two_wrong_answers_alike_on_one_input_are_told_apart_by_the_others():
 
 
 def test_a_crash_is_named_only_when_it_is_the_known_crash():
-    """The same exception type is no evidence: a student's crash names a misconception only when
-    the known wrong answer raises the same error, message included, on the same input."""
+    """A crash names a misconception only where the outputs show it (core.name_crash): the known wrong answer
+    raises the same type of error on that input AND the student's output equals its output on another input
+    where it differs from the reference. The same exception type is no evidence, and neither is the same
+    text (issue 34: never by crash text)."""
     def forgot_transpose(q, k, v, mask=None):
         s = q @ k / math.sqrt(q.shape[-1])
         return my_softmax(s) @ v, my_softmax(s)
@@ -234,3 +236,14 @@ def test_a_crash_is_named_only_when_it_is_the_known_crash():
         "transposed K"}
     message = str(pytest.raises(AssertionError, C.check_attention_numpy, other_value_error).value)
     assert named_in(message) == set() and "ValueError: my own check of the shapes failed" in message, message
+
+    def same_crash_text_right_elsewhere(q, k, v, mask=None):
+        if q.shape[-1] != k.shape[-2]:
+            q @ k  # the very error (type and text) that Q @ K raises on these shapes
+        s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        return my_softmax(s) @ v, my_softmax(s)
+
+    message = str(pytest.raises(AssertionError, C.check_attention_numpy, same_crash_text_right_elsewhere).value)
+    assert named_in(message) == set() and "ValueError: matmul" in message, message

@@ -51,7 +51,7 @@ from typing import Callable, Sequence
 from course_lib import bpe as ref
 from course_lib.checks.core import Case, IntegrityError, NotImplementedYet, Wrong, assert_raises, call_student
 from course_lib.checks.core import reference as core_reference
-from course_lib.checks.core import _name_crash as _core_name_crash
+from course_lib.checks.core import name_crash
 from course_lib.checks.transcript import is_pending, wrong_value
 from course_lib.checks.transcript import mode as transcript_mode
 
@@ -484,24 +484,23 @@ def _short(x, limit: int = 160) -> str:
     return text if _len(text) <= limit else text[:limit] + "..."
 
 
-def _name_crash(cause, case, wrongs, exercise):
-    """The student's code raised: name a known wrong implementation that raises the same error (the
-    shared engine's rule, :func:`course_lib.checks.core._name_crash`, so stored mode names it too)."""
-    _core_name_crash(cause, Case(case.label, copy.deepcopy(case.args), copy.deepcopy(case.kwargs)), wrongs, exercise)
-
-
 _NONE = object()
 
 
-def _wrong_output(wrong: Wrong, case: Case, normalise: Callable):
-    """A known wrong answer's normalised output on ``case`` (``_NONE`` when it raises), through
+def _wrong_raw(wrong: Wrong, case: Case, normalise: Callable):
+    """A known wrong answer's normalised output on ``case``, raising what it raises, through
     ``transcript.wrong_value``: captured for the students' bundle, read back there in stored mode,
     so the bundle names the same misconception as the repository."""
     def run(*args, **kwargs):
         return normalise(wrong.fn(*copy.deepcopy(args), **copy.deepcopy(kwargs)), "")
 
+    return wrong_value(wrong.name, run, case.args, case.kwargs, key=wrong.key)
+
+
+def _wrong_output(wrong: Wrong, case: Case, normalise: Callable):
+    """:func:`_wrong_raw`, or ``_NONE`` when the wrong answer raises."""
     try:
-        return wrong_value(wrong.name, run, case.args, case.kwargs, key=wrong.key)
+        return _wrong_raw(wrong, case, normalise)
     except Exception:
         return _NONE
 
@@ -515,7 +514,7 @@ def _narrowed(fits: list, student: Callable, cases: Sequence[Case], failed: Case
         what = f"{exercise} on input '{case.label}'"
         try:
             got = call_student(student, Case(case.label, copy.deepcopy(case.args), copy.deepcopy(case.kwargs)),
-                               exercise, FORBIDDEN, observe=lambda out, what=what: normalise(out, what))
+                               exercise, FORBIDDEN, observe=lambda out, what=what: normalise(out, what), again=True)
         except (NotImplementedYet, IntegrityError):
             raise
         except _AssertionError:
@@ -542,22 +541,27 @@ def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, e
     if student is reference:
         raise IntegrityError(f"{exercise}: your function is the reference implementation from course_lib "
                              "itself; write your own.")
-    for case in cases:
+    def student_on(case: Case):
+        what = f"{exercise} on input '{case.label}'"
+        return call_student(student, Case(case.label, copy.deepcopy(case.args), copy.deepcopy(case.kwargs)),
+                            exercise, FORBIDDEN, observe=lambda out, what=what: normalise(out, what))
+
+    before: list = []  # the student's outputs on the inputs passed so far (a crash is named from them)
+    for index, case in enumerate(cases):
         expected = core_reference(_normalised(reference, normalise), *case.args, **case.kwargs)
         if transcript_mode() == "capture":  # the bundle stores every wrong answer's output too
             for wrong in wrongs:
                 _wrong_output(wrong, case, normalise)
-        args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
-        what = f"{exercise} on input '{case.label}'"
         try:
-            got = call_student(student, Case(case.label, args, kwargs), exercise, FORBIDDEN,
-                               observe=lambda out, what=what: normalise(out, what))
+            got = student_on(case)
         except (NotImplementedYet, IntegrityError):
             raise
         except _AssertionError as failure:
-            if failure.__cause__ is not None:
-                _name_crash(failure.__cause__, case, wrongs, exercise)
+            name_crash(failure, student, cases, index, before, wrongs, exercise, call=student_on,
+                       expected=lambda c: core_reference(_normalised(reference, normalise), *c.args, **c.kwargs),
+                       wrong_output=lambda w, c: _wrong_raw(w, c, normalise), same=lambda a, b: a == b)
             raise
+        before.append(got)
         if is_pending(expected):
             continue  # record mode: the verifier compares, outside the kernel
         if got == expected:

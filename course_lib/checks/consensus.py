@@ -225,6 +225,10 @@ def _pileup_cases(hidden: bool):
         pairs = [_simulate(rng, backbone, p_sub=0.1, p_ins=0.15, p_del=0.15) for _ in range(R)]
         cases.append(Case(f"{R} simulated reads on a backbone of {L}",
                           ([p[0] for p in pairs], [p[1] for p in pairs], L)))
+    # a deletion followed later by an insertion: a read index moved on the 'D' reads past the end elsewhere,
+    # here it shifts the read's bases by one column (numbers, not a crash)
+    cases.append(Case("a deletion before an insertion", (["CGAT"], ["=D==I"], 4)) if hidden
+                 else Case("a deletion before an insertion", (["ACT"], ["=D=I"], 3)))
     return cases
 
 

@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import importlib
 import math
+import re
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -97,8 +98,14 @@ class Wrong:
 
     @property
     def key(self) -> str:
-        """The stored values' key: the name and a digest of the message (variants share a name)."""
-        return f"{self.name} #{hashlib.sha1(self.message.encode()).hexdigest()[:10]}"
+        """The stored values' key: the name and a digest of the message and the implementation (variants
+        share a name, and some share the message too: each needs its own stored outputs)."""
+        fn = self.fn
+        impl = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None), "__qualname__", "")
+        if getattr(fn, "keywords", None) is not None:  # a functools.partial: its settings tell variants apart
+            impl += re.sub(r" at 0x[0-9a-f]+", "", repr(sorted(fn.keywords.items())) + repr(fn.args))
+        digest = hashlib.sha1(f"{self.message}\n{impl}".encode()).hexdigest()[:10]
+        return f"{self.name} #{digest}"
 
 
 def to_numpy(x: Any) -> np.ndarray:
@@ -519,12 +526,15 @@ def reference(fn: Callable, *args, **kwargs):
 
 
 def call_student(fn: Callable, case: Case, exercise: str, forbidden: Iterable[str] = (),
-                 observe: Callable | None = None):
+                 observe: Callable | None = None, *, again: bool = False):
     """Call the student's function on one case, turning its exceptions into clear failures.
 
     ``observe``: for a function that returns something other than plain data (a module,
     a trained model), a function of the output that returns plain data (numbers, strings,
     arrays, tensors and tuples/lists/dicts of them); the check then works on that.
+    ``again``: this input is one the check calls in its own sequence too (a mismatch looking at the other
+    inputs to tell two misconceptions apart): the verifier answers it from that call's record wherever it is,
+    not from the next one.
     """
     __tracebackhide__ = True  # noqa: F841 - IPython: the student's frames stay, this one is hidden
     if not callable(fn):
@@ -534,7 +544,7 @@ def call_student(fn: Callable, case: Case, exercise: str, forbidden: Iterable[st
     out = None
     try:
         out = _transcript.student_call(lambda: _call_student_live(fn, case, exercise, forbidden, observe),
-                                       exercise, case.label, case.args, case.kwargs)
+                                       exercise, case.label, case.args, case.kwargs, again=again)
         return out
     finally:
         if _FEED.outputs is not None:  # a hidden check from the feed, or its capture: later inputs may be made of it
@@ -694,16 +704,29 @@ def _run_feed_calls(blobs: list, student: Callable) -> None:
             return _from_output(outputs, tuple(pid[1]))
 
     _FEED.student, _FEED.outputs = student, outputs
+    stopped: _AssertionError | None = None
     try:
         for blob, goes_on in blobs:
-            fn, exercise, label, args, kwargs, forbidden, observe = _Unpickler(io.BytesIO(blob)).load()
+            try:
+                fn, exercise, label, args, kwargs, forbidden, observe = _Unpickler(io.BytesIO(blob)).load()
+            except Exception:  # noqa: BLE001 - an input made of an earlier output that the student's crash left out
+                if stopped is None:
+                    raise
+                break
             try:
                 call_student(fn, Case(label, args, kwargs), exercise, forbidden, observe)
-            except _AssertionError:
-                if not goes_on:  # the check stops here (recorded): the verifier's replay says why
-                    raise
+            except (NotImplementedYet, IntegrityError):
+                raise
+            except _AssertionError as failure:
+                if not goes_on and stopped is None:
+                    # the check stops here (recorded): the verifier's replay says why. The calls after it are
+                    # still made and recorded: the verifier names a crash from the outputs on the other inputs
+                    # (name_crash)
+                    stopped = failure
     finally:
         _FEED.student, _FEED.outputs = None, None
+    if stopped is not None:
+        raise stopped
 
 
 # ---------------------------------------------------------------- inputs unchanged (a promise of every exercise)
@@ -884,7 +907,8 @@ def compare_with_reference(
             "write your own."
         )
     forbidden = tuple(forbidden)
-    for case in cases:
+    before: list = []  # the student's outputs on the inputs passed so far (a crash is named from them)
+    for index, case in enumerate(cases):
         ref_fn = reference if observe is None else (lambda *a, **k: observe(reference(*a, **k)))
         ref_name = f"{getattr(reference, '__module__', '')}.{getattr(reference, '__qualname__', 'reference')}"
         expected = _transcript.reference_value(ref_fn, case.args, case.kwargs, name=ref_name)
@@ -899,10 +923,13 @@ def compare_with_reference(
         except (NotImplementedYet, IntegrityError):
             raise
         except _AssertionError as failure:
-            cause = failure.__cause__
-            if cause is not None:
-                _name_crash(cause, case, wrongs, exercise)
+            name_crash(failure, student, cases, index, before, wrongs, exercise,
+                       call=lambda c: call_student(student, c, exercise, forbidden, observe),
+                       expected=lambda c: _transcript.reference_value(ref_fn, c.args, c.kwargs, name=ref_name),
+                       wrong_output=lambda w, c: _wrong_output(w, c, observe),
+                       same=lambda a, b: _is_close(a, b, atol, rtol))
             raise
+        before.append(got)
         if _transcript.is_pending(expected):
             continue  # record mode: the verifier compares, outside the kernel
         problem = dtype_problem(got, expected)
@@ -951,7 +978,7 @@ def _narrowed(fits: list, student, cases, failed: Case, exercise, forbidden, obs
         if case is failed or _len(fits) == 1:
             continue
         try:
-            got = call_student(student, case, exercise, forbidden, observe)
+            got = call_student(student, case, exercise, forbidden, observe, again=True)
         except (NotImplementedYet, IntegrityError):
             raise
         except _AssertionError:
@@ -978,18 +1005,96 @@ def _trim_traceback(err: BaseException, keep: int = 12) -> None:
         tb, depth = tb.tb_next, depth + 1
 
 
-def _name_crash(cause: BaseException, case: Case, wrongs: Sequence[Wrong], exercise: str) -> None:
-    """The student's code raised: if a known wrong implementation raises the same way (the same
-    exception type AND message on the same input: a type alone is no evidence), name it."""
-    for wrong in wrongs:
+def _wrong_output(wrong: Wrong, case: Case, observe: Callable | None):
+    """A known wrong implementation's output on ``case`` (observed as the student's is); raises what it raises."""
+    out = _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs, key=wrong.key)
+    return out if observe is None else observe(out)
+
+
+def raised_type(err: BaseException) -> str | None:
+    """The name of the exception type a student's (or a known wrong answer's) code raised: the cause of a
+    check's failure, the type recorded by the kernel (replay) or stored with the bundle (stored); None when
+    the failure was not a crash (a broken promise, an input changed in place, an output that is not data)."""
+    if _isinstance(err, _AssertionError):
+        recorded = getattr(err, "course_cause", None)
+        if recorded:
+            return str(recorded)
+        err = err.__cause__
+        if err is None:
+            return None
+    return str(getattr(err, "course_type", None) or type(err).__name__)
+
+
+def name_crash(failure: BaseException, student: Callable, cases: Sequence[Case], index: int, before: list,
+               wrongs: Sequence[Wrong], exercise: str, *, call: Callable, expected: Callable,
+               wrong_output: Callable, same: Callable) -> None:
+    """The student's code crashed on ``cases[index]``: name a known wrong answer only where the student's
+    outputs on the check's other inputs show it (never from the crash's text).
+
+    The student is called on the inputs after ``index`` too (in every mode, so that the grading kernel records
+    the calls the verifier's replay of this function makes). A wrong answer is named when it raises an
+    exception of the same type on ``cases[index]`` (a type alone is no evidence: unrelated answers raise
+    ValueError alike) and the outputs show it: on some other input where the wrong answer's output differs
+    from the reference's, the student's output equals it; or, for a mistake whose only symptom is that crash
+    (right wherever it gives an output), the student's function gives its outputs on every other input.
+    ``before``: the student's outputs on ``cases[:index]``; ``call(case)``: the student's output (observed as
+    the check compares it); ``expected(case)``: the reference's; ``wrong_output(wrong, case)``: the wrong
+    answer's, raising what it raises; ``same(a, b)``: the check's comparison. Raises the AssertionError that
+    names it; returns otherwise (the caller raises ``failure``)."""
+    crash = raised_type(failure)
+    if crash is None:
+        return
+    outcomes: list = [(True, got) for got in before] + [(False, crash)]
+    for case in cases[index + 1:]:
         try:
-            _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs, key=wrong.key)
-        except Exception as err:
-            if type(err) is type(cause) and getattr(err, "course_message", str(err)) == str(cause)[:2000]:
-                raise _AssertionError(
-                    f"{exercise}: likely misconception '{wrong.name}': {wrong.message} (your code raised "
-                    f"{type(cause).__name__}: {cause} on input '{case.label}')"
-                ) from cause
+            outcomes.append((True, call(case)))
+        except (NotImplementedYet, IntegrityError):
+            return
+        except _AssertionError as other:
+            outcomes.append((False, raised_type(other)))
+    if _transcript.mode() == "record":
+        return  # no verdict in the kernel: the verifier names it from these calls
+    if builtins.any(ok and _transcript.is_pending(got) for ok, got in outcomes):
+        return
+    refs: dict = {}
+
+    def ref_on(i: int):
+        if i not in refs:
+            refs[i] = expected(cases[i])
+        return refs[i]
+
+    def shows(wrong: Wrong) -> bool:
+        telling = shown = 0  # inputs where its output differs from the reference's; of those, the student's equals it
+        everywhere, gave = True, False  # the student behaves as it on every other input; it gives an output somewhere
+        for i, (case, (ok, got)) in enumerate(zip(cases, outcomes)):
+            try:
+                wrong_out = wrong_output(wrong, case)
+            except Exception as err:  # noqa: BLE001 - what the wrong answer raises is the evidence here
+                if i == index and raised_type(err) != crash:
+                    return False
+                everywhere = everywhere and not ok and raised_type(err) == got
+                continue
+            if i == index:
+                return False
+            gave = True
+            try:
+                differs = not same(wrong_out, ref_on(i))
+                equal = ok and same(got, wrong_out)
+            except Exception:  # noqa: BLE001
+                return False
+            telling += differs
+            shown += differs and equal
+            everywhere = everywhere and equal
+        return shown > 0 or (telling == 0 and gave and everywhere)
+
+    fits = _one_per_name([w for w in wrongs if shows(w)])  # variants share a name: any of them shows it
+    if fits:
+        also = (" The same output also fits " + ", ".join(f"'{w.name}'" for w in fits[1:]) + " on every input."
+                if _len(fits) > 1 else "")
+        raise _AssertionError(
+            f"{exercise}: likely misconception '{fits[0].name}': {fits[0].message}{also} ({str(failure)[:1500]}; "
+            f"this known mistake raises {crash} on that input too, and your function's outputs on the other "
+            "inputs show it)") from failure.__cause__
 
 
 def _explain_mismatch(got, expected, exercise, case, atol, rtol, output_names) -> None:

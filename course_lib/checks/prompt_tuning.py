@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from course_lib import prompt_tuning as ref
-from course_lib.checks.transcript import is_pending
+from course_lib.checks.transcript import is_pending, mode as transcript_mode, wrong_value
 from course_lib.checks.core import (
     Case,
     Wrong,
@@ -479,6 +479,14 @@ def _reference_freeze(fn, **spec):
     return _capture(model, spec["seed"])(fn(model))
 
 
+def _wrong_freeze(wrong: Wrong, spec: Case):
+    """What a known wrong answer does to the case's model (captured for the students' bundle, read back there)."""
+    def run(**kwargs):
+        return _reference_freeze(wrong.fn, **kwargs)
+
+    return wrong_value(wrong.name, run, (), dict(spec.kwargs), key=wrong.key)
+
+
 def _untouched(**spec):
     """The verifier's own model, never given to anyone: (parameter names, their values)."""
     params = list(_NAMED_PARAMETERS(_make(**spec)))
@@ -520,6 +528,12 @@ def check_freeze_model(student, hidden: bool = False) -> None:
         seed = spec.kwargs["seed"]
         model = _make(**spec.kwargs)
         case = Case(spec.label, (model,))
+        if transcript_mode() == "capture":  # the bundle stores every wrong answer's output too
+            for wrong in WRONG_FREEZE:
+                try:
+                    _wrong_freeze(wrong, spec)
+                except Exception:
+                    pass
         observed = call_student(student, case, exercise, FORBIDDEN_FREEZE, observe=_capture(model, seed))
         expected = reference(_reference_freeze, ref.freeze_model, **spec.kwargs)
         if is_pending(expected):
@@ -536,7 +550,7 @@ def check_freeze_model(student, hidden: bool = False) -> None:
                                  "weights")
         for wrong in WRONG_FREEZE:
             try:
-                w_out = _summary(reference(_reference_freeze, wrong.fn, **spec.kwargs), untouched, seed)
+                w_out = _summary(_wrong_freeze(wrong, spec), untouched, seed)
             except Exception:
                 continue
             if not _same(w_out, expected) and _same(got, w_out):

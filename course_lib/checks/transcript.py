@@ -444,13 +444,16 @@ def fingerprint(args: tuple, kwargs: dict) -> str:
 
 
 # ---------------------------------------------------------------- the hooks core.py calls
-def student_call(run: Callable[[], Any], exercise: str, label: str, args: tuple, kwargs: dict) -> Any:
+def student_call(run: Callable[[], Any], exercise: str, label: str, args: tuple, kwargs: dict,
+                 again: bool = False) -> Any:
     """Call the student (live, record) or answer from the record (replay).
 
     ``run`` calls the student's function and turns its failures into AssertionErrors
     (``core.call_student``). In record mode the output, or the failure's message, is
     appended to this check's record; the live output is returned so the check's
-    properties still run in the kernel.
+    properties still run in the kernel. ``again`` (replay): a call of an input the check's own sequence
+    makes too, answered from the first record of this exercise with the same inputs, wherever it is; the
+    position in the record does not move.
     """
     m = mode()
     if m in ("live", "capture", "stored"):
@@ -471,11 +474,22 @@ def student_call(run: Callable[[], Any], exercise: str, label: str, args: tuple,
         return out
     # replay
     calls = _State.replay or []
+    if again:
+        inputs = fingerprint(args, kwargs)
+        found = [c for c in calls if isinstance(c, dict) and c.get("exercise") == exercise and c.get("inputs") == inputs]
+        if not found:
+            raise RecordError(f"{exercise}: no recorded output for input '{label}'")
+        return _answer(found[0], exercise, label, args, kwargs)
     if _State.position >= len(calls):
         raise RecordError(f"{exercise}: no recorded output for input '{label}': the test did not get that far "
                           "in the grading kernel, or its record was removed")
     entry = calls[_State.position]
     _State.position += 1
+    return _answer(entry, exercise, label, args, kwargs)
+
+
+def _answer(entry: Any, exercise: str, label: str, args: tuple, kwargs: dict) -> Any:
+    """A recorded call's outcome: its output, or the failure it raised (replay)."""
     over = record_bounds(entry)
     if over is not None:
         raise RecordError(f"{exercise}: the record of input '{label}' is over a record's bounds ({over}); "
@@ -490,6 +504,8 @@ def student_call(run: Callable[[], Any], exercise: str, label: str, args: tuple,
         cls = {"IntegrityError": core.IntegrityError, "NotImplementedYet": core.NotImplementedYet}.get(
             raised.get("class"), AssertionError)
         failure = cls(str(raised.get("message", f"{exercise}: your function raised on input '{label}'")))
+        if raised.get("cause"):
+            failure.course_cause = str(raised["cause"])  # the type the student's code raised (core.raised_type)
         cause_cls = _EXCEPTIONS.get(str(raised.get("cause")))
         if cause_cls is not None:
             try:
@@ -552,7 +568,7 @@ def wrong_value(name: str, fn: Callable, args: tuple, kwargs: dict, key: str | N
                 err = cls("stored")
             except TypeError:  # UnicodeDecodeError and kin take several arguments
                 err = cls.__new__(cls)
-            err.course_message = entry.get("message", "stored")  # str() of what the wrong answer raised
+            err.course_type = str(entry["__raised__"])  # its type's name (a class outside builtins is not rebuilt)
             raise err
         return decode(entry)
     try:

@@ -1,0 +1,108 @@
+"""A known wrong answer gets the same message wherever its check runs (issue 34 item 2).
+
+For every graded exercise of the registry and every known wrong answer of its check (the ``WRONG_*`` lists
+the check names), the visible check runs three ways and the messages must be identical:
+
+* live, as in the student's JupyterLab;
+* record -> JSON -> replay, as in grading: the kernel records the calls of the student's function
+  (``transcript`` record mode, no reference in the kernel) and the verifier, outside the kernel, decides
+  (``transcript.replay``); the verifier's message is the one the student's feedback shows;
+* stored, as in the students' bundle: the expected values and the wrong answers' outputs captured from the
+  reference (capture mode), the check run on the stored values only.
+
+The hidden check runs live and record -> replay too. A crash is named from the outputs the wrong answer
+gives on the check's other inputs (``core.name_crash``), so the grading kernel must record the calls after a
+crash for the verifier to name it: this test is where that shows.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+
+import pytest
+
+from course_lib.checks import core, registry, transcript
+
+
+def _check_and_wrongs(qualified: str):
+    """The check and the known wrong answers it names: the ``WRONG_*`` lists its code (or the ``_check_*``
+    helper it hands the work to) refers to."""
+    check = registry.resolve(qualified)
+    module = importlib.import_module(check.__module__)
+    names = [n for n in check.__code__.co_names if n.startswith("WRONG_")]
+    for helper in (n for n in check.__code__.co_names if n.startswith("_check")):
+        names += [n for n in getattr(module, helper).__code__.co_names if n.startswith("WRONG_")]
+    return check, [w for n in dict.fromkeys(names) for w in getattr(module, n)]
+
+
+def _pairs() -> list:
+    out = []
+    for ex in registry.exercises():
+        for qualified in ex.checks:
+            check, wrongs = _check_and_wrongs(qualified)
+            seen: dict = {}
+            for w in wrongs:
+                seen[w.name] = seen.get(w.name, 0) + 1
+                label = w.name if seen[w.name] == 1 else f"{w.name} #{seen[w.name]}"
+                out.append(pytest.param(ex, qualified, w, id=f"{ex.assignment}:{check.__name__}:{label}"))
+    return out
+
+
+PAIRS = _pairs()
+
+
+def _message(run) -> str | None:
+    try:
+        run()
+    except AssertionError as err:
+        return str(err)
+    return None
+
+
+def _recorded_then_replayed(check, answer, hidden: bool) -> tuple[str | None, str | None]:
+    with transcript.using("record") as state:
+        kernel = _message(lambda: check(answer, hidden=hidden))
+        calls = state.calls
+    records = json.loads(json.dumps(calls, ensure_ascii=False).encode("utf-8"))  # as the kernel's messages carry it
+    verdict, _ = transcript.replay(check, {"hidden": hidden}, records)
+    return kernel, verdict
+
+
+def test_every_exercise_has_known_wrong_answers():
+    with_wrongs = {ex.name for ex, *_ in (p.values for p in PAIRS)}
+    assert with_wrongs == {ex.name for ex in registry.exercises()}, \
+        sorted({ex.name for ex in registry.exercises()} - with_wrongs)
+
+
+@pytest.mark.parametrize("exercise,qualified,wrong", PAIRS)
+def test_a_wrong_answer_gets_one_message_live_in_grading_and_in_the_bundle(exercise, qualified, wrong, monkeypatch):
+    check = registry.resolve(qualified)
+    live = _message(lambda: check(wrong.fn))
+    kernel, replayed = _recorded_then_replayed(check, wrong.fn, hidden=False)
+    if live is None:  # a visible test need not catch every wrong answer; then it passes in every mode
+        assert kernel is None and replayed is None, (kernel, replayed)
+    else:
+        assert replayed == live, f"live:\n{live}\nverifier:\n{replayed}"
+
+    reference = registry.resolve(exercise.reference)
+    with monkeypatch.context() as patch, transcript.using("capture") as state:  # what the bundle ships
+        # the bundle captures the instructor's solution cells; here the reference stands in for them, so the
+        # doors that keep a student's answer off the reference stay open for this run only
+        patch.setattr(core, "forbidden_calls", lambda paths, exercise: contextlib.nullcontext())
+        captured = _message(lambda: check(lambda *a, **k: reference(*a, **k)))
+        store = dict(state.store)
+    assert captured is None, captured
+    with transcript.using("stored") as state:
+        state.store = store
+        stored = _message(lambda: check(wrong.fn))
+    assert stored == live, f"live:\n{live}\nstudents' bundle:\n{stored}"
+
+
+@pytest.mark.parametrize("exercise,qualified,wrong", PAIRS)
+def test_a_wrong_answer_gets_one_message_from_the_hidden_test_live_and_in_grading(exercise, qualified, wrong):
+    check = registry.resolve(qualified)
+    live = _message(lambda: check(wrong.fn, hidden=True))
+    kernel, replayed = _recorded_then_replayed(check, wrong.fn, hidden=True)
+    assert live is not None, f"the hidden test passed the wrong answer '{wrong.name}'"
+    assert replayed == live, f"live:\n{live}\nverifier:\n{replayed}"
