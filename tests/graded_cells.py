@@ -78,7 +78,7 @@ def record() -> dict:
         _walk_strings(args, seen[current[0]]["strings"])
         _walk_strings(kwargs or {}, seen[current[0]]["strings"])
 
-    def rec_call(run, exercise, label, args, kwargs):
+    def rec_call(run, exercise, label, args, kwargs, **more):
         runs = inputs.setdefault(exercise, [])
         if len(runs) < PER_EXERCISE:
             try:
@@ -86,7 +86,7 @@ def record() -> dict:
                 runs.append(copy.deepcopy((tuple(args), dict(kwargs))))
             except Exception:  # noqa: BLE001
                 pass
-        return student_call(run, exercise, label, args, kwargs)
+        return student_call(run, exercise, label, args, kwargs, **more)
 
     modules = {getattr(checks_pkg, e.checks[0].split(".")[2]) for e in registry.exercises()}
     patched = [(m, m.seeded) for m in modules if hasattr(m, "seeded")]

@@ -99,10 +99,29 @@ def test_a_wrong_answer_gets_one_message_live_in_grading_and_in_the_bundle(exerc
     assert stored == live, f"live:\n{live}\nstudents' bundle:\n{stored}"
 
 
+@pytest.fixture(scope="module")
+def hidden_feed():
+    """The hidden tests' inputs as the grader hands them to the kernel (grading.feed), captured once."""
+    from grading import feed
+
+    return feed.capture()
+
+
 @pytest.mark.parametrize("exercise,qualified,wrong", PAIRS)
-def test_a_wrong_answer_gets_one_message_from_the_hidden_test_live_and_in_grading(exercise, qualified, wrong):
+def test_a_wrong_answer_gets_one_message_from_the_hidden_test_live_and_in_grading(exercise, qualified, wrong,
+                                                                                   hidden_feed):
     check = registry.resolve(qualified)
     live = _message(lambda: check(wrong.fn, hidden=True))
     kernel, replayed = _recorded_then_replayed(check, wrong.fn, hidden=True)
     assert live is not None, f"the hidden test passed the wrong answer '{wrong.name}'"
     assert replayed == live, f"live:\n{live}\nverifier:\n{replayed}"
+    if " raised " not in live:
+        return
+    # a crash: in the grading kernel the hidden inputs come from the feed (core.run_hidden_from_feed), and the
+    # kernel must go on making its calls after the crash for the verifier to name it from the other outputs
+    with transcript.using("record") as state:
+        _message(lambda: core._run_feed_calls(hidden_feed[f"{check.__module__}.{check.__name__}"][0], wrong.fn))
+        calls = state.calls
+    records = json.loads(json.dumps(calls, ensure_ascii=False).encode("utf-8"))
+    fed, _ = transcript.replay(check, {"hidden": True}, records)
+    assert fed == live, f"live:\n{live}\nverifier, hidden inputs from the feed:\n{fed}"
