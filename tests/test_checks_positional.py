@@ -97,9 +97,20 @@ def shift_kron(k, d_model, base=10000.0):
     return np.kron(np.diag(np.cos(w)), np.eye(2)) + np.kron(np.diag(np.sin(w)), generator)
 
 
+def sinusoidal_exp_log(num_positions, d_model, base=10000.0):
+    """omega_i = exp(-2i ln(base) / d_model); sines and cosines written into the even and odd columns (float64)."""
+    if d_model % 2:
+        raise ValueError(f"d_model must be even, got {d_model}")
+    omega = np.exp(-np.arange(0, d_model, 2) * np.log(base) / d_model)
+    angles = np.outer(np.arange(num_positions), omega)
+    pe = np.zeros((num_positions, d_model))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angles), np.cos(angles)
+    return pe
+
+
 CORRECT = [
     (chk.check_sinusoidal_encoding, sinusoidal_loops),
-    (chk.check_sinusoidal_encoding, sinusoidal_float32),
+    (chk.check_sinusoidal_encoding, sinusoidal_exp_log),
     (chk.check_sinusoidal_encoding, sinusoidal_torch_outer),
     (chk.check_shift_matrix, shift_loops),
     (chk.check_shift_matrix, shift_float32),

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from course_lib.checks import masking as C
-from test_checks_masking import causal_mask, combine_masks, masked_softmax, to_additive
+from test_checks_masking import causal_mask, combine_masks, masked_softmax, masked_softmax_float32, to_additive
 from named import assert_promise_broken, wrong
 
 PROMISES = [
@@ -25,6 +25,7 @@ PROMISES = [
     (C.check_masked_softmax, "inputs unchanged",
      lambda scores, mask=None: (scores.__setitem__(..., np.where(True if mask is None else mask, scores, -np.inf)),
                                 masked_softmax(scores, mask))[1], "input modified in place"),
+    (C.check_masked_softmax, "Numpy; float64", masked_softmax_float32, "promises a numpy array of dtype float64"),
 ]
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from course_lib.checks import positional as C
 from named import assert_promise_broken, wrong
+from test_checks_positional import sinusoidal_float32
 
 
 def _pe(n, d, base=10000.0):
@@ -24,6 +25,7 @@ PROMISES = [
      lambda n, d, base=10000.0: _pe(n, d, base).astype(np.float16), "half precision"),
     (C.check_sinusoidal_encoding, "an odd d_model raises ValueError",
      lambda n, d, base=10000.0: _pe(n, d + d % 2, base)[:, :d], "odd d_model"),
+    (C.check_sinusoidal_encoding, "A numpy array (float64)", sinusoidal_float32, "promises a numpy array of dtype float64"),
     (C.check_sinusoidal_encoding, "a numpy array (-> np.ndarray)",
      lambda n, d, base=10000.0: torch.from_numpy(_pe(n, d, base)), "return a numpy array"),
     (C.check_shift_matrix, "PE(pos + k) = M_k @ PE(pos)", wrong(C.WRONG_SHIFT, "<lambda>", 'rotation in the wrong direction').fn, "rotation in the wrong direction"),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from course_lib.checks import dna as C
-from test_checks_dna import ism_loop, one_hot_table, rc_translate, rf_loop
+from test_checks_dna import ism_float32, ism_loop, one_hot_table, rc_translate, rf_loop
 from named import assert_promise_broken, wrong
 
 
@@ -71,6 +71,7 @@ PROMISES = [
     (C.check_in_silico_mutagenesis, "mutant minus reference", wrong(C.WRONG_ISM, "<lambda>", 'reference minus mutant').fn, "reference minus mutant"),
     (C.check_in_silico_mutagenesis, "one_hot is not modified", _ism_in_place, "input modified in place"),
     (C.check_in_silico_mutagenesis, "one_hot numpy or torch", _ism_numpy_only, "torch tensor"),
+    (C.check_in_silico_mutagenesis, "(L, 4) float64 array", ism_float32, "promises a numpy array of dtype float64"),
 ]
 
 

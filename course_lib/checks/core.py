@@ -208,6 +208,19 @@ def dtype_problem(actual: Any, expected: Any) -> str | None:
     return None
 
 
+def assert_promised_dtype(x: Any, dtype: str, exercise: str, where: str, why: str = "") -> None:
+    """A docstring's promise of the output's dtype (``"float64"``): ``x`` must be a numpy array of exactly it.
+
+    The comparisons accept float32 for a floating answer (:func:`dtype_problem`); where the docstring names
+    the dtype, the answer keeps that promise too (issue 34: float32 where float64 is documented)."""
+    got = getattr(x, "dtype", None)
+    if not (_isinstance(x, np.ndarray) and str(got) == dtype):
+        kind = f"{type(x).__module__}.{type(x).__name__}" if not _isinstance(x, np.ndarray) else "a numpy array"
+        raise _AssertionError(f"{exercise} on input '{where}': the docstring promises a numpy array of dtype "
+                              f"{dtype}; you returned {kind}{f' of dtype {got}' if got is not None else ''}."
+                              f"{' ' + why if why else ''}")
+
+
 def _is_close(a: Any, b: Any, atol: float | None, rtol: float | None) -> bool:
     """True when a and b (arrays or tuples of arrays) agree elementwise, NaNs in the same places.
 

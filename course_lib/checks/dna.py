@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from course_lib import dna as ref
+from course_lib.checks import core
 from course_lib.checks.core import (Case, Wrong, assert_raises, call_student, compare_with_reference, seeded,
                                     to_numpy)
 
@@ -209,8 +210,12 @@ def check_in_silico_mutagenesis(student, hidden: bool = False) -> None:
     compare_with_reference(student, ref.in_silico_mutagenesis, cases, exercise=exercise, wrongs=WRONG_ISM,
                            forbidden=FORBIDDEN_ISM, atol=1e-5, rtol=1e-5)
     before = x.copy()
-    out = to_numpy(call_student(student, Case("an additive model (mutation check)", (_additive_predict(w), x)),
-                                exercise, FORBIDDEN_ISM))
+    raw = call_student(student, Case("an additive model (mutation check)", (_additive_predict(w), x)),
+                       exercise, FORBIDDEN_ISM)
+    core.assert_promised_dtype(raw, "float64", exercise, "an additive model (mutation check)",
+                               "The model's scores are float32 tensors: convert them (.to(torch.float64) or "
+                               "np.asarray(..., dtype=np.float64)) before you subtract and store.")
+    out = to_numpy(raw)
     if not np.array_equal(x, before):
         raise AssertionError(f"{exercise}: your function changed the one_hot array it was given; the docstring "
                              "promises it is not modified (mutate a copy)")

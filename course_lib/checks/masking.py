@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from course_lib import masking as ref
+from course_lib.checks import core
 from course_lib.checks.core import (
     forbid,
     Case,
@@ -379,6 +380,9 @@ def check_masked_softmax(student, hidden: bool = False) -> None:
                            forbidden=FORBIDDEN_SOFTMAX)
     for case in cases:
         raw = call_student(student, case, exercise, FORBIDDEN_SOFTMAX)
+        core.assert_promised_dtype(raw, "float64", exercise, case.label,
+                                   "Convert the scores with np.asarray(scores, dtype=np.float64) and keep that "
+                                   "dtype (the docstring: 'Numpy; float64').")
         w = to_numpy(raw)
         assert_finite(w, f"{exercise} on '{case.label}'", "A fully masked row must give zeros, not NaN.")
         if len(case.args) > 1:

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from course_lib import positional as ref
+from course_lib.checks import core
 from course_lib.checks.core import (
     Case,
     Wrong,
@@ -175,6 +176,9 @@ def check_sinusoidal_encoding(student, hidden: bool = False) -> None:
         raise AssertionError(f"{exercise}: return a numpy array, as the signature says (-> np.ndarray); got "
                              f"{type(raw).__module__}.{type(raw).__name__}. Build it with numpy (np.sin, np.cos on "
                              "an outer product of positions and frequencies).")
+    core.assert_promised_dtype(raw, "float64", exercise, f"({n}, {d})",
+                               "Compute the angles in float64 (np.arange(..., dtype=np.float64)) and do not cast "
+                               "the result: float32 keeps about 7 digits of sin(pos * omega) at large positions.")
     pe = _native(raw)
     assert_shape(pe, (n, d), f"{exercise}: one row per position, one column per feature")
     if pe.min() < -1 - tolerance(pe)[1] or pe.max() > 1 + tolerance(pe)[1]:
