@@ -125,3 +125,13 @@ def test_a_wrong_answer_gets_one_message_from_the_hidden_test_live_and_in_gradin
     records = json.loads(json.dumps(calls, ensure_ascii=False).encode("utf-8"))
     fed, _ = transcript.replay(check, {"hidden": True}, records)
     assert fed == live, f"live:\n{live}\nverifier, hidden inputs from the feed:\n{fed}"
+
+
+def test_the_known_wrong_answers_of_a_check_are_stored_under_distinct_keys():
+    """The students' bundle finds each wrong answer's stored outputs by ``Wrong.key`` (its implementation is a
+    stub there): two that share a name and a message must say which variant they are."""
+    for ex in registry.exercises():
+        for qualified in ex.checks:
+            _, wrongs = _check_and_wrongs(qualified)
+            keys = [w.key for w in wrongs]
+            assert len(keys) == len(set(keys)), (qualified, sorted(k for k in keys if keys.count(k) > 1))

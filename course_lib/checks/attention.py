@@ -109,8 +109,8 @@ _NAN_ROW = ("a slice whose entries are all -inf (a fully masked row) gives NaN: 
             "so the slice gets all zeros, as the docstring promises.")
 
 WRONG_SOFTMAX = [
-    Wrong("softmax without normalisation", _softmax_no_denominator, _NO_DENOMINATOR),
-    Wrong("softmax without normalisation", _softmax_exp_only, _NO_DENOMINATOR),
+    Wrong("softmax without normalisation", _softmax_no_denominator, _NO_DENOMINATOR, variant="exp(x - max)"),
+    Wrong("softmax without normalisation", _softmax_exp_only, _NO_DENOMINATOR, variant="exp(x)"),
     Wrong("NaN on a fully masked row", _softmax_nan_rows, _NAN_ROW),
     Wrong("unstable softmax", _softmax_unstable,
           "your softmax overflows on large scores (exp(1000) = inf, inf/inf = NaN). Subtract the "

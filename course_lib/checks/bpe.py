@@ -418,13 +418,13 @@ _SURROGATE = ("lone surrogates ('\\ud800') are encoded with errors='surrogatepas
               "errors='surrogatepass' too, or they cannot round-trip.")
 
 WRONG_DECODE = [
-    Wrong("decoding token by token", _decode_each_replace, _BY_TOKEN),
-    Wrong("decoding token by token", _decode_each_strict, _BY_TOKEN),
+    Wrong("decoding token by token", _decode_each_replace, _BY_TOKEN, variant="errors='replace'"),
+    Wrong("decoding token by token", _decode_each_strict, _BY_TOKEN, variant="strict"),
     Wrong("decoded as Latin-1", _decode_latin1,
           "the bytes were decoded as Latin-1 (one character per byte: 'é' -> 'Ã©'); they are UTF-8."),
-    Wrong("lone surrogates not passed through", _decode_strict, _SURROGATE),
-    Wrong("lone surrogates not passed through", _decode_replace, _SURROGATE),
-    Wrong("lone surrogates not passed through", _decode_ignore, _SURROGATE),
+    Wrong("lone surrogates not passed through", _decode_strict, _SURROGATE, variant="strict"),
+    Wrong("lone surrogates not passed through", _decode_replace, _SURROGATE, variant="errors='replace'"),
+    Wrong("lone surrogates not passed through", _decode_ignore, _SURROGATE, variant="errors='ignore'"),
 ]
 
 
