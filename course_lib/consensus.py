@@ -25,16 +25,19 @@ Covers
       pileup columns and predicts one symbol (gap or base) per column; ``windows`` and
       ``label_windows`` cut a molecule into training examples.
     * ``read_rows`` / ``row_windows``: the same windows with each read's own symbol per column
-      (as DeepConsensus reads subreads aligned to its draft); ``molecule_windows`` builds one
-      molecule's examples end to end; ``stitch`` puts window predictions back on the backbone.
+      (as DeepConsensus reads subreads aligned to its draft); ``context_windows`` adds each read's
+      strand and the homopolymer run lengths (the backbone's, each read's); ``molecule_windows``
+      builds one molecule's examples end to end; ``stitch`` puts window predictions back on the backbone.
+    * ``VoteResidualTransformer``: majority vote plus a learned correction (a ``ConsensusTransformer``
+      whose output starts at zero), the model shipped for section 6.
     * Evaluation: ``trimmed_error_rate``, ``phred_qv`` (QV = -10 log10 error rate),
       ``pass_subsets`` (the test subsets of 3 passes), ``sign_test`` (exact, paired), and
       ``load_pretrained`` (the leave-one-molecule-out models shipped in ``course_lib/data``).
 
 Does NOT cover
     * banded or affine-gap alignment, local alignment, edlib-speed bit-parallel algorithms;
-    * DeepConsensus's real input (base qualities, pulse widths, inter-pulse durations, the
-      strand, a CCS draft with spaced insertion columns) and its banded loss (``width``);
+    * DeepConsensus's real input (base qualities, pulse widths, inter-pulse durations, a CCS
+      draft with spaced insertion columns; of its inputs only the strand is here) and its banded loss (``width``);
     * phasing, polishing with a trained HMM (as Arrow/pbccs do), or calling per-base quality values.
 
 Token convention everywhere: ``VOCAB = "-ACGT"``, index 0 is the gap.
@@ -59,7 +62,7 @@ __all__ = [
     "edit_distance", "alignment_counts", "pileup", "majority_consensus",
     "soft_alignment_loss", "soft_edit_distance", "hard_alignment_loss", "positionwise_cross_entropy",
     "poa_consensus", "error_rate", "trimmed_error_rate", "column_labels", "windows", "label_windows", "ConsensusTransformer",
-    "read_rows", "row_windows", "molecule_windows", "pass_subsets", "stitch", "phred_qv", "sign_test", "PRETRAINED_FILE", "load_pretrained",
+    "VoteResidualTransformer", "read_rows", "row_windows", "context_windows", "molecule_windows", "pass_subsets", "stitch", "phred_qv", "sign_test", "PRETRAINED_FILE", "load_pretrained",
 ]
 
 VOCAB = "-ACGT"
@@ -475,6 +478,57 @@ class ConsensusTransformer(nn.Module):
         return attn.out_proj((weights @ v).swapaxes(1, 2).reshape(B, W, D))            # (B, W, D)
 
 
+class VoteResidualTransformer(nn.Module):
+    """A :class:`ConsensusTransformer` that starts from majority vote and learns corrections to it.
+
+    logits = vote_scale * log(column fractions + eps) + correction(features), where ``correction``
+    is a ``ConsensusTransformer`` whose output layer starts at zero: before training, the argmax of
+    every column is the vote's symbol (ties: the first in "-ACGT", as :func:`majority_consensus`),
+    so training can only move it away from the vote where the loss says so. The column fractions
+    are read from the features at ``frac_at`` (5 values; :func:`row_windows` and
+    :func:`context_windows` put them right after the ``frac_at // 5`` read slots, and the backbone
+    base one-hot right after them).
+
+    With ``base_blind=True`` the correction does not see which bases the column holds, only how the
+    reads relate to the backbone: per read slot, whether the read shows a gap, the backbone's base
+    or another base; the gap fraction and the fraction that shows the backbone's base; then the
+    features after the backbone base (strands, run lengths: :func:`context_windows`). It then cannot
+    learn the training molecules' sequence by heart, only rules that hold on any sequence, and its
+    ``in_features`` is ``3 * (frac_at // 5) + 2 + (number of features after the backbone base)``.
+
+    >>> model = VoteResidualTransformer(frac_at=25, in_features=41, d_model=16, num_heads=2, d_ff=32)
+    >>> x = torch.zeros(1, 4, 41); x[0, :, 25 + 2] = 1.0          # every read shows C
+    >>> model.eval()(x).argmax(-1).tolist()
+    [[2, 2, 2, 2]]
+    """
+
+    def __init__(self, frac_at: int, eps: float = 0.05, vote_scale: float = 2.0, base_blind: bool = False,
+                 **transformer):
+        super().__init__()
+        self.frac_at, self.eps, self.base_blind = int(frac_at), float(eps), bool(base_blind)
+        self.net = ConsensusTransformer(**transformer)
+        nn.init.zeros_(self.net.head.weight)
+        nn.init.zeros_(self.net.head.bias)
+        self.vote_scale = nn.Parameter(torch.tensor(float(vote_scale)))
+
+    def blind(self, features: torch.Tensor) -> torch.Tensor:
+        """The features without base identities (see the class docstring): (B, W, F) -> (B, W, F - 2 * frac_at // 5 - 8)."""
+        n_vocab = len(VOCAB)
+        reads = features[..., :self.frac_at].unflatten(-1, (self.frac_at // n_vocab, n_vocab))   # (B, W, R, 5)
+        frac = features[..., self.frac_at:self.frac_at + n_vocab]                                # (B, W, 5)
+        base = features[..., self.frac_at + n_vocab:self.frac_at + 2 * n_vocab]                  # (B, W, 5)
+        gap = reads[..., GAP]                                                                     # (B, W, R)
+        same = (reads * base.unsqueeze(-2)).sum(-1)                                               # (B, W, R)
+        other = reads.sum(-1) - gap - same
+        return torch.cat([gap, same, other, frac[..., GAP:GAP + 1], (frac * base).sum(-1, keepdim=True),
+                          features[..., self.frac_at + 2 * n_vocab:]], dim=-1)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        frac = features[..., self.frac_at:self.frac_at + len(VOCAB)]                 # (B, W, 5)
+        seen = self.blind(features) if self.base_blind else features
+        return self.vote_scale * torch.log(frac + self.eps) + self.net(seen)         # (B, W, 5)
+
+
 # ---------------------------------------------------------------- held-out evaluation and shipped weights
 def read_rows(reads: Sequence[str], alignments: Sequence[str], length: int) -> np.ndarray:
     """Each read's symbol at each backbone column, as the rows of a multiple alignment: (n_reads, length) int64.
@@ -534,14 +588,66 @@ def row_windows(rows: np.ndarray, backbone: str, width: int, stride: int, max_re
     return np.concatenate([np.stack([per_read[s:s + width] for s in starts]), base], axis=-1), starts
 
 
+def context_windows(rows: np.ndarray, strands: Sequence[str], backbone: str, width: int, stride: int,
+                    max_reads: int = 5, max_run: int = 8):
+    """:func:`row_windows` plus context per column: each read's strand, and homopolymer run lengths.
+
+    Per column: the ``5 * max_reads + 10`` features of :func:`row_windows`; then, per read slot, the
+    strand the read was sequenced from (+1 for "+", -1 for "-", 0 for an absent read;
+    ``Subread.strand``: PacBio's errors depend on it); then the length of the backbone's
+    homopolymer run that the column belongs to, and the column's place in that run (0 for its
+    first column); then, per read slot, how many bases of that run's base the read shows in the
+    run's columns (its own length of the run; 0 for an absent read). Lengths and places are divided
+    by ``max_run`` and capped at 1. A read with one base fewer in a run shows its gap in one column,
+    another read may show its gap in another column: per column the vote cannot see that both
+    reads are short, their run lengths can (and a run's columns hold the same base, so which of
+    them becomes a gap does not change the consensus: the last ones can).
+
+    Returns:
+        (features float32 (n_windows, width, 7 * max_reads + 12), start column of each window).
+
+    Raises:
+        ValueError when there are more reads than ``max_reads``, or strands other than "+" / "-",
+        or not one strand per read.
+
+    >>> feats, starts = context_windows(np.array([[1, 1, 2], [1, 0, 2]]), "+-", "AAC", 3, 3)
+    >>> feats.shape, feats[0, 1, 35:].tolist()    # strands; run 2 / 8, place 1 / 8; read runs 2 / 8, 1 / 8
+    ((1, 3, 47), [1.0, -1.0, 0.0, 0.0, 0.0, 0.25, 0.125, 0.25, 0.125, 0.0, 0.0, 0.0])
+    """
+    n, L = rows.shape
+    if len(strands) != n or any(s not in ("+", "-") for s in strands):
+        raise ValueError(f"need one strand ('+' or '-') per read: {n} reads, strands {list(strands)!r}")
+    feats, starts = row_windows(rows, backbone, width, stride, max_reads)
+    strand = np.zeros(max_reads, dtype=np.float32)
+    strand[:n] = [1.0 if s == "+" else -1.0 for s in strands]
+    run = np.zeros(L, dtype=np.float32)                        # backbone run length per column
+    place = np.zeros(L, dtype=np.float32)                      # the column's place in its run, 0 first
+    read_run = np.zeros((L, max_reads), dtype=np.float32)      # each read's length of that run
+    ids = encode(backbone)
+    i = 0
+    while i < L:
+        j = i
+        while j < L and ids[j] == ids[i]:
+            j += 1
+        run[i:j] = j - i
+        place[i:j] = np.arange(j - i)
+        read_run[i:j, :n] = (rows[:, i:j] == ids[i]).sum(-1)
+        i = j
+    extra = np.concatenate([np.broadcast_to(strand, (L, max_reads)), np.minimum(run[:, None], max_run),
+                            np.minimum(place[:, None], max_run), np.minimum(read_run, max_run)], axis=-1)
+    extra[:, max_reads:] /= max_run
+    return np.concatenate([feats, np.stack([extra[s:s + width] for s in starts])], axis=-1), starts
+
+
 def molecule_windows(truth: str, reads: Sequence[str], width: int, max_label: int, stride: int,
-                     max_reads: int | None = None):
+                     max_reads: int | None = None, strands: Sequence[str] | None = None):
     """One molecule's model inputs on its POA backbone, with the reference functions of this module.
 
     The backbone is ``poa_consensus(reads)``; every read is aligned to it (:func:`edit_distance`),
     the :func:`pileup` is cut into :func:`windows` (or, with ``max_reads``, the aligned rows into
-    :func:`row_windows`), and each window's label is the truth bases of its columns
-    (:func:`column_labels` of the backbone -> truth alignment, :func:`label_windows`).
+    :func:`row_windows`; with ``max_reads`` and ``strands``, one per read, into :func:`context_windows`),
+    and each window's label is the truth bases of its columns (:func:`column_labels` of the
+    backbone -> truth alignment, :func:`label_windows`).
 
     Returns:
         (features (n, width, F) float32, labels (n, max_label) int64, backbone str,
@@ -552,8 +658,11 @@ def molecule_windows(truth: str, reads: Sequence[str], width: int, max_label: in
     counts = pileup(reads, alignments, len(backbone))
     if max_reads is None:
         feats, starts = windows(counts, backbone, width, stride)
-    else:
+    elif strands is None:
         feats, starts = row_windows(read_rows(reads, alignments, len(backbone)), backbone, width, stride, max_reads)
+    else:
+        feats, starts = context_windows(read_rows(reads, alignments, len(backbone)), strands, backbone, width, stride,
+                                        max_reads)
     labels = column_labels(edit_distance(backbone, truth)[1], truth)
     return feats, label_windows(labels, starts, width, max_label), backbone, counts, starts
 
@@ -637,8 +746,12 @@ def load_pretrained(device: str | torch.device = "cpu") -> tuple[dict, dict]:
     """The models trained offline by ``tests/data_scripts/consensus_weights.py``, one per held-out molecule.
 
     Returns:
-        (models: {held-out ZMW: ConsensusTransformer in eval mode}, info: the settings and the
-        figures measured when they were trained, as stored in the file).
+        (models: {held-out ZMW: model in eval mode}, info: the settings and the figures measured
+        when they were trained, as stored in the file). The model is the class that
+        ``info["architecture"]`` names (:class:`VoteResidualTransformer` for the shipped file;
+        :class:`ConsensusTransformer` when the file names none), built with ``info["model"]``;
+        ``info["features"]`` names the function that makes its inputs (``"context_windows"``:
+        :func:`context_windows`, which needs each read's strand; else :func:`row_windows`).
 
     Raises:
         FileNotFoundError when the file is missing (the course ships it in ``course_lib/data``).
@@ -649,8 +762,10 @@ def load_pretrained(device: str | torch.device = "cpu") -> tuple[dict, dict]:
     blob = torch.load(PRETRAINED_FILE, map_location="cpu", weights_only=True)
     info = blob["info"]
     models = {}
+    architecture = {"ConsensusTransformer": ConsensusTransformer,
+                    "VoteResidualTransformer": VoteResidualTransformer}[info.get("architecture", "ConsensusTransformer")]
     for zmw, state in blob["folds"].items():
-        model = ConsensusTransformer(**info["model"])
+        model = architecture(**info["model"])
         model.load_state_dict(state)
         models[int(zmw)] = model.to(device).eval()
     return models, info

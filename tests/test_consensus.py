@@ -215,6 +215,71 @@ def test_row_windows_keep_reads_in_their_slots():
         C.row_windows(rows, "ACCG", 3, 2, max_reads=1)
 
 
+def test_context_windows_add_strands_and_run_lengths():
+    rows = np.array([[1, 1, 1, 2], [1, 0, 1, 2], [0, 1, 0, 2]])          # backbone AAAC; reads show 3, 2, 1 A's
+    feats, starts = C.context_windows(rows, ["+", "-", "+"], "AAAC", width=4, stride=4, max_reads=4, max_run=4)
+    base, _ = C.row_windows(rows, "AAAC", 4, 4, max_reads=4)
+    assert starts == [0] and feats.shape == (1, 4, 7 * 4 + 12) and feats.dtype == np.float32
+    assert np.array_equal(feats[..., :30], base)                          # row_windows' features come first
+    assert (feats[0, :, 30:34] == [1, -1, 1, 0]).all()                    # strands, the empty slot 0
+    assert feats[0, :, 34].tolist() == [0.75, 0.75, 0.75, 0.25]          # backbone runs AAA and C, / max_run
+    assert feats[0, :, 35].tolist() == [0.0, 0.25, 0.5, 0.0]             # each column's place in its run
+    assert feats[0, 0, 36:].tolist() == [0.75, 0.5, 0.25, 0.0]            # each read's own length of the A run
+    assert feats[0, 3, 36:].tolist() == [0.25, 0.25, 0.25, 0.0]
+    long_run, _ = C.context_windows(np.ones((1, 12), dtype=np.int64), "+", "A" * 12, 12, 12)
+    assert (long_run[0, :, -7] == 1.0).all() and (long_run[0, :, -5] == 1.0).all()   # capped at max_run (8)
+    assert long_run[0, :, -6].tolist() == [k / 8 for k in range(8)] + [1.0] * 4
+    with pytest.raises(ValueError, match="strand"):
+        C.context_windows(rows, ["+", "-"], "AAAC", 4, 4)
+    with pytest.raises(ValueError, match="strand"):
+        C.context_windows(rows, ["+", "-", "x"], "AAAC", 4, 4)
+
+
+def test_vote_residual_model_starts_at_the_vote():
+    """Untrained, VoteResidualTransformer's argmax is majority_consensus's column symbol (ties included)."""
+    mol = [m for m in pacbio.load_molecules() if m.zmw == 37134][0]
+    full = mol.passes()
+    for subset in [(0, 1, 2), (3, 4, 5, 6), (1, 2)]:
+        reads, strands = [full[i].seq for i in subset], [full[i].strand for i in subset]
+        feats, _, backbone, counts, starts = C.molecule_windows(mol.reference, reads, 32, 40, 32, 5, strands)
+        assert feats.shape[-1] == 47
+        torch.manual_seed(0)
+        model = C.VoteResidualTransformer(frac_at=25, in_features=47, d_model=16, num_heads=2, d_ff=32).eval()
+        with torch.no_grad():
+            pred = model(torch.from_numpy(feats)).argmax(-1).numpy()
+        columns = C.stitch(pred, starts, len(backbone))
+        assert (columns == counts.argmax(-1)).all()
+        assert C.decode(columns) == C.majority_consensus(counts)
+    # the correction is a ConsensusTransformer whose output starts at zero; it trains
+    assert not model.net.head.weight.any() and not model.net.head.bias.any()
+    model.train()
+    model(torch.from_numpy(feats)).logsumexp(-1).sum().backward()
+    assert model.net.head.weight.grad.abs().sum() > 0
+
+
+def test_base_blind_correction_sees_no_base_identities():
+    mol = [m for m in pacbio.load_molecules() if m.zmw == 37134][0]
+    full = mol.passes()[:3]
+    feats, *_ = C.molecule_windows(mol.reference, [s.seq for s in full], 32, 40, 32, 5, [s.strand for s in full])
+    x = torch.from_numpy(feats)
+    model = C.VoteResidualTransformer(frac_at=25, base_blind=True, in_features=29, d_model=16, num_heads=2, d_ff=32)
+    seen = model.blind(x)
+    assert seen.shape == (*x.shape[:-1], 29)
+    rows = x[..., :25].unflatten(-1, (5, 5))
+    backbone = x[..., 30:35]
+    assert torch.equal(seen[..., :5], rows[..., 0])                                  # read shows a gap
+    assert torch.equal(seen[..., 5:10], (rows * backbone.unsqueeze(-2)).sum(-1))     # the backbone's base
+    assert torch.equal(seen[..., 15:17], torch.stack([x[..., 25], (x[..., 25:30] * backbone).sum(-1)], -1))
+    assert torch.equal(seen[..., 17:], x[..., 35:])                                  # strands, run lengths
+    # swap the names of the bases (A <-> T, C <-> G) in reads, fractions and backbone: the blind view is the same
+    swap = torch.tensor([0, 4, 3, 2, 1])
+    swapped = torch.cat([rows[..., swap].flatten(-2), x[..., 25:30][..., swap], backbone[..., swap], x[..., 35:]], -1)
+    assert not torch.equal(swapped, x) and torch.equal(model.blind(swapped), seen)
+    # and it still starts at the vote
+    frac = x[..., 25:30]
+    assert torch.equal(model.eval()(x).argmax(-1), (2.0 * torch.log(frac + 0.05)).argmax(-1))
+
+
 def test_stitch_phred_and_pass_subsets():
     assert C.stitch(np.array([[1, 2], [3, 4]]), [0, 1], 3).tolist() == [1, 3, 4]
     with pytest.raises(ValueError, match="covered by no window"):
@@ -280,15 +345,21 @@ def test_shipped_weights_are_small_documented_and_held_out():
     models, info = C.load_pretrained()
     assert C.PRETRAINED_FILE.stat().st_size < 1_000_000
     assert sorted(models) == [6251, 32861, 37134] and sorted(info["measured"]) == sorted(models)
+    assert info["architecture"] == "VoteResidualTransformer" and info["features"] == "context_windows"
+    n_context = 7 * info["max_reads"] + 12                   # context_windows' features per column
+    assert info["model"]["base_blind"] and info["model"]["in_features"] == n_context - 2 * info["max_reads"] - 8
     for zmw, model in models.items():
-        assert not model.training
-        assert model(torch.zeros(2, info["width"], 5 * info["max_reads"] + 10)).shape == (2, info["width"], 5)
+        assert not model.training and isinstance(model, C.VoteResidualTransformer)
+        assert model(torch.zeros(2, info["width"], n_context)).shape == (2, info["width"], 5)
+        # held out: the molecule was not among the ones it was trained on
+        assert zmw not in info["measured"][zmw]["train_molecules"]
+        assert len(info["measured"][zmw]["train_molecules"]) == len(pacbio.load_molecules()) - 1
     assert info["seed"] == 0 and info["machine"] and info["cpu_seconds"] > 0
     readme = (ROOT / "course_lib" / "data" / "README.md").read_text()
     assert "consensus_transformer_folds.pt" in readme and "tests/data_scripts/consensus_weights.py" in readme
     assert "PLACEHOLDER" not in readme
     script = (ROOT / "tests" / "data_scripts" / "consensus_weights.py").read_text()
-    assert "FOLDS = (32861, 6251, 37134)" in script  # each fold trains on the other two molecules only
+    assert "FOLDS = (32861, 6251, 37134)" in script  # each fold trains on every molecule but its held-out one
 
 
 def test_shipped_weights_reproduce_their_stored_figures_on_a_held_out_molecule():
@@ -296,12 +367,14 @@ def test_shipped_weights_reproduce_their_stored_figures_on_a_held_out_molecule()
     models, info = C.load_pretrained()
     zmw = 37134
     mol = [m for m in pacbio.load_molecules() if m.zmw == zmw][0]
-    passes = [s.seq for s in mol.passes()]
+    full = mol.passes()
+    passes = [s.seq for s in full]
     model_err, vote_err = [], []
     for subset in C.pass_subsets(len(passes), info["n_test"]):
         reads = [passes[i] for i in subset]
         feats, _, backbone, counts, starts = C.molecule_windows(mol.reference, reads, info["width"],
-                                                                info["max_label"], info["width"], info["max_reads"])
+                                                                info["max_label"], info["width"], info["max_reads"],
+                                                                [full[i].strand for i in subset])
         with torch.no_grad():
             pred = models[zmw](torch.from_numpy(feats)).argmax(-1).numpy()
         model_err.append(C.trimmed_error_rate(C.decode(C.stitch(pred, starts, len(backbone))), mol.reference))
@@ -374,10 +447,13 @@ def test_model_forward_equals_the_references_bit_for_bit(train_mode):
 
 def test_shipped_models_forward_equals_the_references_bit_for_bit():
     models, info = C.load_pretrained()
-    features = torch.rand(4, 32, info["model"].get("in_features", 10), generator=torch.Generator().manual_seed(2))
+    features = torch.rand(4, 32, 7 * info["max_reads"] + 12, generator=torch.Generator().manual_seed(2))
     for model in models.values():
         with torch.no_grad():
-            assert torch.equal(model(features), _encoder_by_the_references(model, features))
+            seen = model.blind(features)
+            assert torch.equal(model.net(seen), _encoder_by_the_references(model.net, seen))
+            frac = features[..., model.frac_at:model.frac_at + 5]
+            assert torch.equal(model(features), model.vote_scale * torch.log(frac + model.eps) + model.net(seen))
 
 
 def test_model_calls_no_graded_reference(monkeypatch):
