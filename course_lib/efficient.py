@@ -501,10 +501,17 @@ def chunked_causal_attention_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: 
 
     The same sums as :func:`prefix_sum_causal_attention_torch`, grouped differently:
     inside a chunk the quadratic masked form, across chunks the running sum (the RNN
-    view, one chunk per step). Nothing of size (T, r, d_v) or (T, T) is built; besides
-    the inputs and the output only one (C, C) block and the (r, d_v) state are alive
-    (autograd keeps one state per chunk for the backward pass: T / C of them).
-    C = 1 is the recurrent form, C >= T the masked quadratic form.
+    view, one chunk per step). C = 1 is the recurrent form, C >= T the masked quadratic form.
+
+    Chunks are computed a group at a time (one batched matmul per step for all the
+    group's chunks, the states at each chunk's start from a cumulative sum of the
+    group's per-chunk states, as :func:`prefix_sum_causal_attention_torch` does per
+    token): a Python loop of one step per chunk is bound by kernel launches on a GPU
+    (at T = 65,536 and C = 128 that is 512 steps). A group holds as many chunks as keep
+    its (C, C) blocks and (r, d_v) states no larger than the output (T d_v) or one
+    block, so nothing of size (T, r, d_v) or (T, T) is built and the working memory
+    stays O(T d_v + C^2) (autograd keeps a group's states for the backward pass:
+    T / C of them in all).
 
     Args:
         phi_q, phi_k: (..., T, r) positive features; v: (..., T, d_v); leading dims
@@ -522,25 +529,53 @@ def chunked_causal_attention_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: 
     """
     _check_torch_qkv(phi_q, phi_k, v, causal=True)
     C = _check_chunk_size(chunk_size)
-    T = phi_q.shape[-2]
+    T, r, d_v = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
     lead = torch.broadcast_shapes(phi_q.shape[:-2], phi_k.shape[:-2], v.shape[:-2])
+    if T == 0:
+        return v.new_zeros(*lead, 0, d_v)
+    c_max = min(C, T)
+    per_chunk = c_max * c_max + r * d_v  # one chunk's block and state, per leading index
+    group = max(1, max(c_max * c_max, T * d_v) // per_chunk)  # chunks per step
     s = z = None  # state of the chunks so far: (..., r, d_v) and (..., r, 1); None before the first
     outs = []
-    for a in range(0, T, C):
-        q_c, k_c, v_c = phi_q[..., a:a + C, :], phi_k[..., a:a + C, :], v[..., a:a + C, :]  # (..., c, r / d_v)
-        scores = (q_c @ k_c.transpose(-2, -1)).tril()  # (..., c, c): key j <= query i inside the chunk
-        numerator = scores @ v_c  # (..., c, d_v)
-        denominator = scores.sum(dim=-1, keepdim=True)  # (..., c, 1)
-        if s is not None:
-            numerator = numerator + q_c @ s  # the earlier chunks' keys
-            denominator = denominator + q_c @ z
-        outs.append(numerator / denominator)
-        kv = k_c.transpose(-2, -1) @ v_c  # (..., r, d_v)
-        k_sum = k_c.sum(dim=-2).unsqueeze(-1)  # (..., r, 1)
-        s, z = (kv, k_sum) if s is None else (s + kv, z + k_sum)
-    if not outs:  # T = 0
-        return v.new_zeros(*lead, 0, v.shape[-1])
+    a = 0
+    while a < T:
+        full = (T - a) // C
+        c, g = (C, min(group, full)) if full else (T - a, 1)  # the last, shorter chunk on its own
+        out, s, z = _causal_chunks(phi_q[..., a:a + g * c, :], phi_k[..., a:a + g * c, :],
+                                   v[..., a:a + g * c, :], c, s, z)
+        outs.append(out)
+        a += g * c
     return torch.cat(outs, dim=-2)  # (..., T, d_v)
+
+
+def _causal_chunks(q, k, v, c: int, s, z):
+    """g = len / c consecutive chunks of c tokens at once, after the state (s, z) of the chunks before them.
+
+    Returns (out (..., g c, d_v), s, z) with the state after the last of them.
+    """
+    g = q.shape[-2] // c
+    q_c, k_c, v_c = (t.unflatten(-2, (g, c)) for t in (q, k, v))  # (..., g, c, r / d_v)
+    scores = (q_c @ k_c.transpose(-2, -1)).tril()  # (..., g, c, c): key j <= query i inside each chunk
+    numerator = scores @ v_c  # (..., g, c, d_v)
+    denominator = scores.sum(dim=-1, keepdim=True)  # (..., g, c, 1)
+    kv = k_c.transpose(-2, -1) @ v_c  # (..., g, r, d_v): each chunk's own sums
+    k_sum = k_c.sum(dim=-2).unsqueeze(-1)  # (..., g, r, 1)
+    if g > 1:  # the earlier chunks of this group: an exclusive cumulative sum over chunks
+        kv_before = torch.cat([torch.zeros_like(kv[..., :1, :, :]), kv[..., :-1, :, :].cumsum(dim=-3)], dim=-3)
+        k_before = torch.cat([torch.zeros_like(k_sum[..., :1, :, :]), k_sum[..., :-1, :, :].cumsum(dim=-3)], dim=-3)
+        if s is not None:
+            kv_before, k_before = kv_before + s.unsqueeze(-3), k_before + z.unsqueeze(-3)
+    elif s is not None:
+        kv_before, k_before = s.unsqueeze(-3), z.unsqueeze(-3)
+    else:
+        kv_before = k_before = None
+    if kv_before is not None:
+        numerator = numerator + q_c @ kv_before  # the earlier chunks' keys
+        denominator = denominator + q_c @ k_before
+    kv_all, k_all = kv.sum(dim=-3), k_sum.sum(dim=-3)
+    s, z = (kv_all, k_all) if s is None else (s + kv_all, z + k_all)
+    return (numerator / denominator).flatten(-3, -2), s, z
 
 
 def attention_from_features_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,

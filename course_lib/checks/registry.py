@@ -109,7 +109,7 @@ EXERCISES: tuple[Exercise, ...] = (
         equivalents=("linear_attention_torch", "attention_from_features_torch", "quadratic_linear_attention")),
     _ex(_E, "efficient", "causal_linear_attention",
         equivalents=("recurrent_linear_attention", "prefix_sum_causal_attention_torch",
-                     "chunked_causal_attention_torch")),
+                     "chunked_causal_attention_torch", "_causal_chunks")),
     _ex(_E, "efficient", "linear_attention_step"),
     _ex(_E, "efficient", "positive_random_features"),
 

@@ -20,7 +20,9 @@ Part 0, causal: (B, H, L, d) = (1, H, L, 64) float32, causal self-attention, for
     prefix        course_lib.efficient.prefix_sum_causal_attention_torch on the same features: the
                   causal form before chunking, one cumsum that holds (L, r, d_v) (skipped where that
                   would exceed --prefix-max-gib)
-On CUDA (when torch sees one; --device cpu forces the CPU) H = 8 and L = 1024 ... 65536; on CPU
+On CUDA (when torch sees one; --device cpu forces the CPU) H = 8 and L = 1024 ... 65536, in
+--dtype (float32 by default; SDPA's flash kernel runs only in float16/bfloat16 on CUDA, so
+`--dtype bfloat16` is the comparison with flash there); on CPU
 H = 1 and L = 1024 ... 16384 (--quick: up to 8192). Peak memory on CUDA: torch.cuda's peak
 allocated bytes during the call minus those allocated before it (inputs excluded). On CPU: as in
 part 1, a fresh subprocess per (method, L). The summary fits the slope of log(peak) against
@@ -224,14 +226,18 @@ def _causal_fn(method: str, chunk_size: int, kernel: str):
     raise ValueError(f"unknown causal method {method!r}; expected one of {CAUSAL_METHODS}")
 
 
-def _causal_inputs(L: int, heads: int, device: str, seed: int = 0):
+def _causal_inputs(L: int, heads: int, device: str, seed: int = 0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(1, heads, L, D_HEAD, generator=g).to(device) for _ in range(3))  # (B, H, L, d)
+    return tuple(torch.randn(1, heads, L, D_HEAD, generator=g).to(device=device, dtype=dtype)
+                 for _ in range(3))  # (B, H, L, d)
 
 
-def prefix_bytes(L: int, heads: int) -> int:
-    """What the prefix form holds at once: the (L, r, d_v) outer products and their cumsum, float32."""
-    return 2 * heads * L * D_HEAD * D_HEAD * 4
+CAUSAL_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def prefix_bytes(L: int, heads: int, itemsize: int = 4) -> int:
+    """What the prefix form holds at once: the (L, r, d_v) outer products and their cumsum."""
+    return 2 * heads * L * D_HEAD * D_HEAD * itemsize
 
 
 def causal_worker(method: str, L: int, heads: int, threads: int, chunk_size: int, kernel: str) -> dict:
@@ -280,36 +286,49 @@ def cuda_peak_mib(fn, q, k, v) -> float:
 
 
 def causal(lengths, heads: int, device: str, threads: int, chunk_size: int, budget_s: float, max_repeats: int,
-           prefix_max_gib: float) -> list[dict]:
+           prefix_max_gib: float, dtype=torch.float32) -> list[dict]:
+    if dtype != torch.float32 and not device.startswith("cuda"):
+        raise SystemExit(f"--dtype {dtype} is for CUDA runs; on {device} part 0 measures float32 "
+                         "(its peak memory comes from a fresh subprocess that builds float32 inputs)")
     torch.set_num_threads(threads)
-    kernel = sdpa_kernel_for(device)
+    kernel = sdpa_kernel_for(device, dtype)
+    itemsize = torch.empty((), dtype=dtype).element_size()
     rows = []
     for L in lengths:
-        q, k, v = _causal_inputs(L, heads, device)
+        q, k, v = _causal_inputs(L, heads, device, dtype=dtype)
         ref_out = None
         for method in CAUSAL_METHODS:
-            if method == "prefix" and prefix_bytes(L, heads) > prefix_max_gib * 2**30:
+            if method == "prefix" and prefix_bytes(L, heads, itemsize) > prefix_max_gib * 2**30:
                 print(f"  {method:11s} L={L:6d}  skipped: its (L, r, d_v) sums need "
-                      f"{prefix_bytes(L, heads) / 2**30:.1f} GiB > --prefix-max-gib {prefix_max_gib}",
+                      f"{prefix_bytes(L, heads, itemsize) / 2**30:.1f} GiB > --prefix-max-gib {prefix_max_gib}",
                       file=sys.stderr, flush=True)
                 continue
             fn = _causal_fn(method, chunk_size, kernel)
             seconds, repeats, out = causal_time(fn, q, k, v, device, budget_s, max_repeats)
-            if method != "sdpa_causal":  # the two linear forms compute the same similarity: they must agree
-                if ref_out is None:
-                    ref_out = out
-                elif (diff := (out - ref_out).abs().max().item()) > 1e-4:
-                    raise SystemExit(f"{method} differs from chunked by {diff:.2e} at L={L}")
+            err = None
+            if method != "sdpa_causal":  # the two linear forms compute the same similarity
+                if dtype == torch.float32:  # in float32 they must agree
+                    if ref_out is None:
+                        ref_out = out
+                    elif (diff := (out - ref_out).abs().max().item()) > 1e-4:
+                        raise SystemExit(f"{method} differs from chunked by {diff:.2e} at L={L}")
+                else:  # in half precision each is reported against the chunked form in float32
+                    if ref_out is None:
+                        ref_out = _causal_fn("chunked", chunk_size, kernel)(q.float(), k.float(), v.float())
+                    err = (out.float() - ref_out).abs().max().item()
             del out
             if device.startswith("cuda"):
                 mem = {"peak_mib": cuda_peak_mib(fn, q, k, v), "memory_method": "torch.cuda.max_memory_allocated"}
             else:
                 mem = measure_causal_memory(method, L, heads, threads, chunk_size, kernel)
             rows.append({"method": method, "L": L, "heads": heads, "device": device,
+                         "dtype": str(dtype).removeprefix("torch."),
                          "kernel": kernel if method == "sdpa_causal" else (f"C={chunk_size}" if method == "chunked"
                                                                           else "cumsum"),
-                         "time_ms": seconds * 1e3, "repeats": repeats, **mem})
-            print(f"  {method:11s} L={L:6d}  {seconds * 1e3:10.2f} ms  peak {mem['peak_mib']:9.1f} MiB",
+                         "time_ms": seconds * 1e3, "repeats": repeats, **mem,
+                         **({} if dtype == torch.float32 else {"max_abs_err_vs_float32": err})})
+            print(f"  {method:11s} L={L:6d}  {seconds * 1e3:10.2f} ms  peak {mem['peak_mib']:9.1f} MiB"
+                  + (f"  max |error| vs float32 chunked {err:.3g}" if err is not None else ""),
                   file=sys.stderr, flush=True)
         del q, k, v, ref_out
     return rows
@@ -458,6 +477,9 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default=None, help="device of part 0 (default: cuda when torch sees one, else cpu)")
     parser.add_argument("--chunk-size", type=int, default=None,
                         help="chunk size C of part 0 (default: course_lib.efficient.DEFAULT_CHUNK_SIZE)")
+    parser.add_argument("--dtype", choices=sorted(CAUSAL_DTYPES), default="float32",
+                        help="dtype of part 0 on CUDA (PyTorch's flash kernel runs only in float16/bfloat16 "
+                             "there; in float32 SDPA uses its memory-efficient kernel)")
     parser.add_argument("--prefix-max-gib", type=float, default=24.0,
                         help="skip the prefix form where its (L, r, d_v) sums would exceed this many GiB")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out")
@@ -498,18 +520,20 @@ def main(argv=None) -> int:
         else:
             heads = 1
             causal_lengths = [1024 * 2 ** i for i in range(4 if args.quick else 5)]  # 1k ... 8k / 16k
-        print(f"# part 0: causal attention on {device}, (B, H, L, d) = (1, {heads}, L, {D_HEAD}), float32, forward; "
+        print(f"# part 0: causal attention on {device}, (B, H, L, d) = (1, {heads}, L, {D_HEAD}), {args.dtype}, forward; "
               f"chunked C = {chunk}; time: min over repeats; peak: "
               f"{'CUDA allocator' if device.startswith('cuda') else 'extra resident memory, fresh subprocess per config'}")
         causal_rows = causal(causal_lengths, heads, device, args.threads, chunk,
-                             budget_s=0.5 if args.quick else 1.0, max_repeats=10, prefix_max_gib=args.prefix_max_gib)
+                             budget_s=0.5 if args.quick else 1.0, max_repeats=10, prefix_max_gib=args.prefix_max_gib,
+                             dtype=CAUSAL_DTYPES[args.dtype])
         print(_csv(causal_rows), end="")
         for line in causal_summary(causal_rows, device):
             print("# " + line)
-        (args.out / "efficient_causal.csv").write_text(_csv(causal_rows))
+        stem = "efficient_causal" if args.dtype == "float32" else f"efficient_causal_{args.dtype}"
+        (args.out / f"{stem}.csv").write_text(_csv(causal_rows))
         fig, _ = attention_scaling_plot(causal_rows, title=f"Causal attention on {device}: d = {D_HEAD}, {heads} "
-                                                           f"head{'s' if heads > 1 else ''}, float32, chunk C = {chunk}")
-        fig.savefig(args.out / "efficient_causal.png", dpi=120, bbox_inches="tight")
+                                                           f"head{'s' if heads > 1 else ''}, {args.dtype}, chunk C = {chunk}")
+        fig.savefig(args.out / f"{stem}.png", dpi=120, bbox_inches="tight")
 
     if "scaling" in parts:
         lengths = [256, 512, 1024, 2048, 4096] if args.quick else [256, 512, 1024, 2048, 4096, 8192, 16384]
