@@ -53,6 +53,7 @@ from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, CaselessStrEnum, Integer, Type
 
 from grading import NOTEBOOKS_DIR
+from grading.failures import CELL_TIMEOUT, KERNEL_DIED, NOTEBOOK_TIMEOUT
 
 
 # the verifier's input (course_lib.checks.transcript.RECORD_MIME): bounded per record (COURSE_RECORD_BYTES) and
@@ -404,7 +405,7 @@ class ResilientExecute(Execute):
 
     async def _async_handle_timeout(self, timeout, cell=None):
         # nbgrader's error says only "No reply from kernel before timeout": say the limit and the likely cause
-        self.error_on_timeout = {"ename": "CellTimeoutError", "evalue": timeout_message(timeout),
+        self.error_on_timeout = {"ename": CELL_TIMEOUT, "evalue": timeout_message(timeout),
                                  "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: {timeout_message(timeout)}"]}
         return await super()._async_handle_timeout(timeout, cell)
 
@@ -622,7 +623,7 @@ class ResilientExecute(Execute):
                 cell = cells[index]
                 if time.monotonic() - start > self.notebook_timeout:
                     for rest in cells[index:]:
-                        self._mark(rest, "NotebookTimeout", f"the notebook ran longer than {self.notebook_timeout} s "
+                        self._mark(rest, NOTEBOOK_TIMEOUT, f"the notebook ran longer than {self.notebook_timeout} s "
                                                             "in total; this cell was not run")
                     break
                 if index in skipped:
@@ -663,24 +664,24 @@ class ResilientExecute(Execute):
                     killers.add(index)
                     if self._asked_exit:
                         self._asked_exit = False
-                        self._mark(cell, "KernelDied", "this cell called exit() or quit(), which stops the kernel; "
+                        self._mark(cell, KERNEL_DIED, "this cell called exit() or quit(), which stops the kernel; "
                                                        "the cells after it ran in a restarted kernel")
                     elif isinstance(err, CellTimeoutError):
-                        self._mark(cell, "CellTimeoutError", timeout_message(self.timeout) + "; it did not stop "
+                        self._mark(cell, CELL_TIMEOUT, timeout_message(self.timeout) + "; it did not stop "
                                    "when interrupted, so the kernel was restarted")
                     else:
-                        self._mark(cell, "KernelDied", "the kernel died while running this cell (os._exit, a "
+                        self._mark(cell, KERNEL_DIED, "the kernel died while running this cell (os._exit, a "
                                                        "crash, or the memory/process limit); the cells after it "
                                                        "ran in a restarted kernel")
                     if len(killers) > self.max_restarts:
                         for rest in cells[index + 1:]:
-                            self._mark(rest, "KernelDied", "too many kernel deaths; this cell was not run")
+                            self._mark(rest, KERNEL_DIED, "too many kernel deaths; this cell was not run")
                         break
                     try:
                         self._restart_and_replay(index, killers)
                     except (DeadKernelError, CellTimeoutError):
                         for rest in cells[index + 1:]:
-                            self._mark(rest, "KernelDied", "the kernel died again while re-running earlier cells; "
+                            self._mark(rest, KERNEL_DIED, "the kernel died again while re-running earlier cells; "
                                                            "this cell was not run")
                         break
                 index += 1

@@ -27,7 +27,6 @@ import csv
 import dataclasses
 import json
 import os
-import re
 import shutil
 import signal
 import stat
@@ -38,9 +37,10 @@ import time
 
 from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight, sandbox, warm
 from grading import intake as intake_mod
+from grading import failures
+from grading.failures import RESULTS, failure_reason, needs_second_pass, status_of
 
 SUBMITTED = os.path.join(GRADING_DIR, "submitted")
-RESULTS = os.path.join(GRADING_DIR, "logs", "results")
 GRADES_CSV = os.path.join(GRADING_DIR, "grades.csv")
 # the demo class is a course of its own (its submitted/, gradebook, feedback, grades.csv), beside the real one
 DEMO_ROOT = os.path.join(GRADING_DIR, "demo_class")
@@ -336,21 +336,6 @@ def _task_done(assignment: str, student: str) -> bool:
 
 
 SECOND_PASS_FACTOR = 3  # the cell and notebook time limits of the second pass, times the first pass's
-_SECOND_PASS_SIGNS = ("NotebookTimeout",)
-
-
-def needs_second_pass(result: dict) -> bool:
-    """A submission whose outcome a busy machine may have decided: no grade at all because the grading
-    machinery failed (a kernel that did not start, a killed worker), or the whole-notebook time limit.
-    (A single cell that timed out while its kernel was starved of CPU is re-run in place, with more time,
-    by ``ResilientExecute``; one that had the CPU and still ran out of time is the student's.)"""
-    if result.get("second_pass"):
-        return False
-    if not result.get("autograded") or not result.get("autograde_ok"):
-        return True
-    return any(str(p).startswith(_SECOND_PASS_SIGNS) for p in result.get("problems") or [])
-
-
 def second_pass_env() -> dict:
     cell = int(os.environ.get("COURSE_CELL_TIMEOUT", "30"))
     notebook = int(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))
@@ -548,21 +533,6 @@ def id_refusal(student: str) -> str | None:
             "(and the student's id) without [ ] * ? and grade again")
 
 
-def status_of(result: dict | None) -> str:
-    """The grades.csv status of one graded task: 'graded', 'graded with problems: ...' or 'not graded: ...'."""
-    if result is None:
-        return "not graded: no result yet (re-run with --resume)"
-    if result.get("grader_fault"):
-        return f"not graded: the grader's failure, not the student's: {result['grader_fault']}"
-    why = failure_reason(result)
-    if why is None:
-        return "graded"
-    if why.startswith("not graded"):
-        return "not graded: " + why.split(": ", 1)[-1]
-    return "graded with problems: " + why.split(": ", 1)[-1] if why.startswith("graded with errors") \
-        else "graded with problems: " + why
-
-
 def apply_findings(statuses: dict, findings: list[dict]) -> dict:
     """Merge findings about submissions (dicts with ``student, assignment, kind, message, fix``, e.g. kind
     'missing', 'unreadable', 'misnamed', 'extra') into ``{(assignment, student): status}``; returns it.
@@ -660,29 +630,6 @@ def check_writable() -> None:
         except OSError as err:
             raise GradingError(f"cannot write {folder}: {err.strerror or err} ({type(err).__name__}); nothing was "
                                "graded and the previous results are unchanged") from err
-
-
-_PLAIN_CAUSES = re.compile(r"(Skipping unknown notebook[^\n]*|No notebooks were matched[^\n]*|"
-                           r"Notebook does not appear to be JSON[^\n]*|does not appear to be JSON[^\n]*)")
-_ROOT_CAUSES = re.compile(r"\b(?!NbGraderException)[A-Z]\w*(?:Error|Exception): [^\n]+")
-
-
-def failure_reason(result: dict) -> str | None:
-    """One line saying why a submission has problems, or None when it graded cleanly."""
-    problems = result.get("problems") or []
-    if result.get("autograded") and result.get("autograde_ok"):
-        return "; ".join(problems[:4]) + (f"; (+{len(problems) - 4} more)" if len(problems) > 4 else "") \
-            if problems else None
-    text = "\n".join(str(result.get(k) or "") for k in ("log", "error", "exception"))
-    causes = [m.group(0).strip() for m in _PLAIN_CAUSES.finditer(text)]  # nbgrader's own words first
-    causes += [m.group(0).strip() for m in _ROOT_CAUSES.finditer(text) if "Please see the" not in m.group(0)]
-    if not result.get("autograded"):
-        head = "not graded (scored 0)"
-    else:
-        head = "graded with errors"
-    why = causes[0] if causes else "see the log in " + os.path.join(RESULTS, result.get("assignment", ""),
-                                                                     f"{result.get('student', '')}.json")
-    return f"{head}: {why[:200]}" + (f"; {'; '.join(problems[:3])}" if problems else "")
 
 
 def print_table(assignments, students, grades, expected, results) -> list[str]:
@@ -899,7 +846,7 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
         from grading import worker
 
         raise GradingError("could not write the gradebook: "
-                           + (worker.machine_fault(f"{type(err).__name__}: {err}") or f"{type(err).__name__}: {err}")
+                           + (failures.machine_fault(f"{type(err).__name__}: {err}") or f"{type(err).__name__}: {err}")
                            + "; nothing was graded and the previous results are unchanged") from err
     if not class_tasks:
         log("[autograde] nothing submitted: no tasks")

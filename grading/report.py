@@ -48,6 +48,7 @@ import sys
 import time
 
 from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR
+from grading.failures import PROBLEM_ERRORS
 
 REPORT_DIR_NAME = "report"
 DEMO_ROSTER = os.path.join(PACKAGE_DIR, "demo", "roster.csv")
@@ -56,7 +57,6 @@ _MISCONCEPTION = re.compile(r"likely misconception '([^'\n]{1,120})'")
 _NOT_IMPLEMENTED = re.compile(r"not implemented yet|NotImplementedError")
 _STEM = re.compile(r"_(visible|hidden|impl|tests?|solution)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-MACHINE_ERRORS = ("CellTimeoutError", "KernelDied", "NotebookTimeout", "IntegrityError")
 SNIPPET_CHARS = 1500
 MAX_CODE = 100_000  # characters of a solution cell compared for similarity
 TABLE_PAIRS = 50
@@ -228,7 +228,7 @@ def failure_kind(ename: str, message: str) -> tuple[str, str | None]:
         return "misconception", m.group(1)
     if ename == "NotImplementedError" or _NOT_IMPLEMENTED.search(message):
         return "not implemented", None
-    if ename in MACHINE_ERRORS:
+    if ename in PROBLEM_ERRORS:
         return ename, None
     if ename == "AssertionError":
         return "failed, no misconception named", None

@@ -19,7 +19,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import time
 
 import grading
 from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, warm
+from grading.failures import find_problems, machine_fault
 
 
 def import_nbgrader() -> None:
@@ -86,37 +86,6 @@ def _tail(text: str | None, n: int = 4000) -> str:
     return (text or "")[-n:]
 
 
-PROBLEM_ERRORS = ("IntegrityError", "KernelDied", "CellTimeoutError", "NotebookTimeout")
-
-
-def find_problems(autograded_dir: str) -> list[str]:
-    """Integrity findings, dead kernels and timeouts recorded in the autograded notebooks."""
-    import nbformat
-
-    problems = []
-    for name in sorted(os.listdir(autograded_dir)) if os.path.isdir(autograded_dir) else []:
-        if not name.endswith(".ipynb"):
-            continue
-        try:
-            nb = nbformat.read(os.path.join(autograded_dir, name), as_version=4)
-        except Exception as err:
-            problems.append(f"{name}: unreadable autograded notebook ({err})")
-            continue
-        for finding in nb.metadata.get("course_integrity", []):
-            problems.append(f"IntegrityError: {finding}")
-        for cell in nb.cells:
-            for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
-                if out.get("output_type") == "error" and out.get("ename") in PROBLEM_ERRORS:
-                    gid = cell.metadata.get("nbgrader", {}).get("grade_id", "a cell")
-                    detail = out.get("evalue") or re.sub(r"\x1b\[[0-9;]*m", "", (out.get("traceback") or [""])[-1])
-                    text = f"{out['ename']} in {gid}: {detail[:160]}"
-                    if out["ename"] == "IntegrityError" and "integrity check failed" in out.get("evalue", ""):
-                        continue  # the findings themselves are listed above
-                    if text not in problems:
-                        problems.append(text)
-    return problems
-
-
 def folder_hash(folder: str) -> str | None:
     """sha256 over the regular files of a folder (relative names and bytes, in sorted order, links and
     other special files not followed); None when the folder does not exist. What ``--resume`` compares:
@@ -148,37 +117,6 @@ def content_hashes(assignment: str, student: str) -> dict:
     """The submission's and the instructor's source notebooks' hashes a result was graded from."""
     return {"submission_hash": folder_hash(os.path.join(GRADING_DIR, "submitted", student, assignment)),
             "source_hash": folder_hash(os.path.join(NOTEBOOKS_DIR, assignment))}
-
-
-# errors of the grading machine (the gradebook, the course folder, the disk), never of a submission: a
-# task that meets one is the grader's failure (``grader_fault``), not a student's zero
-MACHINE_ERRORS = (
-    ("readonly database", "the gradebook is read-only"),
-    ("database or disk is full", "the disk holding the gradebook is full"),
-    ("No space left on device", "the disk is full"),
-    ("Read-only file system", "the course folder is on a read-only file system"),
-    ("unable to open database file", "the gradebook cannot be opened"),
-    ("disk I/O error", "a disk I/O error on the gradebook"),
-    ("Disk quota exceeded", "the disk quota is exceeded"),
-    ("database is locked", "the gradebook stayed locked by another process"),
-)
-
-
-def machine_fault(text: str) -> str | None:
-    """The machinery failure named in an error or log text, e.g. 'the gradebook is read-only (attempt to
-    write a readonly database)'; None when the text names none."""
-    for sign, cause in MACHINE_ERRORS:
-        i = text.find(sign)
-        if i >= 0:
-            line = text[text.rfind("\n", 0, i) + 1:]
-            line = line[:line.find("\n")] if "\n" in line else line
-            return f"{cause} ({line.strip()[:200]})"
-    # a file of the course folder the grader may not write (a read-only autograded/ or feedback/ folder);
-    # only paths of the course root count, so nothing a submission prints can pass for the machine's failure
-    m = re.search(r"Permission denied: '(" + re.escape(GRADING_DIR.rstrip(os.sep) + os.sep) + r"[^']*)'", text)
-    if m:
-        return f"the grader may not write {m.group(1)} (Permission denied)"
-    return None
 
 
 def remove_submission(api, assignment: str, student: str) -> bool:

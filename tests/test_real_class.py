@@ -234,12 +234,12 @@ def test_an_unwritable_output_folder_stops_the_run_naming_it(tmp_path):
 # ====================================================================== the pieces (unit)
 def test_machine_faults_are_named_and_student_text_is_not_one():
     sys.path.insert(0, REPO)
-    from grading import worker
+    from grading import failures
 
-    assert "read-only" in worker.machine_fault("sqlite3.OperationalError: attempt to write a readonly database")
-    assert "full" in worker.machine_fault("OSError: [Errno 28] No space left on device: '/x'")
-    assert worker.machine_fault("ZeroDivisionError: division by zero") is None
-    assert worker.machine_fault("PermissionError: [Errno 13] Permission denied: '/etc/passwd'") is None
+    assert "read-only" in failures.machine_fault("sqlite3.OperationalError: attempt to write a readonly database")
+    assert "full" in failures.machine_fault("OSError: [Errno 28] No space left on device: '/x'")
+    assert failures.machine_fault("ZeroDivisionError: division by zero") is None
+    assert failures.machine_fault("PermissionError: [Errno 13] Permission denied: '/etc/passwd'") is None
 
 
 def test_folder_hash_follows_content_not_time(tmp_path):
