@@ -46,12 +46,30 @@ def _resolve(qualname: str):
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    """The sweep's findings on a kernel edition built the way a grading run builds it (nothing released)."""
-    work = tmp_path_factory.mktemp("kernel-edition")
-    root = work / "lib"
+def kernel_root(tmp_path_factory):
+    """A kernel edition built the way a grading run builds it (nothing released), once for this file's tests
+    that only read it or import from it."""
+    root = tmp_path_factory.mktemp("kernel-edition-built") / "lib"
     root.mkdir()
     edition.build(str(root), released=[])
+    return root
+
+
+def _run_in_edition(root, code: str, cwd):
+    """Run ``code`` in a process whose only course_lib is the edition at ``root``; its last stdout line, as JSON."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")}
+    env["PYTHONPATH"] = str(root)
+    proc = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=str(cwd))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, kernel_root):
+    """The sweep's findings on a kernel edition built the way a grading run builds it (nothing released)."""
+    work = tmp_path_factory.mktemp("kernel-edition")
+    root = kernel_root
     inputs = graded_cells.shared_record(shared_root(tmp_path_factory))["inputs"]
     cases, skipped = {}, []
     for ex in registry.exercises():
@@ -145,13 +163,11 @@ def _tree(root) -> dict:
     return out
 
 
-def test_the_kernels_course_lib_is_the_students_edition_byte_for_byte(tmp_path):
+def test_the_kernels_course_lib_is_the_students_edition_byte_for_byte(tmp_path, kernel_root):
     """Issue 33 item 1: the grading kernel mounts the edition students receive (its checks hold no hidden case,
     seed or input: tests/test_bundle.py greps the bundle for every one), the stored reference outputs and the
     edition's own marker aside; the hidden tests' inputs lie beside it as data, one file per checks module."""
-    root = tmp_path / "kernel"
-    root.mkdir()
-    edition.build(str(root), released=[])
+    root = kernel_root
     students = tmp_path / "students" / "course_lib"
     students.parent.mkdir()
     bundle.write_course_lib(str(students), [])
@@ -204,16 +220,8 @@ print(json.dumps({"said": said, "calls": calls}))
 '''
 
 
-def test_a_hidden_check_of_the_edition_runs_the_feeds_inputs_and_the_verifier_accepts_them(tmp_path):
-    root = tmp_path / "kernel"
-    root.mkdir()
-    edition.build(str(root), released=[])
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")}
-    env["PYTHONPATH"] = str(root)
-    proc = subprocess.run([sys.executable, "-P", "-c", _HIDDEN_IN_THE_EDITION], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+def test_a_hidden_check_of_the_edition_runs_the_feeds_inputs_and_the_verifier_accepts_them(tmp_path, kernel_root):
+    got = _run_in_edition(kernel_root, _HIDDEN_IN_THE_EDITION, tmp_path)
     assert got["said"] == [core.HIDDEN_NOT_SHIPPED]
     assert len(got["calls"]) > 10 and not any("raised" in c for c in got["calls"])
     from grading import verify
@@ -257,7 +265,7 @@ def _functions_in(x, found: dict, seen: set, depth: int = 0) -> None:
         _functions_in(y, found, seen, depth + 1)
 
 
-def test_the_feed_carries_no_code_the_students_edition_lacks(tmp_path):
+def test_the_feed_carries_no_code_the_students_edition_lacks(kernel_root):
     """What travels by value in the hidden tests' feed (an observer, a wrapper, a feature map) is code the
     students' edition already holds, defined in the same words: a function of course_lib in the feed is a
     top-level function of the edition, unchanged, or a local of one; or a local of a public check (the
@@ -265,9 +273,7 @@ def test_the_feed_carries_no_code_the_students_edition_lacks(tmp_path):
     computes an exercise (a function that returns a function escapes the sweep above)."""
     import ast
 
-    root = tmp_path / "kernel"
-    root.mkdir()
-    edition.build(str(root), released=[])
+    root = kernel_root
 
     def tops(path):
         tree = ast.parse(open(path, encoding="utf-8").read())
@@ -385,24 +391,16 @@ print(json.dumps(calls))
 '''
 
 
-def test_a_hidden_check_that_threads_the_students_output_gets_the_students_own_output(tmp_path):
+def test_a_hidden_check_that_threads_the_students_output_gets_the_students_own_output(tmp_path, kernel_root):
     """Lesson 07's step over a sequence passes each call the state the previous call returned: the feed records
     that place, not the solution's state (which would hand the reference's running sums to the kernel, and make
     a right answer whose state differs in dtype fail on the inputs' fingerprints)."""
     from grading import verify
 
-    root = tmp_path / "kernel"
-    root.mkdir()
-    edition.build(str(root), released=[])
-    with open(root / "hidden_feed" / "course_lib.checks.efficient.pkl", "rb") as fh:
+    with open(kernel_root / "hidden_feed" / "course_lib.checks.efficient.pkl", "rb") as fh:
         [run] = pickle.load(fh)["course_lib.checks.efficient.check_linear_attention_step"]
     with pytest.raises(pickle.UnpicklingError, match="persistent"):
         pickle.loads(run[-1][0])  # token 6 of the sequence: its state is a place, not a value
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")}
-    env["PYTHONPATH"] = str(root)
-    proc = subprocess.run([sys.executable, "-P", "-c", _STEP_IN_THE_EDITION], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    calls = json.loads(proc.stdout.strip().splitlines()[-1])
+    calls = _run_in_edition(kernel_root, _STEP_IN_THE_EDITION, tmp_path)
     source = "checks.efficient.check_linear_attention_step(linear_attention_step, hidden=True)\n"
     assert verify.verify_cell(source, calls) is None
