@@ -94,6 +94,7 @@ PROMISES = [
     ("mean_pool", "int, bool or float mask", mp_bool_breaks, "bool mask"),
     ("cosine_top_k", "cosine, not the raw dot product", W["unnormalised dot product"], "unnormalised dot product"),
     ("cosine_top_k", "best first", W["most dissimilar first"], "most dissimilar first"),
+    ("cosine_top_k", "A zero vector has cosine 0 with everything", W["NaN for a zero vector"], "NaN for a zero vector"),
     ("cosine_top_k", "equal scores keep the smaller index first", W["ties broken by the larger index"],
      "ties broken by the larger index"),
     ("cosine_top_k", "k outside 1..N raises ValueError", ctk_clamps_k, "expected a ValueError"),

@@ -196,6 +196,10 @@ def _ctk(q, keys, k, *, kind):
         s = _unit(q) @ keys.T
     elif kind == "axis":
         s = _unit(q, 0) @ _unit(keys, 0).T
+    elif kind == "zero norm":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            s = (q / np.linalg.norm(q, axis=-1, keepdims=True)) @ (keys / np.linalg.norm(keys, axis=-1,
+                                                                                          keepdims=True)).T
     else:
         s = _unit(q) @ _unit(keys).T
     if kind == "ascending":
@@ -219,12 +223,22 @@ _CTK_MESSAGES = {
     "ascending": ("most dissimilar first",
                   "the best match comes first: sort the similarities in DECREASING order "
                   "(np.argsort(-sims, axis=-1, kind='stable'))."),
+    "zero norm": ("NaN for a zero vector",
+                  "a zero vector (the embedding of an empty note, a padding row) has norm 0, so x / |x| is 0 / 0 = "
+                  "NaN, and a NaN similarity sorts anywhere; the docstring says a zero vector has cosine 0 with "
+                  "everything: divide by np.maximum(norm, 1e-12) instead of the bare norm."),
     "reversed ties": ("ties broken by the larger index",
                       "argsort(...)[:, ::-1] puts equal scores in reverse order (larger index first); the "
                       "docstring asks for the smaller key index first: np.argsort(-sims, axis=-1, kind='stable')."),
 }
 WRONG_COSINE_TOP_K = [Wrong(name, (lambda kd: lambda q, keys, k: _ctk(q, keys, k, kind=kd))(kind), msg)
                       for kind, (name, msg) in _CTK_MESSAGES.items()]
+
+
+def _with_zero_row(x: np.ndarray, row: int) -> np.ndarray:
+    x = x.copy()
+    x[row] = 0.0
+    return x
 
 
 def _ctk_cases(hidden: bool) -> list[Case]:
@@ -244,6 +258,8 @@ def _ctk_cases(hidden: bool) -> list[Case]:
         Case("ties: 6 keys with repeated rows, k=4", (tie_q, tie_keys, 4)),
         Case("k = N = 5 (full ranking)", (scaled(2, 3), scaled(5, 3), 5)),
         Case("one query (1, 8), 7 keys, k=1", (scaled(1, 8), scaled(7, 8), 1)),
+        Case("a zero key and a zero query (a zero vector has cosine 0 with everything), k=3",
+             (_with_zero_row(scaled(3, 4), 1), _with_zero_row(scaled(5, 4), 2), 3)),
     ]
     if hidden:
         tie_keys2 = np.repeat(rng.integers(-2, 3, size=(4, 6)).astype(float) + 0.5, 3, axis=0)
@@ -252,6 +268,8 @@ def _ctk_cases(hidden: bool) -> list[Case]:
             Case("ties: every key three times, k=6", (rng.integers(-2, 3, size=(3, 6)).astype(float) + 0.5,
                                                       tie_keys2, 6)),
             Case("384-dim vectors like MiniLM's, k=2", (scaled(3, 384), scaled(9, 384), 2)),
+            Case("two zero keys and a zero query, k=7", (_with_zero_row(scaled(4, 6), 3),
+                                                         _with_zero_row(_with_zero_row(scaled(8, 6), 0), 5), 7)),
         ]
     return cases
 
