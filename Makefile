@@ -65,8 +65,11 @@ $(TEST_STAMP): $(LAB_STAMP)
 grade: $(GRADE_STAMP)
 	$(PY) -m grading grade --workers $(WORKERS)
 
+# One OpenMP/torch thread per process: xdist already runs one worker per core (-n auto), and each worker's
+# kernels and grading runs would otherwise start as many threads again, which wait on each other for the
+# same cores (lesson 09's nbval run beside lesson 10's: 182 s of CPU with two threads each, 133 s with one).
 test: $(TEST_STAMP)
-	$(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder tests notebooks --nbval-lax --nbval-current-env
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder tests notebooks --nbval-lax --nbval-current-env
 
 $(SITE_STAMP): $(LAB_STAMP)
 	$(PY) -m pip install -e ".[lab,data,grade,site]"
