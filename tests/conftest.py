@@ -89,24 +89,21 @@ def pytest_configure(config):
         config.pluginmanager.register(prose_numbers_plugin, "prose_numbers_plugin")
 
 
-# Seconds each slow test file took (setup + calls, summed) in `make test` on this project's 2-core machine,
-# 2026-11-25 (`--durations=0`, 29.5 min wall). pytest-xdist (--dist loadfile) hands out whole files, one
+# Seconds each slow test file took (setup + calls, summed; junit times) in `make test` on this project's 2-core
+# machine (the dict's comment says when). pytest-xdist (--dist loadfile) hands out whole files, one
 # at a time to whichever worker is nearly done; by default it first sorts them by their NUMBER of tests,
 # which put these slow files (few tests each) last, one of them running alone at the end while the other
 # worker idled. `make test` passes --no-loadscope-reorder, so files go in collection order: the longest
 # first (longest-processing-time-first scheduling). Files not listed keep their order.
-SLOW_FILES = {
-    "tests/test_bundle_lessons_b.py": 385,  # + the device audit of 07-12 (merged into these runs since)
-    "tests/test_adversarial.py": 220, "tests/test_grading.py": 215, "tests/test_interrupt.py": 170,
-    "tests/test_real_class.py": 160, "tests/test_dask.py": 155, "notebooks/09_prompt_tuning/prompt_tuning.ipynb": 140,
-    "tests/test_resume.py": 125, "tests/test_device_audit.py": 20, "tests/test_bundle_released.py": 80,
-"tests/test_class_mess.py": 85, "tests/test_postgres.py": 80,
-    "tests/test_browser.py": 65, "tests/test_report.py": 60, "tests/test_bundle_lessons_a.py": 60,
-    "tests/test_verify.py": 50, "tests/test_bundle.py": 50, "tests/test_prompt_tuning.py": 45,
-    "notebooks/12_long_range_dna/long_range_dna.ipynb": 43, "notebooks/10_proteins/proteins.ipynb": 49,
-    "tests/test_kernel_edition.py": 110,  # measured alone, 2026-11-26: two sweeps of every course_lib function
-    "tests/test_proteins_shipped.py": 72,  # recomputes the shipped protein model's held-out figures (helper p10)
-    "tests/test_lesson12_seeds.py": 46,  # trains lesson 12's three default models with seed 1 (helper l12)
+SLOW_FILES = {  # seconds per file in a full `make test` (2026-11-26, commit e549bce, OMP_NUM_THREADS=1, 2 cores)
+    "tests/test_bundle_lessons_b.py": 293, "tests/test_adversarial.py": 265, "tests/test_interrupt.py": 123,
+    "tests/test_grading.py": 114, "tests/test_bundle_released.py": 109, "tests/test_real_class.py": 101,
+    "tests/test_dask.py": 101, "notebooks/09_prompt_tuning/prompt_tuning.ipynb": 93, "tests/test_resume.py": 91,
+    "tests/test_postgres.py": 88, "tests/test_kernel_edition.py": 87, "tests/test_class_mess.py": 81,
+    "notebooks/10_proteins/proteins.ipynb": 58, "tests/test_bundle_lessons_a.py": 51, "tests/test_browser.py": 50,
+    "tests/test_verify.py": 45, "tests/test_proteins_shipped.py": 43, "notebooks/12_long_range_dna/long_range_dna.ipynb": 38,
+    "tests/test_record_replay.py": 36, "tests/test_bundle.py": 31, "tests/test_lesson12_seeds.py": 31,
+    "tests/test_prompt_tuning.py": 28, "tests/test_hpo_questions.py": 23,
 }
 
 
