@@ -54,14 +54,14 @@ def find_problems(autograded_dir: str) -> list[str]:
             problems.append(f"{name}: unreadable autograded notebook ({err})")
             continue
         for finding in nb.metadata.get("course_integrity", []):
-            problems.append(f"IntegrityError: {finding}")
+            problems.append(f"{INTEGRITY}: {finding}")
         for cell in nb.cells:
             for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
                 if out.get("output_type") == "error" and out.get("ename") in PROBLEM_ERRORS:
                     gid = cell.metadata.get("nbgrader", {}).get("grade_id", "a cell")
                     detail = out.get("evalue") or re.sub(r"\x1b\[[0-9;]*m", "", (out.get("traceback") or [""])[-1])
                     text = f"{out['ename']} in {gid}: {detail[:160]}"
-                    if out["ename"] == "IntegrityError" and "integrity check failed" in out.get("evalue", ""):
+                    if out["ename"] == INTEGRITY and "integrity check failed" in out.get("evalue", ""):
                         continue  # the findings themselves are listed above
                     if text not in problems:
                         problems.append(text)

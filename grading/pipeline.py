@@ -843,8 +843,6 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     try:
         register_students(sorted({s for _, s in class_tasks}))
     except Exception as err:  # noqa: BLE001 - the gradebook is the grader's: name the cause and stop
-        from grading import worker
-
         raise GradingError("could not write the gradebook: "
                            + (failures.machine_fault(f"{type(err).__name__}: {err}") or f"{type(err).__name__}: {err}")
                            + "; nothing was graded and the previous results are unchanged") from err
