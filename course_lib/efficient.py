@@ -561,18 +561,14 @@ def _causal_chunks(q, k, v, c: int, s, z):
     denominator = scores.sum(dim=-1, keepdim=True)  # (..., g, c, 1)
     kv = k_c.transpose(-2, -1) @ v_c  # (..., g, r, d_v): each chunk's own sums
     k_sum = k_c.sum(dim=-2).unsqueeze(-1)  # (..., g, r, 1)
-    if g > 1:  # the earlier chunks of this group: an exclusive cumulative sum over chunks
-        kv_before = torch.cat([torch.zeros_like(kv[..., :1, :, :]), kv[..., :-1, :, :].cumsum(dim=-3)], dim=-3)
-        k_before = torch.cat([torch.zeros_like(k_sum[..., :1, :, :]), k_sum[..., :-1, :, :].cumsum(dim=-3)], dim=-3)
-        if s is not None:
-            kv_before, k_before = kv_before + s.unsqueeze(-3), k_before + z.unsqueeze(-3)
-    elif s is not None:
-        kv_before, k_before = s.unsqueeze(-3), z.unsqueeze(-3)
-    else:
-        kv_before = k_before = None
-    if kv_before is not None:
-        numerator = numerator + q_c @ kv_before  # the earlier chunks' keys
-        denominator = denominator + q_c @ k_before
+    # the state at each chunk's start: the earlier chunks of this group (an exclusive cumulative sum over
+    # chunks) plus the state carried in from the groups before
+    kv_before = torch.cat([torch.zeros_like(kv[..., :1, :, :]), kv[..., :-1, :, :].cumsum(dim=-3)], dim=-3)
+    k_before = torch.cat([torch.zeros_like(k_sum[..., :1, :, :]), k_sum[..., :-1, :, :].cumsum(dim=-3)], dim=-3)
+    if s is not None:
+        kv_before, k_before = kv_before + s.unsqueeze(-3), k_before + z.unsqueeze(-3)
+    numerator = numerator + q_c @ kv_before  # the earlier chunks' keys
+    denominator = denominator + q_c @ k_before
     kv_all, k_all = kv.sum(dim=-3), k_sum.sum(dim=-3)
     s, z = (kv_all, k_all) if s is None else (s + kv_all, z + k_all)
     return (numerator / denominator).flatten(-3, -2), s, z
