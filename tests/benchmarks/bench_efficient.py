@@ -232,7 +232,8 @@ def _causal_inputs(L: int, heads: int, device: str, seed: int = 0, dtype=torch.f
                  for _ in range(3))  # (B, H, L, d)
 
 
-CAUSAL_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# no float16: its range (65,504) is below the linear forms' running sums of phi(k) at long L, which overflow
+CAUSAL_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def prefix_bytes(L: int, heads: int, itemsize: int = 4) -> int:
