@@ -284,9 +284,12 @@ class PromptReadyClient(AsyncKernelClient):
     jupyter_client's version ends by reading IOPub until it has been quiet for 0.2 s: a fixed
     0.2 s on every kernel start and restart, a third of a warm kernel's start-up. Ready here means
     what it checks first: the kernel answered ``kernel_info`` on the shell channel and IOPub is
-    connected, shown by the ``idle`` status of that same request arriving on IOPub. Everything the
-    kernel published before that ``idle`` has then been read; a later message of an earlier request
-    is ignored by nbclient, which reads only the messages of the request it sent.
+    connected, shown by the kernel's ``iopub_welcome`` (ipykernel 7 sends it once it has seen this
+    client's subscription: nothing it publishes later is lost) or by the ``idle`` status of that same
+    request arriving on IOPub (a kernel without the welcome). When neither comes within 0.2 s (the
+    subscription reached the kernel after it published), the request is sent again. Everything the
+    kernel published before is then read; a later message of an earlier request is ignored by
+    nbclient, which reads only the messages of the request it sent.
     """
 
     def _create_connected_socket(self, channel, identity=None):
@@ -316,6 +319,8 @@ class PromptReadyClient(AsyncKernelClient):
                 msg = await self.iopub_channel.get_msg(timeout=left)
             except Empty:
                 return False
+            if msg["msg_type"] == "iopub_welcome":
+                return True
             if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status" \
                     and msg["content"].get("execution_state") == "idle":
                 return True

@@ -26,6 +26,7 @@ folder there.
 from __future__ import annotations
 
 import bisect
+import collections
 import os
 import re
 import stat
@@ -336,6 +337,33 @@ class _CompiledTemplates(jinja2.BytecodeCache):
 _COMPILED = _CompiledTemplates()
 
 
+class CachedHighlight(Highlight2HTML):
+    """nbconvert's ``highlight_code`` filter, its HTML kept for the life of the process (the 2,048 most
+    recently used cells' of up to 20,000 characters). The cells every submission shares (the
+    instructor's setup and test cells) were highlighted again for every page: Pygments' lexer was the
+    largest single cost of a page (cProfile, lesson 05's demo class). The key is everything the HTML
+    depends on: the source, the language, the cell's metadata and the formatter's options."""
+
+    def __call__(self, source, language=None, metadata=None):
+        import json
+
+        if len(source) > 20_000:
+            return super().__call__(source, language, metadata)
+        key = (source, language or self.pygments_lexer,
+               json.dumps(metadata, sort_keys=True, default=repr),
+               json.dumps(self.extra_formatter_options, sort_keys=True, default=repr))
+        html = _HIGHLIGHTED.get(key)
+        if html is None:
+            html = _HIGHLIGHTED[key] = super().__call__(source, language, metadata)
+            while len(_HIGHLIGHTED) > 2048:
+                _HIGHLIGHTED.popitem(last=False)
+        _HIGHLIGHTED.move_to_end(key)
+        return html
+
+
+_HIGHLIGHTED: collections.OrderedDict = collections.OrderedDict()
+
+
 class FeedbackExporter(HTMLExporter):
     """nbconvert's HTML exporter (configured as ``HTMLExporter``), its templates compiled once per process."""
 
@@ -354,7 +382,7 @@ class FeedbackExporter(HTMLExporter):
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
         # the same two filters HTMLExporter.from_notebook_node registers before rendering
         self.register_filter("highlight_code",
-                             self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+                             self.filters.get("highlight_code", CachedHighlight(pygments_lexer=lexer, parent=self)))
         resources = self._init_resources(resources)
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(
             notebook_metadata=self._nb_metadata, parent=self, resources=resources))

@@ -43,7 +43,11 @@ import struct
 import sys
 
 PRELOAD = ("numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
-           "ipykernel.ipkernel", "ipykernel.debugger", "course_lib", "course_lib.checks", "course_lib.plotting")
+           "ipykernel.ipkernel", "ipykernel.debugger", "course_lib", "course_lib.checks", "course_lib.plotting",
+           # what IPKernelApp.initialize imports on first use (the history's sqlite3, the shell's debugger,
+           # inspector and completer, the store magic, tornado's asyncio loop): 16 modules, once here
+           "sqlite3", "faulthandler", "pdb", "IPython.core.debugger", "IPython.core.oinspect",
+           "IPython.core.completerlib", "IPython.extensions.storemagic", "tornado.platform.asyncio")
 NAMESPACES = ("ipc", "uts", "net", "mnt", "pid")  # mnt last but pid: joining it resets root and cwd
 CLONE = {"ipc": 0x08000000, "uts": 0x04000000, "net": 0x40000000, "mnt": 0x00020000, "pid": 0x20000000}
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
@@ -368,8 +372,28 @@ def start(folder: str, assignments: list[str] = ()):
 
 def environment(proc, path: str) -> dict:
     """What a launcher needs to find a template (``grading/sandbox.py``): its socket, and its pid to
-    wait for a template that is still importing."""
-    return {"COURSE_WARM_SOCKET": path, "COURSE_WARM_PID": str(proc.pid)}
+    wait for a template that is still importing; and, once bwrap has been probed here (one process),
+    the bwrap that works, so that no launcher of the run probes it again (``sandbox.bwrap_works``)."""
+    from grading import sandbox
+
+    env = {"COURSE_WARM_SOCKET": path, "COURSE_WARM_PID": str(proc.pid)}
+    exe = _bwrap_probed()
+    if exe:
+        env[sandbox.BWRAP_CHECKED_ENV] = exe
+    return env
+
+
+_PROBED: list = []
+
+
+def _bwrap_probed() -> str | None:
+    """The bwrap that works here (probed once per process), or None."""
+    if not _PROBED:
+        from grading import sandbox
+
+        ok, exe = sandbox.bwrap_works()
+        _PROBED.append(exe if ok else None)
+    return _PROBED[0]
 
 
 @contextlib.contextmanager

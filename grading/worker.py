@@ -42,6 +42,35 @@ def import_nbgrader() -> None:
     # a private gradebook for every submission it grades)
     if not hasattr(nbgrader.api.get_alembic_version, "cache_info"):
         nbgrader.api.get_alembic_version = functools.lru_cache(maxsize=1)(nbgrader.api.get_alembic_version)
+    if not getattr(nbgrader.api.create_engine, "_course_shared", False):
+        nbgrader.api.create_engine = shared_engines(nbgrader.api.create_engine)
+
+
+def shared_engines(create, keep: int = 4):
+    """``create_engine`` for nbgrader's ``Gradebook``, one engine per database URL in this process.
+
+    nbgrader opens a new ``Gradebook`` a dozen times per submission it autogrades and gives feedback on,
+    and each made a new SQLAlchemy engine, whose cache of compiled statements started empty: every
+    query of every submission was compiled again. The engine is kept (``Gradebook.close`` still
+    disposes of its connections; the next use opens one); the ``keep`` most recently used URLs are
+    kept, per process (a forked worker makes its own), so a Dask worker's private gradebook per
+    submission does not pile up engines."""
+    import collections
+
+    engines: collections.OrderedDict = collections.OrderedDict()
+
+    def create_engine(url, **kwargs):
+        key = (os.getpid(), str(url), tuple(sorted(kwargs.items())))
+        engine = engines.get(key)
+        if engine is None:
+            engine = engines[key] = create(url, **kwargs)
+            while len(engines) > keep:
+                engines.popitem(last=False)[1].dispose()
+        engines.move_to_end(key)
+        return engine
+
+    create_engine._course_shared = True
+    return create_engine
 
 
 def accept_byte_order_mark() -> None:
