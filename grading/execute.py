@@ -302,6 +302,9 @@ class PromptReadyClient(AsyncKernelClient):
         url = self._make_url(channel)
         sock = self.context.socket(channel_socket_types[channel])
         sock.linger = 1000
+        # the client connects before the kernel has bound its sockets; ZeroMQ then tries again after
+        # RECONNECT_IVL (100 ms by default): every kernel start waited up to 0.1 s per channel for it
+        sock.setsockopt(zmq.RECONNECT_IVL, 5)
         sock.setsockopt(zmq.MAXMSGSIZE, _env_int("COURSE_KERNEL_MESSAGE_BYTES", MAX_MESSAGE_BYTES))
         if identity:
             sock.identity = identity
@@ -382,6 +385,15 @@ class FreshIPCKernelManager(AsyncKernelManager):
         # after a kill, jupyter_client polls the kernel's process every 0.1 s: the first poll comes
         # too soon and the second 0.1 s later, on every kernel; 10 ms is as cheap (a waitpid)
         await super()._async_wait(pollinterval=min(pollinterval, 0.01))
+
+    def _close_control_socket(self) -> None:
+        # a shutdown sends interrupt_request on the control channel, then (grading: now=True) kills the
+        # kernel; a message still queued for the dead kernel held the socket's close for its linger
+        # (0.1 s) on most kernel stops. Closed at shutdown only: whatever the kernel could still read has
+        # been sent by then
+        if self._control_socket is not None:
+            self._control_socket.linger = 0
+        super()._close_control_socket()
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import os
 import re
 import stat
@@ -68,6 +69,15 @@ def sanitised_markdown(source: str) -> str:
     ``markdown2html`` passes through unchanged (nbgrader's feedback template renders markdown cells
     without nbconvert's ``clean_html``): no blank line, so the block cannot end early and let
     markdown build new markup from sanitised text; ``&#10;`` renders as the newline it replaces."""
+    if len(source) <= 20_000:
+        return _sanitised_block(source)
+    return _sanitised_block.__wrapped__(source)
+
+
+@functools.lru_cache(maxsize=2048)
+def _sanitised_block(source: str) -> str:
+    """:func:`sanitised_markdown`, kept for the life of the process: the lesson's text is the same on every
+    student's page (rendering it was a tenth of a page's time, cProfile, lesson 05's demo class)."""
     from nbconvert.filters import markdown2html
 
     html = sanitise(markdown2html(source)).replace("\r", "").replace("\n", "&#10;")

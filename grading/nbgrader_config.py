@@ -37,6 +37,9 @@ c.Execute.startup_timeout = 60
 # once a notebook has run, its kernel's state is discarded: kill it instead of asking it to
 # shut down and waiting (measured in tests/benchmarks/bench_class_scale.py, run D vs B)
 c.Execute.shutdown_kernel = "immediate"
+# nbconvert validates the whole notebook against its schema after every preprocessor (about 25 times per
+# submission graded and given feedback); once, after the last, still rejects an invalid notebook
+c.Exporter.optimistic_validation = True
 c.KernelManager.transport = "ipc"
 
 # The students' bundle (python -m grading bundle, grading/bundle.py) withholds the reference of

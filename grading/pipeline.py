@@ -739,9 +739,30 @@ def grade(opts: Options) -> int:
         else:
             os.environ["TMPDIR"] = saved[0]
         tempfile.tempdir = saved[1]
-        shutil.rmtree(run_tmp, ignore_errors=True)
+        remove_run_folder(run_tmp)
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+
+
+def remove_run_folder(folder: str, wait: float = 5.0) -> bool:
+    """Remove the run's private temporary folder. After an interrupt, processes of the run that outlive
+    the killed workers for a moment (a kernel's launcher and its output relay, ended by their parent's
+    death) may still be removing their own files and the IPC folder's tmpfs there, so one ``rmtree``
+    could meet a folder that is not empty yet: tried again (and any tmpfs left mounted under it
+    unmounted) until it is gone, for at most ``wait`` seconds. True when it is gone."""
+    deadline = time.monotonic() + wait
+    while True:
+        shutil.rmtree(folder, ignore_errors=True)
+        if not os.path.exists(folder) or time.monotonic() > deadline:
+            return not os.path.exists(folder)
+        try:
+            with open("/proc/self/mountinfo") as fh:
+                mounts = [line.split()[4] for line in fh]
+        except OSError:
+            mounts = []
+        for point in sorted((m for m in mounts if m.startswith(folder.rstrip("/") + "/")), reverse=True):
+            sandbox.release_ipc_folder(point)
+        time.sleep(0.1)
 
 
 def _report_interrupt(stop: Interrupted) -> None:

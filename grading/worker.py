@@ -44,6 +44,55 @@ def import_nbgrader() -> None:
         nbgrader.api.get_alembic_version = functools.lru_cache(maxsize=1)(nbgrader.api.get_alembic_version)
     if not getattr(nbgrader.api.create_engine, "_course_shared", False):
         nbgrader.api.create_engine = shared_engines(nbgrader.api.create_engine)
+    metadata = nbgrader.api.Base.metadata
+    if "create_all" not in vars(metadata):
+        metadata.create_all = functools.partial(create_missing_tables, metadata, metadata.create_all)
+    import nbgrader.nbgraderformat.common as nbformat_common
+
+    if not isinstance(nbformat_common.jsonschema, SchemaCheckedOnce):
+        nbformat_common.jsonschema = SchemaCheckedOnce(nbformat_common.jsonschema)
+
+
+def create_missing_tables(metadata, create_all, bind=None, tables=None, checkfirst=True):
+    """``metadata.create_all`` for nbgrader's ``Gradebook``, which calls it on every open (a dozen times per
+    submission): one query for the table names, and ``create_all`` itself (a query per table, then the
+    missing tables created) only when a table is missing. Same tables in the end."""
+    from sqlalchemy import inspect
+
+    if bind is not None and tables is None and checkfirst:
+        if set(metadata.tables) <= set(inspect(bind).get_table_names()):
+            return None
+    return create_all(bind=bind, tables=tables, checkfirst=checkfirst)
+
+
+class SchemaCheckedOnce:
+    """``jsonschema`` as nbgrader's cell-metadata validator uses it, ``validate`` with its schema checked
+    once per process: ``jsonschema.validate`` checks the schema against its meta-schema on every call,
+    and nbgrader calls it for every graded cell, twice per submission (``CheckCellMetadata``): about a
+    tenth of a submission's fixed cost on lesson 05. Same verdict and error (the validator class
+    ``jsonschema`` picks for the schema, its best-matching error raised); any other name is jsonschema's."""
+
+    def __init__(self, module):
+        self._module = module
+        self._validators: dict = {}
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def validate(self, instance, schema, cls=None, *args, **kwargs):
+        import json
+
+        if args or kwargs:
+            return self._module.validate(instance, schema, cls, *args, **kwargs)
+        key = (json.dumps(schema, sort_keys=True), cls)
+        validator = self._validators.get(key)
+        if validator is None:
+            kind = cls or self._module.validators.validator_for(schema)
+            kind.check_schema(schema)
+            validator = self._validators[key] = kind(schema)
+        error = self._module.exceptions.best_match(validator.iter_errors(instance))
+        if error is not None:
+            raise error
 
 
 def shared_engines(create, keep: int = 4):

@@ -156,3 +156,26 @@ def test_interrupt_then_resume_gives_the_uninterrupted_grades(seed, tmp_path_fac
     assert resumed.returncode == 0, f"{where}: resume failed\n{resumed.stdout[-3000:]}{resumed.stderr[-3000:]}"
     assert read_grades(root) == uninterrupted["grades"], f"{where}\n{out[-2000:]}\n{resumed.stdout[-2000:]}"
     assert os.listdir(tmp) == []
+
+
+def test_the_run_folder_is_removed_while_a_dying_process_still_writes_there(tmp_path, monkeypatch):
+    """After an interrupt, a launcher's relay can still be writing or removing its files in the run's folder
+    while the command cleans up: one rmtree then leaves the folder behind (seen once under load: ``left in
+    the temporary folder: ['course-grading-...']``); remove_run_folder tries until it is gone. The relay's
+    write during the first rmtree is simulated: that rmtree ends with its file back in the folder."""
+    import grading.pipeline as pipeline
+
+    folder = tmp_path / "course-grading-x"
+    (folder / "nbg-ipc-1").mkdir(parents=True)
+    real, calls = shutil.rmtree, []
+
+    def rmtree_meeting_a_late_write(path, *args, **kwargs):
+        real(path, *args, **kwargs)
+        calls.append(path)
+        if len(calls) == 1:  # the dying relay wrote its socket file meanwhile
+            (folder / "nbg-ipc-1").mkdir(parents=True)
+            (folder / "nbg-ipc-1" / "kernel-1").write_text("x")
+
+    monkeypatch.setattr(pipeline.shutil, "rmtree", rmtree_meeting_a_late_write)
+    assert pipeline.remove_run_folder(str(folder), wait=5.0)
+    assert not folder.exists() and len(calls) >= 2
