@@ -61,52 +61,54 @@ logging, the exporter), and it is the check that the timers cover the work. Phas
 
 The class wall time per submission per worker is larger than the per-submission wall: it includes the
 workers' and the template's start (imports), paid once per run and shared by the class. Measured on
-2026-11-25 22:59-23:02 UTC, this machine (x86_64, 2 cores shared with a full test run: load average
-3.4 to 4.5 during the run, so every number is inflated), command
+2026-11-26 23:00 UTC at commit 7904982, this machine (x86_64, 2 cores, nothing else running), command
 ``.venv/bin/python tests/benchmarks/bench_grading.py --breakdown`` (after ``python -m grading
-sandbox-install``, which ``make grade`` does):
+sandbox-install``, which ``make grade`` does); the same run of the code before issue 38's overhead work,
+paired, and a run with one worker are in ``tests/benchmarks/results/cpu_2026-11-26/`` and README:
 
     machine: x86_64, 2 cores, python 3.11.7
-    == breakdown, simulated class of lesson 05: 12 submissions (05_blocks), 2 workers, feedback on; load average before: 3.57 3.73 3.16
-    class wall time 42.5 s (warm template start included); 7.08 s per submission per worker; floor (graded path, warm fork, same run) 2.07 s per submission
+
+    == breakdown, simulated class of lesson 05: 12 submissions (05_blocks), 2 workers, feedback on; load average before: 0.27 1.03 1.37
+    class wall time 19.3 s (warm template start included); 3.21 s per submission per worker; floor (graded path, warm fork, same run) 1.20 s per submission
     phase, per submission (one worker)                              mean s   max s  share
-    worker bookkeeping (hashes, set-aside, problem scan)             0.005   0.021   0.1%
-    copy-in: files, notebook read/write                              0.028   0.060   0.5%
-    sanitize: integrity scan, overwrite cells                        0.102   0.411   1.8%
-    kernel start / warm hand-over                                    0.463   0.608   8.0%
-    graded cells in the kernel                                       3.361   4.918  58.2%
-    record and output intake (worker side)                           0.018   0.038   0.3%
-    kernel shutdown                                                  0.032   0.048   0.6%
-    verify: prepare (check modules, data)                            0.005   0.036   0.1%
-    verify: bounded_verdicts (forked child)                          0.217   0.824   3.8%
-    verify: read and apply records                                   0.001   0.002   0.0%
-    other preprocessors (integrity apply, output limits, metadata)   0.018   0.039   0.3%
-    gradebook writes (SQLite)                                        0.490   1.031   8.5%
-    feedback generation                                              0.932   2.072  16.1%
-    other                                                            0.107   0.332   1.9%
-    sum of phases                                                    5.779   9.115
-    measured wall time per submission (grade_one)                    5.779   9.115
-    fixed overhead (wall minus graded cells in the kernel): 2.42 s per submission; load average after: 4.50 4.02 3.31
-    == breakdown, demo class of 01: 4 submissions (01_attention), 2 workers, feedback on; load average before: 4.46 4.02 3.31
-    class wall time 44.1 s (warm template start included); 22.06 s per submission per worker; floor (graded path, warm fork, same run) 9.07 s per submission
+    worker bookkeeping (hashes, set-aside, problem scan)             0.003   0.003   0.1%
+    copy-in: files, notebook read/write                              0.005   0.012   0.3%
+    sanitize: integrity scan, overwrite cells                        0.029   0.127   1.5%
+    kernel start / warm hand-over                                    0.153   0.177   7.9%
+    graded cells in the kernel                                       1.368   2.040  70.3%
+    record and output intake (worker side)                           0.015   0.025   0.8%
+    kernel shutdown                                                  0.025   0.032   1.3%
+    verify: prepare (check modules, data)                            0.004   0.023   0.2%
+    verify: bounded_verdicts (forked child)                          0.070   0.086   3.6%
+    verify: read and apply records                                   0.001   0.002   0.1%
+    other preprocessors (integrity apply, output limits, metadata)   0.002   0.003   0.1%
+    gradebook writes (SQLite)                                        0.112   0.278   5.7%
+    feedback generation                                              0.112   0.279   5.8%
+    other                                                            0.048   0.221   2.4%
+    sum of phases                                                    1.947   2.953
+    measured wall time per submission (grade_one)                    1.947   2.953
+    fixed overhead (wall minus graded cells in the kernel): 0.58 s per submission (target <= 0.5 s on lesson 05, issue 38); load average after: 0.75 1.07 1.37
+
+    == breakdown, demo class of 01: 4 submissions (01_attention), 2 workers, feedback on; load average before: 0.79 1.07 1.37
+    class wall time 39.9 s (warm template start included); 19.93 s per submission per worker; floor (graded path, warm fork, same run) 8.59 s per submission
     phase, per submission (one worker)                              mean s   max s  share
-    worker bookkeeping (hashes, set-aside, problem scan)             0.002   0.002   0.0%
-    copy-in: files, notebook read/write                              0.019   0.020   0.2%
-    sanitize: integrity scan, overwrite cells                        0.073   0.132   0.6%
-    kernel start / warm hand-over                                    0.479   0.613   4.2%
-    graded cells in the kernel                                       9.255  31.855  82.0%
-    record and output intake (worker side)                           0.017   0.024   0.1%
-    kernel shutdown                                                  0.030   0.031   0.3%
-    verify: prepare (check modules, data)                            0.004   0.009   0.0%
-    verify: bounded_verdicts (forked child)                          0.073   0.101   0.6%
-    verify: read and apply records                                   0.001   0.002   0.0%
-    other preprocessors (integrity apply, output limits, metadata)   0.017   0.020   0.1%
-    gradebook writes (SQLite)                                        0.497   0.748   4.4%
-    feedback generation                                              0.718   1.289   6.4%
-    other                                                            0.109   0.237   1.0%
-    sum of phases                                                   11.292  33.054
-    measured wall time per submission (grade_one)                   11.292  33.054
-    fixed overhead (wall minus graded cells in the kernel): 2.04 s per submission; load average after: 4.35 4.13 3.42
+    worker bookkeeping (hashes, set-aside, problem scan)             0.004   0.007   0.0%
+    copy-in: files, notebook read/write                              0.008   0.012   0.1%
+    sanitize: integrity scan, overwrite cells                        0.051   0.096   0.5%
+    kernel start / warm hand-over                                    0.212   0.287   2.2%
+    graded cells in the kernel                                       8.945  31.568  92.1%
+    record and output intake (worker side)                           0.021   0.029   0.2%
+    kernel shutdown                                                  0.028   0.034   0.3%
+    verify: prepare (check modules, data)                            0.005   0.011   0.0%
+    verify: bounded_verdicts (forked child)                          0.066   0.095   0.7%
+    verify: read and apply records                                   0.002   0.002   0.0%
+    other preprocessors (integrity apply, output limits, metadata)   0.003   0.004   0.0%
+    gradebook writes (SQLite)                                        0.132   0.192   1.4%
+    feedback generation                                              0.181   0.360   1.9%
+    other                                                            0.059   0.111   0.6%
+    sum of phases                                                    9.717  32.145
+    measured wall time per submission (grade_one)                    9.717  32.145
+    fixed overhead (wall minus graded cells in the kernel): 0.77 s per submission (target <= 0.5 s on lesson 05, issue 38); load average after: 1.04 1.10 1.35
 """
 from __future__ import annotations
 
