@@ -64,7 +64,8 @@ workers' and the template's start (imports), paid once per run and shared by the
 2026-11-26 23:00 UTC at commit 7904982, this machine (x86_64, 2 cores, nothing else running), command
 ``.venv/bin/python tests/benchmarks/bench_grading.py --breakdown`` (after ``python -m grading
 sandbox-install``, which ``make grade`` does); the same run of the code before issue 38's overhead work,
-paired, and a run with one worker are in ``tests/benchmarks/results/cpu_2026-11-26/`` and README:
+paired, and a run with one worker are in ``tests/benchmarks/results/cpu_2026-11-26/`` and README
+(lesson 05's part):
 
     machine: x86_64, 2 cores, python 3.11.7
 
@@ -89,26 +90,7 @@ paired, and a run with one worker are in ``tests/benchmarks/results/cpu_2026-11-
     measured wall time per submission (grade_one)                    1.947   2.953
     fixed overhead (wall minus graded cells in the kernel): 0.58 s per submission (target <= 0.5 s on lesson 05, issue 38); load average after: 0.75 1.07 1.37
 
-    == breakdown, demo class of 01: 4 submissions (01_attention), 2 workers, feedback on; load average before: 0.79 1.07 1.37
-    class wall time 39.9 s (warm template start included); 19.93 s per submission per worker; floor (graded path, warm fork, same run) 8.59 s per submission
-    phase, per submission (one worker)                              mean s   max s  share
-    worker bookkeeping (hashes, set-aside, problem scan)             0.004   0.007   0.0%
-    copy-in: files, notebook read/write                              0.008   0.012   0.1%
-    sanitize: integrity scan, overwrite cells                        0.051   0.096   0.5%
-    kernel start / warm hand-over                                    0.212   0.287   2.2%
-    graded cells in the kernel                                       8.945  31.568  92.1%
-    record and output intake (worker side)                           0.021   0.029   0.2%
-    kernel shutdown                                                  0.028   0.034   0.3%
-    verify: prepare (check modules, data)                            0.005   0.011   0.0%
-    verify: bounded_verdicts (forked child)                          0.066   0.095   0.7%
-    verify: read and apply records                                   0.002   0.002   0.0%
-    other preprocessors (integrity apply, output limits, metadata)   0.003   0.004   0.0%
-    gradebook writes (SQLite)                                        0.132   0.192   1.4%
-    feedback generation                                              0.181   0.360   1.9%
-    other                                                            0.059   0.111   0.6%
-    sum of phases                                                    9.717  32.145
-    measured wall time per submission (grade_one)                    9.717  32.145
-    fixed overhead (wall minus graded cells in the kernel): 0.77 s per submission (target <= 0.5 s on lesson 05, issue 38); load average after: 1.04 1.10 1.35
+    (the demo class of 01 follows in the same run: 0.77 s fixed overhead; the file in results/ holds it)
 """
 from __future__ import annotations
 
