@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import bisect
 import collections
-import functools
 import os
 import re
 import stat
@@ -69,19 +68,33 @@ def sanitised_markdown(source: str) -> str:
     ``markdown2html`` passes through unchanged (nbgrader's feedback template renders markdown cells
     without nbconvert's ``clean_html``): no blank line, so the block cannot end early and let
     markdown build new markup from sanitised text; ``&#10;`` renders as the newline it replaces."""
-    if len(source) <= 20_000:
-        return _sanitised_block(source)
-    return _sanitised_block.__wrapped__(source)
+    def render() -> str:
+        from nbconvert.filters import markdown2html
+
+        html = sanitise(markdown2html(source)).replace("\r", "").replace("\n", "&#10;")
+        return f'<div class="course-sanitised">{html}</div>'
+
+    # the lesson's text is the same on every student's page (rendering it was a tenth of a page's time)
+    return _kept(("markdown", source), source, render)
 
 
-@functools.lru_cache(maxsize=2048)
-def _sanitised_block(source: str) -> str:
-    """:func:`sanitised_markdown`, kept for the life of the process: the lesson's text is the same on every
-    student's page (rendering it was a tenth of a page's time, cProfile, lesson 05's demo class)."""
-    from nbconvert.filters import markdown2html
+_KEPT: collections.OrderedDict = collections.OrderedDict()
 
-    html = sanitise(markdown2html(source)).replace("\r", "").replace("\n", "&#10;")
-    return f'<div class="course-sanitised">{html}</div>'
+
+def _kept(key: tuple, source: str, make):
+    """``make()``, kept for the life of the process under ``key`` (everything the result depends on): the
+    2,048 most recently used, for sources of up to 20,000 characters. What every feedback page of an
+    assignment shares (the lesson's text, the instructor's code cells) was rendered again for every page
+    (cProfile, lesson 05's demo class)."""
+    if len(source) > 20_000:
+        return make()
+    value = _KEPT.get(key)
+    if value is None:
+        value = _KEPT[key] = make()
+        while len(_KEPT) > 2048:
+            _KEPT.popitem(last=False)
+    _KEPT.move_to_end(key)
+    return value
 
 
 # characters markdown (or the page's MathJax) would read as markup, written as numeric character references
@@ -348,30 +361,17 @@ _COMPILED = _CompiledTemplates()
 
 
 class CachedHighlight(Highlight2HTML):
-    """nbconvert's ``highlight_code`` filter, its HTML kept for the life of the process (the 2,048 most
-    recently used cells' of up to 20,000 characters). The cells every submission shares (the
-    instructor's setup and test cells) were highlighted again for every page: Pygments' lexer was the
-    largest single cost of a page (cProfile, lesson 05's demo class). The key is everything the HTML
-    depends on: the source, the language, the cell's metadata and the formatter's options."""
+    """nbconvert's ``highlight_code`` filter, its HTML kept (:func:`_kept`): Pygments' lexer was the largest
+    single cost of a page. The key is everything the HTML depends on: the source, the language, the
+    cell's metadata and the formatter's options."""
 
     def __call__(self, source, language=None, metadata=None):
         import json
 
-        if len(source) > 20_000:
-            return super().__call__(source, language, metadata)
-        key = (source, language or self.pygments_lexer,
+        key = ("code", source, language or self.pygments_lexer,
                json.dumps(metadata, sort_keys=True, default=repr),
                json.dumps(self.extra_formatter_options, sort_keys=True, default=repr))
-        html = _HIGHLIGHTED.get(key)
-        if html is None:
-            html = _HIGHLIGHTED[key] = super().__call__(source, language, metadata)
-            while len(_HIGHLIGHTED) > 2048:
-                _HIGHLIGHTED.popitem(last=False)
-        _HIGHLIGHTED.move_to_end(key)
-        return html
-
-
-_HIGHLIGHTED: collections.OrderedDict = collections.OrderedDict()
+        return _kept(key, source, lambda: super(CachedHighlight, self).__call__(source, language, metadata))
 
 
 class FeedbackExporter(HTMLExporter):

@@ -35,6 +35,7 @@ open, and no folder of it is visible in any sandbox.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -383,17 +384,13 @@ def environment(proc, path: str) -> dict:
     return env
 
 
-_PROBED: list = []
-
-
+@functools.lru_cache(maxsize=1)
 def _bwrap_probed() -> str | None:
     """The bwrap that works here (probed once per process), or None."""
-    if not _PROBED:
-        from grading import sandbox
+    from grading import sandbox
 
-        ok, exe = sandbox.bwrap_works()
-        _PROBED.append(exe if ok else None)
-    return _PROBED[0]
+    ok, exe = sandbox.bwrap_works()
+    return exe if ok else None
 
 
 @contextlib.contextmanager
