@@ -719,6 +719,10 @@ def grade(opts: Options) -> int:
     run_tmp = tempfile.mkdtemp(prefix="course-grading-")
     saved = os.environ.get("TMPDIR"), tempfile.tempdir
     os.environ["TMPDIR"], tempfile.tempdir = run_tmp, run_tmp
+    # each kernel's threads: the cores shared among this machine's workers (the template, the workers and
+    # their kernels inherit it; a Dask scheduler's workers keep their own environment)
+    threads = sandbox.kernel_threads(opts.workers)
+    os.environ.update(threads)
     _INTERRUPT["at"] = None
     _RUN.clear()
     handlers = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -734,6 +738,8 @@ def grade(opts: Options) -> int:
             _RUN.pop("cluster").close()
         if _INTERRUPT["at"] is None:
             _INTERRUPT["at"] = time.time()  # a signal from now on only waits for the cleanup
+        for name in threads:
+            os.environ.pop(name, None)
         if saved[0] is None:
             os.environ.pop("TMPDIR", None)
         else:

@@ -166,6 +166,28 @@ def graded_outputs(root: str) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def kernel_threads(workers: int):
+    """Each kernel's threads as ``python -m grading grade`` sets them (``sandbox.kernel_threads``: the cores
+    shared among the workers, unless OMP_NUM_THREADS is set), for the template, the workers and their kernels."""
+    from grading import sandbox
+
+    threads = sandbox.kernel_threads(workers)
+    os.environ.update(threads)
+    try:
+        yield threads
+    finally:
+        for name in threads:
+            os.environ.pop(name, None)
+
+
+def threads_label(workers: int) -> str:
+    from grading import sandbox
+
+    n = sandbox.kernel_threads(workers).get("OMP_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    return f"{n} thread(s) per kernel"
+
+
 def run_workers(root: str, tasks, workers: int, *flags: str) -> float:
     results = os.path.join(root, "logs", "results")
     cmd = [sys.executable, "-m", "grading.worker", "--no-feedback", "--results", results, *flags,
@@ -175,8 +197,8 @@ def run_workers(root: str, tasks, workers: int, *flags: str) -> float:
     t0 = time.perf_counter()
     # before: N worker processes, cold kernels; now: as grading.pipeline runs them, one template of warm
     # kernels started first and N workers forked from one process after their shared imports
-    with open(log, "w") as fh, (contextlib.nullcontext({}) if before else
-                                warm.shared([a for a, _ in tasks])) as warm_env:
+    with open(log, "w") as fh, (contextlib.nullcontext() if before else kernel_threads(workers)), \
+            (contextlib.nullcontext({}) if before else warm.shared([a for a, _ in tasks])) as warm_env:
         procs = [subprocess.Popen(cmd + ([] if before else ["--workers", str(workers)]), cwd=REPO,
                                   env={**env_for(root), **warm_env}, stdout=fh, stderr=subprocess.STDOUT)
                  for _ in range(workers if before else 1)]
@@ -352,10 +374,10 @@ def breakdown(name: str, assignments: list[str], copies: int, workers: int) -> N
     cmd = [sys.executable, "-c", BREAKDOWN, "--results", results_dir, "--workers", str(workers),
            *[f"{a}/{s}" for a, s in tasks]]
     print(f"\n== breakdown, {name}: {len(tasks)} submissions ({', '.join(assignments)}), {workers} workers, "
-          f"feedback on; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"feedback on, {threads_label(workers)}; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     log = os.path.join(root, "workers.log")
     t0 = time.perf_counter()
-    with open(log, "w") as fh, warm.shared(assignments) as warm_env:
+    with open(log, "w") as fh, kernel_threads(workers), warm.shared(assignments) as warm_env:
         proc = subprocess.run(cmd, cwd=REPO, env={**env_for(root), **warm_env}, stdout=fh, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -408,7 +430,7 @@ def compare(name: str, tasks, assignments, copies: int, workers: int, plain: boo
     times["now"] = run_workers(roots["now"], tasks, workers)
     times["floor"] = floor(roots["now"], tasks)
     labels = {"plain": "plain nbgrader autograde, 1 process", "before": f"before: workers x {workers}, cold, all cells",
-              "now": f"now: workers x {workers}, warm, graded cells", "floor": "floor: graded path, warm fork, 1 process"}
+              "now": f"now: workers x {workers}, warm, graded cells, {threads_label(workers)}", "floor": "floor: graded path, warm fork, 1 process"}
     for k, t in times.items():
         per = t * (1 if k in ("plain", "floor") else workers) / n
         print(f"{labels[k]:42s}: {t:7.1f} s  {n / t * 60:6.1f} submissions/min  {per:5.2f} s per submission per worker")
