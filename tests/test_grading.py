@@ -189,3 +189,27 @@ def test_new_gradebooks_ask_alembic_for_the_schema_version_once_per_process(tmp_
             versions.append(gb.db.execute(nbgrader.api.text("SELECT version_num FROM alembic_version")).scalar())
     assert len(calls) == 1 and calls[0][0][:1] == ["alembic"], calls
     assert versions == [nbgrader.api.get_alembic_version.__wrapped__()] * 3
+
+
+def test_each_kernel_runs_the_cores_shared_among_the_workers(monkeypatch):
+    """Issue 38: N kernels side by side start no more OpenMP threads than there are cores (cores // workers,
+    at least 1), unless the instructor chose OMP_NUM_THREADS; the name reaches the kernel's environment."""
+    from grading import pipeline, sandbox
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert sandbox.kernel_threads(2, {}) == {"OMP_NUM_THREADS": "4"}
+    assert sandbox.kernel_threads(3, {}) == {"OMP_NUM_THREADS": "2"}
+    assert sandbox.kernel_threads(16, {}) == {"OMP_NUM_THREADS": "1"}
+    assert sandbox.kernel_threads(2, {"OMP_NUM_THREADS": "3"}) == {}
+    assert "OMP_NUM_THREADS" in sandbox.KERNEL_ENV_NAMES  # passed to every kernel (and the warm template)
+    # the grade command sets it for its run only, and gives the caller's environment back
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    seen = {}
+
+    def fake_grade(opts):
+        seen["threads"] = os.environ.get("OMP_NUM_THREADS")
+        return 0
+
+    monkeypatch.setattr(pipeline, "_grade", fake_grade)
+    assert pipeline.grade(pipeline.Options(assignments=[], workers=2)) == 0
+    assert seen["threads"] == "4" and "OMP_NUM_THREADS" not in os.environ

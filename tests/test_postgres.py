@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import pg
-from conftest import REPO
+from conftest import LESSON01_CELL_TIMEOUT as CELL_TIMEOUT, REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -29,7 +29,7 @@ def pg_server():
 
 
 def grade(root, db_url=None, feedback=True):
-    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="20", PYTHONPATH=REPO)
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT=CELL_TIMEOUT, PYTHONPATH=REPO)
     env.pop("COURSE_DB_URL", None)
     if db_url:
         env["COURSE_DB_URL"] = db_url

@@ -17,14 +17,14 @@ import sys
 import nbformat
 import pytest
 
-from conftest import REPO, snapshot
+from conftest import LESSON01_CELL_TIMEOUT as CELL_TIMEOUT, REPO, snapshot
 
 ASSIGNMENT = "01_attention"
 NOTEBOOK = "attention.ipynb"
 
 
 def run_grading(args, root, env_extra=None, timeout=1500):
-    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="20", PYTHONPATH=REPO)
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT=CELL_TIMEOUT, PYTHONPATH=REPO)
     env.pop("COURSE_DB_URL", None)
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "grading", *args], cwd=REPO, env=env,

@@ -19,13 +19,12 @@ import time
 
 import pytest
 
-from conftest import REPO
+from conftest import LESSON01_CELL_TIMEOUT as CELL_TIMEOUT, REPO
 
 pytestmark = pytest.mark.slow
 
 ASSIGNMENT = "01_attention"
 VICTIM = "s03_misconception"  # the submission whose worker is killed mid-grading
-CELL_TIMEOUT = "20"  # as tests/test_grading.py: the setup cell (torch import) must fit on a loaded machine
 
 
 def env_for(root):
