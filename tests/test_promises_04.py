@@ -1,5 +1,5 @@
-"""Lesson 04 (sinusoidal_encoding, shift_matrix; the relative basis has its own owner and tests):
-docstring promises, the wrong answer that breaks each, and the words of its message."""
+"""Lesson 04 (sinusoidal_encoding, shift_matrix, exponential_basis): docstring promises, the wrong answer that
+breaks each, and the words of its message."""
 import numpy as np
 import torch
 import pytest
@@ -17,6 +17,11 @@ def _pe(n, d, base=10000.0):
     return pe
 
 
+def _exp_never_raises(distances, num_basis, seq_len, min_half_life=3.0):
+    r = np.abs(np.asarray(distances, dtype=np.float64))[..., None]
+    return np.exp(-np.log(2.0) * r / 2.0 ** np.linspace(min_half_life, np.log2(seq_len), num_basis))
+
+
 PROMISES = [
     (C.check_sinusoidal_encoding, "sines in even columns, cosines in odd ones (interleaved)", wrong(C.WRONG_SINUSOIDAL, "<lambda>", 'sines and cosines in two halves').fn,
      "sines and cosines in two halves"),
@@ -29,6 +34,19 @@ PROMISES = [
     (C.check_sinusoidal_encoding, "a numpy array (-> np.ndarray)",
      lambda n, d, base=10000.0: torch.from_numpy(_pe(n, d, base)), "return a numpy array"),
     (C.check_shift_matrix, "PE(pos + k) = M_k @ PE(pos)", wrong(C.WRONG_SHIFT, "<lambda>", 'rotation in the wrong direction').fn, "rotation in the wrong direction"),
+    (C.check_exponential_basis, "f_i halves every h_i positions: f_i(h_i) = 0.5",
+     wrong(C.WRONG_EXPONENTIAL, "<lambda>", "missing ln 2").fn, "missing ln 2"),
+    (C.check_exponential_basis, "a decay in |r|", wrong(C.WRONG_EXPONENTIAL, "<lambda>", "signed distance instead of |r|").fn,
+     "signed distance instead of |r|"),
+    (C.check_exponential_basis, "shape distances.shape + (num_basis,)",
+     wrong(C.WRONG_EXPONENTIAL, "<lambda>", "basis axis first").fn, "basis axis first"),
+    (C.check_exponential_basis, "h_i = 2^x_i, x_i = np.linspace(min_half_life, log2(seq_len), num_basis)",
+     wrong(C.WRONG_EXPONENTIAL, "<lambda>", "half-lives spaced linearly").fn, "half-lives spaced linearly"),
+    (C.check_exponential_basis, "min_half_life is in log2 units",
+     wrong(C.WRONG_EXPONENTIAL, "<lambda>", "half-lives start at min_half_life, not 2^min_half_life").fn,
+     "half-lives start at min_half_life"),
+    (C.check_exponential_basis, "Raises ValueError unless 2^min_half_life <= seq_len", _exp_never_raises,
+     "ValueError"),
     (C.check_shift_matrix, "angle k * omega_i", wrong(C.WRONG_SHIFT, "<lambda>", 'angle k instead of k * omega').fn, "angle k instead of k * omega"),
 ]
 
