@@ -146,6 +146,21 @@ def export(root: str) -> dict:
         return {(r["assignment"], r["student_id"]): float(r["score"]) for r in csv.DictReader(fh)}
 
 
+def require_graded(root: str, tasks, label: str) -> None:
+    """Stop when a submission of the run was not graded (a kernel that did not start, a missing kernelspec):
+    timing a run that graded nothing would print a meaningless speed-up."""
+    bad = []
+    for a, s in tasks:
+        path = os.path.join(root, "logs", "results", a, f"{s}.json")
+        result = json.load(open(path)) if os.path.exists(path) else {}
+        if not (result.get("autograded") and result.get("autograde_ok")):
+            bad.append((a, s, (result.get("log") or "")[-1500:] + (result.get("error") or "")[-800:]))
+    if bad:
+        a, s, why = bad[0]
+        raise SystemExit(f"{label}: {len(bad)} of {len(tasks)} submissions were not graded (run `make grade` once "
+                         f"first: it installs the course's kernel); the first, {a}/{s}:\n{why}")
+
+
 def graded_outputs(root: str) -> dict:
     """(assignment, student, grade_id) -> the outputs of each graded cell (what the feedback shows)."""
     import nbformat
@@ -428,6 +443,8 @@ def compare(name: str, tasks, assignments, copies: int, workers: int, plain: boo
         times["plain"] = time.perf_counter() - t0
     times["before"] = run_workers(roots["before"], tasks, workers, "--cold", "--all-cells")
     times["now"] = run_workers(roots["now"], tasks, workers)
+    for k in ("before", "now"):
+        require_graded(roots[k], tasks, k)
     times["floor"] = floor(roots["now"], tasks)
     labels = {"plain": "plain nbgrader autograde, 1 process", "before": f"before: workers x {workers}, cold, all cells",
               "now": f"now: workers x {workers}, warm, graded cells, {threads_label(workers)}", "floor": "floor: graded path, warm fork, 1 process"}
