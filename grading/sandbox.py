@@ -159,8 +159,8 @@ def kernel_threads(workers: int, environ: dict | None = None) -> dict:
     the machine's cores shared among the run's ``workers`` kernels (cores // workers, at least 1), so
     that the kernels side by side never start more threads than there are cores (each would start
     one per core, and they spin-wait for each other's cores: lesson 05's class, 2 workers on 2 cores,
-    2.60 -> 2.28 s per submission with one thread each; README, benchmark section). Empty where the
-    instructor set ``OMP_NUM_THREADS``: that value is kept."""
+    2.36-2.59 -> 2.14-2.27 s per submission with one thread each, three alternating pairs; README,
+    benchmark section). Empty where the instructor set ``OMP_NUM_THREADS``: that value is kept."""
     environ = os.environ if environ is None else environ
     if environ.get("OMP_NUM_THREADS"):
         return {}
