@@ -719,35 +719,32 @@ def grade(opts: Options) -> int:
     run_tmp = tempfile.mkdtemp(prefix="course-grading-")
     saved = os.environ.get("TMPDIR"), tempfile.tempdir
     os.environ["TMPDIR"], tempfile.tempdir = run_tmp, run_tmp
-    # each kernel's threads: the cores shared among this machine's workers (the template, the workers and
-    # their kernels inherit it; a Dask scheduler's workers keep their own environment)
-    threads = sandbox.kernel_threads(opts.workers)
-    os.environ.update(threads)
     _INTERRUPT["at"] = None
     _RUN.clear()
     handlers = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        return _grade(opts)
-    except Interrupted as stop:
-        if _RUN.get("cluster") is not None:
-            _RUN.pop("cluster").kill()  # its workers, their kernels and sandboxes: at once
-        _report_interrupt(stop)
-        return 128 + stop.signum
-    finally:
-        if _RUN.get("cluster") is not None:
-            _RUN.pop("cluster").close()
-        if _INTERRUPT["at"] is None:
-            _INTERRUPT["at"] = time.time()  # a signal from now on only waits for the cleanup
-        for name in threads:
-            os.environ.pop(name, None)
-        if saved[0] is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = saved[0]
-        tempfile.tempdir = saved[1]
-        remove_run_folder(run_tmp)
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    # each kernel's threads: the cores shared among this machine's workers (the template, the workers and
+    # their kernels inherit it; a Dask scheduler's workers keep their own environment)
+    with sandbox.kernel_threads_set(opts.workers):
+        try:
+            return _grade(opts)
+        except Interrupted as stop:
+            if _RUN.get("cluster") is not None:
+                _RUN.pop("cluster").kill()  # its workers, their kernels and sandboxes: at once
+            _report_interrupt(stop)
+            return 128 + stop.signum
+        finally:
+            if _RUN.get("cluster") is not None:
+                _RUN.pop("cluster").close()
+            if _INTERRUPT["at"] is None:
+                _INTERRUPT["at"] = time.time()  # a signal from now on only waits for the cleanup
+            if saved[0] is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = saved[0]
+            tempfile.tempdir = saved[1]
+            remove_run_folder(run_tmp)
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
 
 
 def remove_run_folder(folder: str, wait: float = 5.0) -> bool:

@@ -60,6 +60,7 @@ the launcher then refuses to start a kernel (root never runs submission code);
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -169,6 +170,19 @@ def kernel_threads(workers: int, environ: dict | None = None) -> dict:
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     return {"OMP_NUM_THREADS": str(max(1, cores // max(1, int(workers))))}
+
+
+@contextlib.contextmanager
+def kernel_threads_set(workers: int):
+    """:func:`kernel_threads` in this process's environment for the duration (a grading run: the warm
+    template, the workers and their kernels inherit it); the caller's environment is given back after."""
+    threads = kernel_threads(workers)
+    os.environ.update(threads)
+    try:
+        yield threads
+    finally:
+        for name in threads:
+            os.environ.pop(name, None)
 
 
 # ------------------------------------------------------------------ bwrap

@@ -108,7 +108,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
-from grading import warm  # noqa: E402
+from grading import sandbox, warm  # noqa: E402
 
 
 def env_for(root: str) -> dict:
@@ -181,24 +181,8 @@ def graded_outputs(root: str) -> dict:
     return out
 
 
-@contextlib.contextmanager
-def kernel_threads(workers: int):
-    """Each kernel's threads as ``python -m grading grade`` sets them (``sandbox.kernel_threads``: the cores
-    shared among the workers, unless OMP_NUM_THREADS is set), for the template, the workers and their kernels."""
-    from grading import sandbox
-
-    threads = sandbox.kernel_threads(workers)
-    os.environ.update(threads)
-    try:
-        yield threads
-    finally:
-        for name in threads:
-            os.environ.pop(name, None)
-
-
 def threads_label(workers: int) -> str:
-    from grading import sandbox
-
+    """Each kernel's threads as ``python -m grading grade`` sets them (``sandbox.kernel_threads_set``)."""
     n = sandbox.kernel_threads(workers).get("OMP_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
     return f"{n} thread(s) per kernel"
 
@@ -212,7 +196,7 @@ def run_workers(root: str, tasks, workers: int, *flags: str) -> float:
     t0 = time.perf_counter()
     # before: N worker processes, cold kernels; now: as grading.pipeline runs them, one template of warm
     # kernels started first and N workers forked from one process after their shared imports
-    with open(log, "w") as fh, (contextlib.nullcontext() if before else kernel_threads(workers)), \
+    with open(log, "w") as fh, (contextlib.nullcontext() if before else sandbox.kernel_threads_set(workers)), \
             (contextlib.nullcontext({}) if before else warm.shared([a for a, _ in tasks])) as warm_env:
         procs = [subprocess.Popen(cmd + ([] if before else ["--workers", str(workers)]), cwd=REPO,
                                   env={**env_for(root), **warm_env}, stdout=fh, stderr=subprocess.STDOUT)
@@ -392,7 +376,7 @@ def breakdown(name: str, assignments: list[str], copies: int, workers: int) -> N
           f"feedback on, {threads_label(workers)}; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     log = os.path.join(root, "workers.log")
     t0 = time.perf_counter()
-    with open(log, "w") as fh, kernel_threads(workers), warm.shared(assignments) as warm_env:
+    with open(log, "w") as fh, sandbox.kernel_threads_set(workers), warm.shared(assignments) as warm_env:
         proc = subprocess.run(cmd, cwd=REPO, env={**env_for(root), **warm_env}, stdout=fh, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -403,10 +387,9 @@ def breakdown(name: str, assignments: list[str], copies: int, workers: int) -> N
         results += [json.load(open(os.path.join(dirpath, f))) for f in files if f.endswith(".json") and not f.startswith(".")]
     results = [r for r in results if "phases" in r]
     n = len(results)
-    bad = [r for r in results if not r.get("autograde_ok") or not r.get("autograded")]
-    if bad or n != len(tasks):
-        raise SystemExit(f"{len(bad)} of {n} submissions ({len(tasks)} tasks) were not graded; the first: "
-                         f"{bad[0]['student'] if bad else '-'}\n{(bad[0].get('log', '')[-2500:] + (bad[0].get('error') or '')[-800:]) if bad else ''}")
+    require_graded(root, tasks, f"breakdown, {name}")
+    if n != len(tasks):
+        raise SystemExit(f"breakdown, {name}: {n} results with phase timings for {len(tasks)} submissions")
     fl = floor(root, tasks) / max(1, len(tasks))
     print(f"class wall time {wall:.1f} s (warm template start included); {wall * workers / max(1, n):.2f} s per "
           f"submission per worker; floor (graded path, warm fork, same run) {fl:.2f} s per submission")
