@@ -46,14 +46,9 @@ import json
 import os
 import operator
 from collections.abc import Mapping
-from typing import Callable, Sequence
 
 from course_lib import bpe as ref
-from course_lib.checks.core import Case, IntegrityError, NotImplementedYet, Wrong, assert_raises, call_student
-from course_lib.checks.core import reference as core_reference
-from course_lib.checks.core import name_crash
-from course_lib.checks.transcript import is_pending, wrong_value
-from course_lib.checks.transcript import mode as transcript_mode
+from course_lib.checks.core import Case, Exact, Wrong, assert_raises, compare_with_reference
 
 __all__ = [
     "check_get_stats",
@@ -428,9 +423,9 @@ WRONG_DECODE = [
 ]
 
 
-# ---------------------------------------------------------------- exact comparison with named misconceptions
-# Normalisers turn the student's output into plain built-in values (exact int, str, tuple,
-# list, dict), so an object with a rigged __eq__ cannot pass the comparison.
+# ---------------------------------------------------------------- exact comparison (core.Exact)
+# Normalisers turn each output into plain built-in values (exact int, str, tuple, list, dict), so an
+# object with a rigged __eq__ cannot pass; core.compare_with_reference compares what they return.
 def _exact_int(x, what):
     if _isinstance(x, float) and float.is_integer(x):
         x = int(x)
@@ -477,118 +472,6 @@ def _as_str(x, what):
     if not _isinstance(x, str):
         raise _AssertionError(f"{what}: expected a str, got {type(x).__name__}")
     return str.__str__(x)
-
-
-def _short(x, limit: int = 160) -> str:
-    text = repr(x)
-    return text if _len(text) <= limit else text[:limit] + "..."
-
-
-_NONE = object()
-
-
-def _wrong_raw(wrong: Wrong, case: Case, normalise: Callable):
-    """A known wrong answer's normalised output on ``case``, raising what it raises, through
-    ``transcript.wrong_value``: captured for the students' bundle, read back there in stored mode,
-    so the bundle names the same misconception as the repository."""
-    def run(*args, **kwargs):
-        return normalise(wrong.fn(*copy.deepcopy(args), **copy.deepcopy(kwargs)), "")
-
-    return wrong_value(wrong.name, run, case.args, case.kwargs, key=wrong.key)
-
-
-def _wrong_output(wrong: Wrong, case: Case, normalise: Callable):
-    """:func:`_wrong_raw`, or ``_NONE`` when the wrong answer raises."""
-    try:
-        return _wrong_raw(wrong, case, normalise)
-    except Exception:
-        return _NONE
-
-
-def _narrowed(fits: list, student: Callable, cases: Sequence[Case], failed: Case, exercise: str,
-              normalise: Callable) -> list:
-    """Keep the wrong answers that also give the student's output on the other inputs."""
-    for case in cases:
-        if case is failed or _len(fits) == 1:
-            continue
-        what = f"{exercise} on input '{case.label}'"
-        try:
-            got = call_student(student, Case(case.label, copy.deepcopy(case.args), copy.deepcopy(case.kwargs)),
-                               exercise, FORBIDDEN, observe=lambda out, what=what: normalise(out, what), again=True)
-        except (NotImplementedYet, IntegrityError):
-            raise
-        except _AssertionError:
-            continue
-        if is_pending(got):
-            continue
-        keep = [w for w in fits if _wrong_output(w, case, normalise) == got]
-        if keep:
-            fits = keep
-    return fits
-
-
-def _normalised(reference: Callable, normalise: Callable) -> Callable:
-    def run(*args, **kwargs):
-        return normalise(reference(*copy.deepcopy(args), **copy.deepcopy(kwargs)), "reference")
-    return run
-
-
-def _compare(student: Callable, reference: Callable, cases: Sequence[Case], *, exercise: str,
-             wrongs: Sequence[Wrong], normalise: Callable, ordered: str = "") -> None:
-    """Exact comparison on every case; on a mismatch, name the wrong answer the student's output equals.
-    ``ordered``: what the dict's keys are (the docstring promises them in order of first appearance); then the
-    same counts in another order fail too, with a message that says so."""
-    if student is reference:
-        raise IntegrityError(f"{exercise}: your function is the reference implementation from course_lib "
-                             "itself; write your own.")
-    def student_on(case: Case):
-        what = f"{exercise} on input '{case.label}'"
-        return call_student(student, Case(case.label, copy.deepcopy(case.args), copy.deepcopy(case.kwargs)),
-                            exercise, FORBIDDEN, observe=lambda out, what=what: normalise(out, what))
-
-    before: list = []  # the student's outputs on the inputs passed so far (a crash is named from them)
-    for index, case in enumerate(cases):
-        expected = core_reference(_normalised(reference, normalise), *case.args, **case.kwargs)
-        if transcript_mode() == "capture":  # the bundle stores every wrong answer's output too
-            for wrong in wrongs:
-                _wrong_output(wrong, case, normalise)
-        try:
-            got = student_on(case)
-        except (NotImplementedYet, IntegrityError):
-            raise
-        except _AssertionError as failure:
-            name_crash(failure, student, cases, index, before, wrongs, exercise, call=student_on,
-                       expected=lambda c: core_reference(_normalised(reference, normalise), *c.args, **c.kwargs),
-                       wrong_output=lambda w, c: _wrong_raw(w, c, normalise), same=lambda a, b: a == b)
-            raise
-        before.append(got)
-        if is_pending(expected):
-            continue  # record mode: the verifier compares, outside the kernel
-        if got == expected:
-            if ordered and list(got) != list(expected):
-                first = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
-                raise _AssertionError(
-                    f"{exercise} on input '{case.label}': the counts are right, but the {ordered} are not in order "
-                    f"of first appearance, as the docstring promises (at position {first}: expected "
-                    f"{list(expected)[first]!r}, got {list(got)[first]!r}). Insert each key the first time you "
-                    "meet it, walking the input left to right (a dict keeps that order; Counter too); sorting the "
-                    "keys or collecting them in a set changes it, and training breaks its ties by this order.")
-            continue
-        fits: list[Wrong] = []
-        for wrong in wrongs:
-            wrong_out = _wrong_output(wrong, case, normalise)
-            if wrong_out is not _NONE and wrong_out != expected and wrong_out == got \
-                    and wrong.name not in [w.name for w in fits]:
-                fits.append(wrong)
-        if _len(fits) > 1:  # alike on this input: the other inputs decide, where they can
-            fits = _narrowed(fits, student, cases, case, exercise, normalise)
-        if fits:
-            also = (" The same output also fits " + ", ".join(f"'{w.name}'" for w in fits[1:]) + " on every input."
-                    if _len(fits) > 1 else "")
-            raise _AssertionError(f"{exercise}: likely misconception '{fits[0].name}': {fits[0].message}{also} "
-                                  f"(input: {case.label}; expected {_short(expected)}, got {_short(got)})")
-        raise _AssertionError(f"{exercise} on input '{case.label}': expected {_short(expected)}, "
-                              f"got {_short(got)}")
 
 
 # ---------------------------------------------------------------- inputs
@@ -818,6 +701,11 @@ def warm_up(hidden: bool = True) -> None:
 
 
 # ---------------------------------------------------------------- checks
+def _compare(student, reference, cases, *, exercise: str, wrongs, normalise, ordered: str = "") -> None:
+    compare_with_reference(student, reference, cases, exercise=exercise, wrongs=wrongs, forbidden=FORBIDDEN,
+                           exact=Exact(normalise, ordered))
+
+
 def check_get_stats(student, hidden: bool = False) -> None:
     """Student ``get_stats(ids)`` -> {(left, right): count} over every adjacent position."""
     _compare(student, ref.get_stats, _stats_cases(hidden), exercise="get_stats", wrongs=WRONG_GET_STATS, ordered="pairs",

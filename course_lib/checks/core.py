@@ -56,6 +56,7 @@ __all__ = [
     "call_student",
     "reference",
     "compare_with_reference",
+    "Exact",
     "forbidden_calls",
     "forbid",
     "BUILTIN_DOORS",
@@ -888,6 +889,34 @@ def compare_over_leading_dims(student: Callable, reference: Callable, label: str
                               f"{', '.join(str(tuple(lead)) for lead in leads)}]") from failure.__cause__
 
 
+@dataclasses.dataclass(frozen=True)
+class Exact:
+    """How :func:`compare_with_reference` compares outputs that are integers, strings and containers of them
+    (lesson 06's tokenizer): exactly, after ``normalise(output, what)`` has turned each output into plain
+    built-in values (exact ints, str, tuples, lists, dicts), so that an object with a rigged ``__eq__`` cannot
+    pass; for an output of the wrong kind it raises an AssertionError that starts with ``what`` (the
+    student's: "<exercise> on input '<label>'"; the reference's: "reference"; a wrong answer's: "").
+
+    ``ordered``: what a dict output's keys are (``"pairs"``) when the docstring promises them in order of first
+    appearance: the same items in another order then fail, with a message that says so. Every call (the
+    student's, the reference's, each wrong answer's) gets its own deep copy of the case's inputs. Messages
+    show the expected and the student's outputs, shortened."""
+
+    normalise: Callable
+    ordered: str = ""
+
+
+def _short(x: Any, limit: int = 160) -> str:
+    text = repr(x)
+    return text if _len(text) <= limit else text[:limit] + "..."
+
+
+def _copied(case: Case) -> Case:
+    import copy
+
+    return Case(case.label, copy.deepcopy(case.args), copy.deepcopy(case.kwargs))
+
+
 def compare_with_reference(
     student: Callable,
     reference: Callable,
@@ -900,8 +929,9 @@ def compare_with_reference(
     rtol: float | None = None,
     output_names: Sequence[str] | None = None,
     observe: Callable | None = None,
+    exact: Exact | None = None,
 ) -> None:
-    """Assert that ``student`` equals ``reference`` on every case.
+    """Assert that ``student`` equals ``reference`` on every case: the one comparison engine of every check.
 
     On a mismatch, each ``Wrong`` is run on the same case; if the student's output
     equals a wrong implementation's output, the AssertionError carries that
@@ -910,6 +940,7 @@ def compare_with_reference(
     or integers where the reference is floating fail with a message saying so.
     ``observe``: as in :func:`call_student`; applied to the student's, the reference's and
     each wrong implementation's output alike, and the comparison is on what it returns.
+    ``exact``: compare exactly instead, after :class:`Exact`'s normaliser (no tolerance, no ``observe``).
     """
     if student is reference:
         raise IntegrityError(
@@ -917,46 +948,110 @@ def compare_with_reference(
             "write your own."
         )
     forbidden = tuple(forbidden)
+    ref_name = f"{getattr(reference, '__module__', '')}.{getattr(reference, '__qualname__', 'reference')}"
+    if exact is None:
+        ref_fn = reference if observe is None else (lambda *a, **k: observe(reference(*a, **k)))
+
+        def student_on(c: Case, again: bool = False):
+            return call_student(student, c, exercise, forbidden, observe, again=again)
+
+        def wrong_on(w: Wrong, c: Case):
+            return _wrong_output(w, c, observe)
+
+        def same(a, b) -> bool:
+            return _is_close(a, b, atol, rtol)
+    else:
+        if observe is not None:
+            raise ValueError("compare_with_reference: give observe= or exact=, not both")
+        norm = exact.normalise
+
+        def ref_fn(*a, **k):
+            c = _copied(Case("", a, k))
+            return norm(reference(*c.args, **c.kwargs), "reference")
+
+        def student_on(c: Case, again: bool = False):
+            what = f"{exercise} on input '{c.label}'"
+            return call_student(student, _copied(c), exercise, forbidden,
+                                observe=lambda out, what=what: norm(out, what), again=again)
+
+        def wrong_on(w: Wrong, c: Case):
+            # normalised before it is stored: the students' bundle keeps plain values (the wrong answer's own may not be)
+            def run(*a, **k):
+                c2 = _copied(Case("", a, k))
+                return norm(w.fn(*c2.args, **c2.kwargs), "")
+
+            return _transcript.wrong_value(w.name, run, c.args, c.kwargs, key=w.key)
+
+        def same(a, b) -> bool:
+            return a == b
+
+    def expected_on(c: Case):
+        return _transcript.reference_value(ref_fn, c.args, c.kwargs, name=ref_name)
+
+    def fits(w: Wrong, c: Case, got, expected=_SKIP) -> bool:
+        """Does the student's output on ``c`` equal this wrong answer's (and, given ``expected``, differ from it)?"""
+        try:
+            wrong_out = wrong_on(w, c)
+        except Exception:
+            return False
+        if expected is not _SKIP and same(wrong_out, expected):
+            return False
+        return same(got, wrong_out)
+
     before: list = []  # the student's outputs on the inputs passed so far (a crash is named from them)
     for index, case in enumerate(cases):
-        ref_fn = reference if observe is None else (lambda *a, **k: observe(reference(*a, **k)))
-        ref_name = f"{getattr(reference, '__module__', '')}.{getattr(reference, '__qualname__', 'reference')}"
-        expected = _transcript.reference_value(ref_fn, case.args, case.kwargs, name=ref_name)
+        expected = expected_on(case)
         if _transcript.mode() == "capture":  # the bundle stores every wrong answer's output too
             for wrong in wrongs:
                 try:
-                    _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs, key=wrong.key)
+                    wrong_on(wrong, case)
                 except Exception:
                     pass
         try:
-            got = call_student(student, case, exercise, forbidden, observe)
+            got = student_on(case)
         except (NotImplementedYet, IntegrityError):
             raise
         except _AssertionError as failure:
-            name_crash(failure, student, cases, index, before, wrongs, exercise,
-                       call=lambda c: call_student(student, c, exercise, forbidden, observe),
-                       expected=lambda c: _transcript.reference_value(ref_fn, c.args, c.kwargs, name=ref_name),
-                       wrong_output=lambda w, c: _wrong_output(w, c, observe),
-                       same=lambda a, b: _is_close(a, b, atol, rtol))
+            name_crash(failure, student, cases, index, before, wrongs, exercise, call=student_on,
+                       expected=expected_on, wrong_output=wrong_on, same=same)
             raise
         before.append(got)
         if _transcript.is_pending(expected):
             continue  # record mode: the verifier compares, outside the kernel
-        problem = dtype_problem(got, expected)
-        if problem:
-            raise _AssertionError(f"{exercise} on input '{case.label}': {problem}")
-        if _is_close(got, expected, atol, rtol):
+        if exact is None:
+            problem = dtype_problem(got, expected)
+            if problem:
+                raise _AssertionError(f"{exercise} on input '{case.label}': {problem}")
+        if same(got, expected):
+            if exact is not None and exact.ordered:
+                _assert_first_appearance(got, expected, exercise, case, exact.ordered)
             continue
-        fits = [w for w in wrongs if _fits(w, case, got, observe, atol, rtol, expected)]
-        fits = _one_per_name(fits)
-        if _len(fits) > 1:  # the same output on this input: the other inputs decide, where they can
-            fits = _narrowed(fits, student, cases, case, exercise, forbidden, observe, atol, rtol)
-        if fits:
-            also = (" The same output also fits " + ", ".join(f"'{w.name}'" for w in fits[1:])
-                    + " on every input." if _len(fits) > 1 else "")
-            raise _AssertionError(f"{exercise}: likely misconception '{fits[0].name}': {fits[0].message}{also} "
-                                  f"(input: {case.label})")
+        found = _one_per_name([w for w in wrongs if fits(w, case, got, expected)])
+        if _len(found) > 1:  # the same output on this input: the other inputs decide, where they can
+            found = _narrowed(found, cases, case, student_on, fits)
+        shown = "" if exact is None else f"; expected {_short(expected)}, got {_short(got)}"
+        if found:
+            also = (" The same output also fits " + ", ".join(f"'{w.name}'" for w in found[1:])
+                    + " on every input." if _len(found) > 1 else "")
+            raise _AssertionError(f"{exercise}: likely misconception '{found[0].name}': {found[0].message}{also} "
+                                  f"(input: {case.label}{shown})")
+        if exact is not None:
+            raise _AssertionError(f"{exercise} on input '{case.label}': expected {_short(expected)}, "
+                                  f"got {_short(got)}")
         _explain_mismatch(got, expected, exercise, case, atol, rtol, output_names)
+
+
+def _assert_first_appearance(got, expected, exercise: str, case: Case, ordered: str) -> None:
+    """Equal dicts whose keys the docstring promises in order of first appearance: the order too."""
+    if list(got) == list(expected):
+        return
+    first = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
+    raise _AssertionError(
+        f"{exercise} on input '{case.label}': the counts are right, but the {ordered} are not in order "
+        f"of first appearance, as the docstring promises (at position {first}: expected "
+        f"{list(expected)[first]!r}, got {list(got)[first]!r}). Insert each key the first time you "
+        "meet it, walking the input left to right (a dict keeps that order; Counter too); sorting the "
+        "keys or collecting them in a set changes it, and training breaks its ties by this order.")
 
 
 def _one_per_name(wrongs: list) -> list:
@@ -968,37 +1063,24 @@ def _one_per_name(wrongs: list) -> list:
     return out
 
 
-def _fits(wrong: Wrong, case: Case, got, observe, atol, rtol, expected=None) -> bool:
-    """Does the student's output on ``case`` equal this wrong answer's (and, given ``expected``, differ from it)?"""
-    try:
-        wrong_out = _transcript.wrong_value(wrong.name, wrong.fn, case.args, case.kwargs, key=wrong.key)
-        if observe is not None:
-            wrong_out = observe(wrong_out)
-    except Exception:
-        return False
-    if expected is not None and _is_close(wrong_out, expected, atol, rtol):
-        return False
-    return _is_close(got, wrong_out, atol, rtol)
-
-
-def _narrowed(fits: list, student, cases, failed: Case, exercise, forbidden, observe, atol, rtol) -> list:
+def _narrowed(found: list, cases, failed: Case, student_on: Callable, fits: Callable) -> list:
     """Several wrong answers give the student's output on the failing input: keep those that also
     give it on the other inputs (a name is evidence only where the output shows it)."""
     for case in cases:
-        if case is failed or _len(fits) == 1:
+        if case is failed or _len(found) == 1:
             continue
         try:
-            got = call_student(student, case, exercise, forbidden, observe, again=True)
+            got = student_on(case, again=True)
         except (NotImplementedYet, IntegrityError):
             raise
         except _AssertionError:
             continue  # it crashed or broke a promise here: this input says nothing about the others
         if _transcript.is_pending(got):
             continue
-        keep = [w for w in fits if _fits(w, case, got, observe, atol, rtol)]
+        keep = [w for w in found if fits(w, case, got)]
         if keep:
-            fits = keep
-    return fits
+            found = keep
+    return found
 
 
 def _trim_traceback(err: BaseException, keep: int = 12) -> None:
