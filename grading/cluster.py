@@ -421,12 +421,15 @@ def hand_graded_tasks(db_url: str, tasks) -> set:
 
 def save_grades(api, assignment: str, student: str, folder: str) -> bool:
     """Record the grades of the autograded notebooks in ``folder`` in the course's gradebook, as nbgrader's
-    autograde does after its kernel: the submission (with its timestamp), ``SaveAutoGrades`` on each
-    notebook, ``AssignLatePenalties``, and 0 for a notebook of the assignment that was not submitted.
+    autograde does after its kernel: the submission (with its timestamp), ``SaveAutoGrades`` (in its one-commit
+    form, ``grading.gradebook``) on each notebook, ``AssignLatePenalties``, and 0 for a notebook of the
+    assignment that was not submitted.
     Returns whether the gradebook holds a hand grade for the submission (:func:`hand_graded`)."""
     import nbformat
     from nbgrader.api import Gradebook
-    from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    from grading.gradebook import SaveAutoGradesOnce
 
     import warnings
 
@@ -456,7 +459,7 @@ def save_grades(api, assignment: str, student: str, folder: str) -> bool:
             continue
         nb = nbformat.read(path, as_version=4)
         resources = {"nbgrader": {"notebook": name, "assignment": assignment, "student": student, "db_url": db_url}}
-        nb, resources = SaveAutoGrades(parent=api).preprocess(nb, resources)
+        nb, resources = SaveAutoGradesOnce(parent=api).preprocess(nb, resources)
         AssignLatePenalties(parent=api).preprocess(nb, resources)
     return hand
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import json
 import os
 import re
 import stat
@@ -382,6 +383,22 @@ class FeedbackExporter(HTMLExporter):
         env.bytecode_cache = _COMPILED
         return env
 
+    @jinja2.pass_context
+    def markdown2html(self, context, source):
+        """nbconvert's markdown filter (``HTMLExporter.markdown2html``), its HTML kept (:func:`_kept`): every
+        markdown cell reaches it as the same sanitised block on every student's page (:func:`sanitised_markdown`),
+        and mistune's pass over those blocks was about a third of a page's time (cProfile, lesson 05's demo
+        class). The key is everything the filter's HTML depends on: the source, the cell's attachments, the
+        exporter's options and, where images are embedded (``embed_images``: read from files), the notebook's
+        folder."""
+        cell = context.get("cell", {})
+        attachments = cell.get("attachments", {})
+        path = context.get("resources", {}).get("metadata", {}).get("path", "") if self.embed_images else ""
+        key = ("markdown2html", source, json.dumps(attachments, sort_keys=True, default=repr), path, self.embed_images,
+               self.anchor_link_text, self.exclude_anchor_links,
+               json.dumps(self.lexer_options, sort_keys=True, default=repr))
+        return _kept(key, source, lambda: HTMLExporter.markdown2html(self, context, source))
+
     def from_notebook_node(self, nb, resources=None, **kw):
         """The page as ``HTMLExporter`` writes it, with its accessibility pass (alternative text on images,
         focusable cell inputs and outputs) done on the HTML text by :func:`accessible` instead of a
@@ -412,6 +429,7 @@ _ATTR = re.compile(r"([^\s=/>\"']+)(?:\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s\"'=<>`]+))
 _NOT_TAGS = re.compile(r"<!--.*?-->|<(script|style)\b.*?</\1\s*>", re.S | re.I)
 NO_ALT = "No description has been provided for this image"
 FOCUSABLE = ("jp-Cell-inputWrapper", "jp-OutputArea-output")
+_READ = frozenset({"img", "div", "body"})
 
 
 def accessible(html: str):
@@ -419,8 +437,9 @@ def accessible(html: str):
     ``img`` without ``alt`` gets one; every ``div.jp-Cell-inputWrapper`` and ``div.jp-OutputArea-output``
     inside an element of class ``jp-Notebook`` gets ``tabindex="0"``), on the text. Returns (page,
     images given an alt), or None where the page is not laid out as nbconvert's templates write it (an
-    attribute written twice, a ``tabindex`` already there, ``jp-Notebook`` on an element other than the
-    body, a ``<!`` or ``<?`` markup other than the doctype and comments): the caller then runs
+    attribute written twice on a tag the pass reads: img, div, body; a ``tabindex`` already there,
+    ``jp-Notebook`` on an element other than the body, a ``<!`` or ``<?`` markup other than the doctype
+    and comments): the caller then runs
     nbconvert's own pass. ``tests/test_feedback_pages.py`` checks, on the demo class's feedback pages
     and on pages made to be awkward, that both give the same document."""
     skip = [m.span() for m in _NOT_TAGS.finditer(html)]
@@ -435,9 +454,14 @@ def accessible(html: str):
     out, pos, missing = [], 0, 0
     inside = False  # in the .jp-Notebook body
     for m in _TAG.finditer(html):
+        name, inner = m.group(1).lower(), m.group(2)
+        # the only tags the pass reads or changes: img, div, body and whichever carries the class jp-Notebook. A
+        # page has tens of thousands of tags, nearly all Pygments' spans, which it neither reads nor changes (an
+        # attribute written twice there reads the same in both passes' documents once parsed)
+        if name not in _READ and "jp-Notebook" not in inner:
+            continue
         if hidden(m.start()):
             continue
-        name, inner = m.group(1).lower(), m.group(2)
         attrs = dict(_attrs(inner))
         if len(attrs) != sum(1 for _ in _ATTR.finditer(inner.rstrip("/"))):
             return None

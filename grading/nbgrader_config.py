@@ -63,8 +63,8 @@ c.CourseDirectory.ignore = c.CourseDirectory.ignore + held_patterns(ROOT)
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
-    OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, IgnorePattern, LimitOutput,
+    OverwriteCells, OverwriteKernelspec,
 )
 
 # Integrity (grading/integrity.py): the submission is scanned before nbgrader restores
@@ -80,8 +80,9 @@ c.Autograde.sanitize_preprocessors = [
 # that killed it, not the whole submission; a notebook has a total time limit.
 c.Autograde.autograde_preprocessors = [
     "grading.execute.ResilientExecute", "grading.verify.VerifyOutsideKernel", "grading.integrity.ApplyIntegrity", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-    "grading.execute.BoundOutputs", SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
-]  # BoundOutputs (output bytes per cell and notebook) runs after the verifier has read the records
+    "grading.execute.BoundOutputs", "grading.gradebook.SaveAutoGradesOnce", AssignLatePenalties, CheckCellMetadata,
+]  # BoundOutputs (output bytes per cell and notebook) runs after the verifier has read the records;
+# nbgrader's SaveAutoGrades and GetGrades (below) with a notebook's grades read in one query, written in one commit
 c.ResilientExecute.notebook_timeout = int(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))
 c.ResilientExecute.max_restarts = 3
 c.LimitOutput.max_lines = 300
@@ -89,7 +90,7 @@ c.LimitOutput.max_traceback = 60
 
 # Feedback shows which hidden test failed, its points and message, never its code.
 # A written answer not graded by hand yet says "pending" instead of a score of 0.
-c.GenerateFeedback.preprocessors = [GetGrades, "grading.feedback.PendingHandGrades", "grading.feedback.HideHiddenTests",
+c.GenerateFeedback.preprocessors = ["grading.gradebook.GetGradesOnce", "grading.feedback.PendingHandGrades", "grading.feedback.HideHiddenTests",
                                     "grading.feedback.FeedbackSummary",
                                     "grading.feedback.SafeOutputs", CSSHTMLHeaderPreprocessor,
                                     "grading.feedback.WrapLongLines"]

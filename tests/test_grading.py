@@ -213,3 +213,69 @@ def test_each_kernel_runs_the_cores_shared_among_the_workers(monkeypatch):
     monkeypatch.setattr(pipeline, "_grade", fake_grade)
     assert pipeline.grade(pipeline.Options(assignments=[], workers=2)) == 0
     assert seen["threads"] == "4" and "OMP_NUM_THREADS" not in os.environ
+
+
+def test_the_one_query_gradebook_steps_write_and_read_what_nbgraders_do(demo_run, tmp_path):
+    """grading.gradebook's SaveAutoGradesOnce and GetGradesOnce (one query per notebook, one commit) against
+    nbgrader's SaveAutoGrades and GetGrades, on every autograded notebook of the demo class, each on its own copy
+    of the gradebook: the same rows written (from values first set to something else, a hand grade included),
+    the same metadata and resources read."""
+    import copy
+    import shutil
+    import sqlite3
+
+    import nbformat
+
+    root, proc = demo_run
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    sys.path.insert(0, REPO)
+    from grading import worker
+
+    worker.import_nbgrader()
+    from nbgrader.api import MissingEntry
+    from nbgrader.preprocessors import GetGrades, SaveAutoGrades
+
+    from grading.gradebook import GetGradesOnce, SaveAutoGradesOnce
+
+    def rows(db):
+        with sqlite3.connect(db) as con:
+            return (con.execute("SELECT id, auto_score, manual_score, needs_manual_grade FROM grade ORDER BY id").fetchall(),
+                    con.execute("SELECT id, auto_comment, manual_comment FROM comment ORDER BY id").fetchall())
+
+    notebooks = sorted((root / "autograded").glob("*/*/*.ipynb"))
+    assert len(notebooks) == 48, len(notebooks)
+    original = rows(root / "gradebook.db")
+    hand = next(r[0] for r in original[0] if r[3] == 0)  # a grade that needs no person: given a hand grade below
+    dbs = {}
+    for name in ("nbgrader", "course"):
+        dbs[name] = tmp_path / f"{name}.db"
+        shutil.copy(root / "gradebook.db", dbs[name])
+        with sqlite3.connect(dbs[name]) as con:
+            con.execute("UPDATE grade SET auto_score = -1, needs_manual_grade = 1")
+            con.execute("UPDATE comment SET auto_comment = 'set before'")
+            con.execute("UPDATE grade SET manual_score = 0.5 WHERE id = ?", (hand,))
+    pairs = {"nbgrader": (SaveAutoGrades, GetGrades), "course": (SaveAutoGradesOnce, GetGradesOnce)}
+    read = {name: [] for name in pairs}
+    for path in notebooks:
+        student, assignment = path.parent.parent.name, path.parent.name
+        nb = nbformat.read(path, as_version=4)
+        for name, (save, get) in pairs.items():
+            resources = {"nbgrader": {"notebook": path.stem, "assignment": assignment, "student": student,
+                                      "db_url": f"sqlite:///{dbs[name]}"}}
+            save().preprocess(copy.deepcopy(nb), copy.deepcopy(resources))
+            got, res = get().preprocess(copy.deepcopy(nb), copy.deepcopy(resources))
+            read[name].append((nbformat.writes(got), {k: v for k, v in res["nbgrader"].items() if k != "db_url"}))
+    theirs, mine = rows(dbs["nbgrader"]), rows(dbs["course"])
+    assert mine == theirs
+    assert [r for r in mine[0] if r[1] == -1] == [] and mine != original  # every grade written; the hand grade kept
+    assert sum(r[3] for r in mine[0]) == sum(r[3] for r in original[0]) + 1  # the hand-graded one needs a look
+    assert next(r for r in mine[0] if r[0] == hand)[2:] == (0.5, 1)
+    assert read["course"] == read["nbgrader"]
+    # a graded cell the gradebook does not know: nbgrader's MissingEntry, as find_grade raises it
+    nb = nbformat.read(notebooks[0], as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    cell.metadata.nbgrader["grade_id"] = "not-in-the-gradebook"
+    resources = {"nbgrader": {"notebook": notebooks[0].stem, "assignment": notebooks[0].parent.name,
+                              "student": notebooks[0].parent.parent.name, "db_url": f"sqlite:///{dbs['course']}"}}
+    with pytest.raises(MissingEntry):
+        SaveAutoGradesOnce().preprocess(nb, resources)

@@ -303,7 +303,7 @@ def timed(name, fn):
     return wrap
 
 GROUP = {"ResilientExecute": "graded cells in the kernel", "VerifyOutsideKernel": "verify: read and apply records",
-         "SaveAutoGrades": "gradebook writes (SQLite)", "AssignLatePenalties": "gradebook writes (SQLite)",
+         "SaveAutoGrades": "gradebook writes (SQLite)", "SaveAutoGradesOnce": "gradebook writes (SQLite)", "AssignLatePenalties": "gradebook writes (SQLite)",
          "ScanSubmission": "sanitize: integrity scan, overwrite cells"}
 orig_call = ppbase.Preprocessor.__call__
 def call(self, nb, resources):
