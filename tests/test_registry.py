@@ -131,3 +131,35 @@ def test_every_promise_is_declared_in_the_registry_and_has_an_answer_that_breaks
             f"{e.assignment}.{e.name}: promises in the registry without a breaking answer in "
             f"tests/test_promises_{e.assignment[:2]}.py: {sorted(set(e.promises) - set(tested))}; rows there not "
             f"declared in the registry: {sorted(set(tested) - set(e.promises))}")
+
+
+def _forbidden_tables(qualified: str) -> dict:
+    """The ``FORBIDDEN*`` tables a check's code (or a private helper it calls) names: the doors it shuts while the
+    student's function runs."""
+    import importlib
+
+    check = registry.resolve(qualified)
+    module = importlib.import_module(check.__module__)
+    codes = [inspect.unwrap(check).__code__]
+    for helper in (n for n in codes[0].co_names if n.startswith("_")):
+        fn = getattr(module, helper, None)
+        if callable(fn) and hasattr(inspect.unwrap(fn), "__code__"):
+            codes.append(inspect.unwrap(fn).__code__)
+    names = dict.fromkeys(n for code in codes for n in code.co_names if n.startswith("FORBIDDEN"))
+    return {n: getattr(module, n) for n in names}
+
+
+@pytest.mark.parametrize("e", registry.exercises(), ids=lambda e: f"{e.assignment}.{e.name}")
+def test_every_name_an_exercise_withholds_is_a_door_its_checks_shut(e):
+    """What the editions withhold for an exercise (its reference and equivalents) is, in the repository's open
+    edition, forbidden while the student's function runs in each of its checks: a student who calls any of them
+    gets an IntegrityError, not the points (an equivalent added to the registry must be added to a FORBIDDEN table
+    of its checks)."""
+    from course_lib.checks import core
+
+    for qualified in e.checks:
+        tables = _forbidden_tables(qualified)
+        doors = {p for table in tables.values() for p in core.forbid(*table)}
+        missing = [name for name in e.withheld if name not in doors]
+        assert tables and not missing, (f"{qualified} shuts no door to {missing} (its tables: "
+                                        f"{', '.join(tables) or 'none'}); add them to one")

@@ -67,8 +67,8 @@ __all__ = [
 
 FORBIDDEN = tuple(f"course_lib.bpe.{name}" for name in (
     "get_stats", "merge", "word_counts", "chunk_counts", "train_naive", "train_fast", "encode_ids",
-    "apply_merges", "decode_ids", "_train", "ByteBPE.encode", "ByteBPE.decode", "WordBPE.encode",
-    "WordBPE.decode", "WordBPE._word_ids"))
+    "apply_merges", "decode_ids", "_train", "ByteBPE", "ByteBPE.encode", "ByteBPE.decode", "WordBPE",
+    "WordBPE.encode", "WordBPE.decode", "WordBPE._word_ids"))
 
 _AssertionError = builtins.AssertionError
 _isinstance = builtins.isinstance

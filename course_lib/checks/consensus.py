@@ -43,7 +43,8 @@ FORBIDDEN_EDIT = ("course_lib.consensus.edit_distance", "course_lib.consensus.so
 # np.bincount per column, so it is a door to this exercise
 FORBIDDEN_PILEUP = ("course_lib.consensus.pileup", "course_lib.consensus.read_rows")
 FORBIDDEN_LOSS = ("course_lib.consensus.soft_alignment_loss", "course_lib.consensus.hard_alignment_loss",
-                  "course_lib.consensus.soft_edit_distance", "course_lib.consensus._soft_dp")
+                  "course_lib.consensus.soft_edit_distance", "course_lib.consensus._soft_dp",
+                  "course_lib.consensus._loss_costs")
 FORBIDDEN_CE = core.forbid("course_lib.consensus.positionwise_cross_entropy", "torch.nn.functional.cross_entropy",
                 "torch.nn.functional.nll_loss")
 _BASES = "ACGT"

@@ -94,7 +94,8 @@ _REFERENCES = ("elu_feature_map", "elu_feature_map_torch", "linear_attention", "
                "linear_attention_step", "recurrent_linear_attention", "quadratic_linear_attention",
                "attention_from_features_torch", "prefix_sum_causal_attention_torch",
                "chunked_causal_attention_torch", "linear_attention_torch", "positive_random_features",
-               "trig_random_features", "softmax_kernel_estimate", "favor_features_torch", "favor_attention_torch")
+               "trig_random_features", "softmax_kernel_estimate", "favor_features_torch", "favor_attention_torch",
+               "_causal_chunks")
 FORBIDDEN = tuple(f"course_lib.efficient.{name}" for name in _REFERENCES) + forbid(
     # the library's linear-attention layer computes phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1) itself: with identity
     # projections (and torch's elu replaced by phi - 1) it is lesson 07's exercise under another name
