@@ -229,9 +229,8 @@ def test_the_one_query_gradebook_steps_write_and_read_what_nbgraders_do(demo_run
     root, proc = demo_run
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     sys.path.insert(0, REPO)
-    from grading import worker
-
-    worker.import_nbgrader()
+    # plain nbgrader, without grading.worker.import_nbgrader's changes to this process (other tests in it need
+    # plain nbformat: tests/test_class_mess.py's byte-order-mark test)
     from nbgrader.api import MissingEntry
     from nbgrader.preprocessors import GetGrades, SaveAutoGrades
 
