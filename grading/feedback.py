@@ -388,16 +388,16 @@ class FeedbackExporter(HTMLExporter):
         """nbconvert's markdown filter (``HTMLExporter.markdown2html``), its HTML kept (:func:`_kept`): every
         markdown cell reaches it as the same sanitised block on every student's page (:func:`sanitised_markdown`),
         and mistune's pass over those blocks was about a third of a page's time (cProfile, lesson 05's demo
-        class). The key is everything the filter's HTML depends on: the source, the cell's attachments, the
-        exporter's options and, where images are embedded (``embed_images``: read from files), the notebook's
-        folder."""
-        cell = context.get("cell", {})
-        attachments = cell.get("attachments", {})
+        class). The key is everything the filter's HTML depends on: the source, the exporter's options and,
+        where images are embedded (``embed_images``: read from files), the notebook's folder. A cell with
+        attachments (a student's pasted image: up to a notebook's size) is rendered every time, never kept."""
+        render = lambda: HTMLExporter.markdown2html(self, context, source)  # noqa: E731
+        if context.get("cell", {}).get("attachments"):
+            return render()
         path = context.get("resources", {}).get("metadata", {}).get("path", "") if self.embed_images else ""
-        key = ("markdown2html", source, json.dumps(attachments, sort_keys=True, default=repr), path, self.embed_images,
-               self.anchor_link_text, self.exclude_anchor_links,
+        key = ("markdown2html", source, path, self.embed_images, self.anchor_link_text, self.exclude_anchor_links,
                json.dumps(self.lexer_options, sort_keys=True, default=repr))
-        return _kept(key, source, lambda: HTMLExporter.markdown2html(self, context, source))
+        return _kept(key, source, render)
 
     def from_notebook_node(self, nb, resources=None, **kw):
         """The page as ``HTMLExporter`` writes it, with its accessibility pass (alternative text on images,

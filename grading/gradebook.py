@@ -39,12 +39,17 @@ def _row(rows: dict, cell, what: str):
 
 
 class _OneQuery:
-    def _open(self, resources):
+    def _open(self, resources) -> Gradebook:
+        """The gradebook, open; the caller reads the notebook's rows (:meth:`_read`) inside its ``with`` block, so
+        that a failed read still closes it."""
         self.notebook_id = resources["nbgrader"]["notebook"]
         self.assignment_id = resources["nbgrader"]["assignment"]
         self.student_id = resources["nbgrader"]["student"]
         self.db_url = resources["nbgrader"]["db_url"]
         self.gradebook = Gradebook(self.db_url)
+        return self.gradebook
+
+    def _read(self) -> None:
         self._submitted, self._grades, self._comments = notebook_rows(
             self.gradebook, self.notebook_id, self.assignment_id, self.student_id)
 
@@ -53,8 +58,8 @@ class SaveAutoGradesOnce(_OneQuery, SaveAutoGrades):
     """nbgrader's ``SaveAutoGrades``: the notebook's rows read once, written in one commit."""
 
     def preprocess(self, nb, resources):
-        self._open(resources)
-        with self.gradebook:
+        with self._open(resources):
+            self._read()
             nb, resources = NbGraderPreprocessor.preprocess(self, nb, resources)
             self.gradebook.db.commit()
         return nb, resources
@@ -78,8 +83,8 @@ class GetGradesOnce(_OneQuery, GetGrades):
     """nbgrader's ``GetGrades``: the notebook's rows read once."""
 
     def preprocess(self, nb, resources):
-        self._open(resources)
-        with self.gradebook:
+        with self._open(resources):
+            self._read()
             nb, resources = NbGraderPreprocessor.preprocess(self, nb, resources)
             late_penalty = self._submitted.late_submission_penalty
             if late_penalty is None:

@@ -2,6 +2,7 @@
 per test session (pytest-xdist workers share them through a lock: tests/bundle_student.py)."""
 from __future__ import annotations
 
+import ast
 import os
 import sys
 
@@ -19,27 +20,27 @@ RELEASED_UP_TO = "06_bpe"
 PARTLY_RELEASED = [a for a in LESSONS if a <= RELEASED_UP_TO]
 
 
-def _released_call(node, ast) -> bool:
+def _released_call(node) -> bool:
     func = node.func if isinstance(node, ast.Call) else None
     return (isinstance(func, ast.Attribute) and func.attr == "released") or (isinstance(func, ast.Name)
                                                                              and func.id == "released")
 
 
-def _decision(node, ast, released: set[str]):
+def _decision(node, released: set[str]):
     """The value of a condition made of ``released("...")`` calls, ``not``, ``and``, ``or`` and constants, with
     ``released`` answering from ``released``; None when it holds anything else (then it may depend on it)."""
     if isinstance(node, ast.Constant):
         return node.value
-    if _released_call(node, ast):
+    if _released_call(node):
         args = node.args
         if len(args) == 1 and not node.keywords and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
             return args[0].value in released
         return None
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        inner = _decision(node.operand, ast, released)
+        inner = _decision(node.operand, released)
         return None if inner is None else not inner
     if isinstance(node, ast.BoolOp):
-        values = [_decision(v, ast, released) for v in node.values]
+        values = [_decision(v, released) for v in node.values]
         if any(v is None for v in values):
             return None
         return all(values) if isinstance(node.op, ast.And) else any(values)
@@ -50,8 +51,6 @@ def decides_differently(assignment: str, released: list[str]) -> bool:
     """True when a code cell of the lesson asks ``course_lib.released(...)`` something whose answer changes once
     the solutions of ``released`` are out: each condition made of such calls (with ``not``, ``and``, ``or``) is
     evaluated with none released and with ``released``; a call inside anything else counts as a change."""
-    import ast
-
     import nbformat
 
     for path in bundle.source_notebooks(assignment):
@@ -64,12 +63,12 @@ def decides_differently(assignment: str, released: list[str]) -> bool:
                 return True
             parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
             for node in ast.walk(tree):
-                if not _released_call(node, ast):
+                if not _released_call(node):
                     continue
                 top = node  # the whole condition this call is part of
                 while isinstance(parents.get(top), (ast.BoolOp, ast.UnaryOp)):
                     top = parents[top]
-                before, after = _decision(top, ast, set()), _decision(top, ast, set(released))
+                before, after = _decision(top, set()), _decision(top, set(released))
                 if before is None or after is None or before != after:
                     return True
     return False

@@ -68,6 +68,25 @@ def snapshot(folder):
     return out
 
 
+def check_tables(qualified: str, prefix: str) -> dict:
+    """{name: value} of the module-level tables (``WRONG_*`` lists, ``FORBIDDEN*`` tuples: ``prefix``) that a
+    registered check's code, or a private helper of its module it calls, names."""
+    import importlib
+    import inspect
+
+    from course_lib.checks import registry
+
+    check = registry.resolve(qualified)
+    module = importlib.import_module(check.__module__)
+    codes = [inspect.unwrap(check).__code__]  # once the checks package has been imported, each check is wrapped
+    for helper in (n for n in codes[0].co_names if n.startswith("_")):
+        fn = getattr(module, helper, None)
+        if callable(fn) and hasattr(inspect.unwrap(fn), "__code__"):
+            codes.append(inspect.unwrap(fn).__code__)
+    names = dict.fromkeys(n for code in codes for n in code.co_names if n.startswith(prefix))
+    return {n: getattr(module, n) for n in names}
+
+
 @pytest.fixture(scope="session")
 def repo_dir():
     return REPO

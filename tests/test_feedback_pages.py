@@ -124,3 +124,23 @@ def test_the_text_pass_gives_nbconverts_document_on_the_demo_class(tmp_path_fact
         scores = {"nbgrader": {"notebook": path.stem, "score": 1.0, "max_score": 2.0, "late_penalty": 0.0}}
         mine, theirs = both(with_scores(nbformat.read(path, as_version=4)), config, scores)
         assert same_document(mine, theirs), f"{student}/{lesson}: the two passes give different documents"
+
+
+def test_the_markdown_filter_keeps_the_lessons_text_but_never_a_cell_with_attachments():
+    """FeedbackExporter.markdown2html keeps what a markdown cell renders to (the same on every student's page),
+    except for a cell with attachments (a pasted image, up to a notebook's size): rendered every time, as
+    nbconvert renders it."""
+    import grading.feedback as feedback
+
+    pasted = new_markdown_cell("A pasted plot: ![plot](attachment:plot.png)")
+    pasted["attachments"] = {"plot.png": {"image/png": PNG}}
+    nb = new_notebook(cells=[new_markdown_cell("# The lesson's text, the same on every page"), pasted])
+    feedback._KEPT.clear()
+    mine, _ = FeedbackExporter().from_notebook_node(nb, {})
+    kept = [key for key in feedback._KEPT if key[0] == "markdown2html"]
+    assert [key[1] for key in kept] == ["# The lesson's text, the same on every page"], kept
+    assert f"data:image/png;base64,{PNG}" in mine
+    again, _ = FeedbackExporter().from_notebook_node(nb, {})  # the kept text gives the same page
+    assert again == mine
+    theirs, _ = HTMLExporter.from_notebook_node(FeedbackExporter(), nb, {})
+    assert same_document(mine, theirs)

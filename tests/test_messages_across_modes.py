@@ -17,25 +17,18 @@ crash for the verifier to name it: this test is where that shows.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import inspect
 import json
 
 import pytest
 
+from conftest import check_tables
 from course_lib.checks import core, registry, transcript
 
 
 def _check_and_wrongs(qualified: str):
-    """The check and the known wrong answers it names: the ``WRONG_*`` lists its code (or the ``_check_*``
-    helper it hands the work to) refers to."""
-    check = registry.resolve(qualified)
-    code = inspect.unwrap(check).__code__  # once the checks package has been imported, each check is wrapped
-    module = importlib.import_module(check.__module__)
-    names = [n for n in code.co_names if n.startswith("WRONG_")]
-    for helper in (n for n in code.co_names if n.startswith("_check")):
-        names += [n for n in inspect.unwrap(getattr(module, helper)).__code__.co_names if n.startswith("WRONG_")]
-    return check, [w for n in dict.fromkeys(names) for w in getattr(module, n)]
+    """The check and the known wrong answers it names: the ``WRONG_*`` lists its code (or a private helper it
+    hands the work to) refers to."""
+    return registry.resolve(qualified), [w for table in check_tables(qualified, "WRONG_").values() for w in table]
 
 
 def _pairs() -> list:

@@ -12,7 +12,7 @@ import re
 import nbformat
 import pytest
 
-from conftest import source_notebooks
+from conftest import check_tables, source_notebooks
 from course_lib.checks import registry
 
 _CHECK_CALL = re.compile(r"checks\.(\w+)\.(\w+)\(\s*(\w+)")
@@ -133,22 +133,6 @@ def test_every_promise_is_declared_in_the_registry_and_has_an_answer_that_breaks
             f"declared in the registry: {sorted(set(tested) - set(e.promises))}")
 
 
-def _forbidden_tables(qualified: str) -> dict:
-    """The ``FORBIDDEN*`` tables a check's code (or a private helper it calls) names: the doors it shuts while the
-    student's function runs."""
-    import importlib
-
-    check = registry.resolve(qualified)
-    module = importlib.import_module(check.__module__)
-    codes = [inspect.unwrap(check).__code__]
-    for helper in (n for n in codes[0].co_names if n.startswith("_")):
-        fn = getattr(module, helper, None)
-        if callable(fn) and hasattr(inspect.unwrap(fn), "__code__"):
-            codes.append(inspect.unwrap(fn).__code__)
-    names = dict.fromkeys(n for code in codes for n in code.co_names if n.startswith("FORBIDDEN"))
-    return {n: getattr(module, n) for n in names}
-
-
 @pytest.mark.parametrize("e", registry.exercises(), ids=lambda e: f"{e.assignment}.{e.name}")
 def test_every_name_an_exercise_withholds_is_a_door_its_checks_shut(e):
     """What the editions withhold for an exercise (its reference and equivalents) is, in the repository's open
@@ -158,7 +142,7 @@ def test_every_name_an_exercise_withholds_is_a_door_its_checks_shut(e):
     from course_lib.checks import core
 
     for qualified in e.checks:
-        tables = _forbidden_tables(qualified)
+        tables = check_tables(qualified, "FORBIDDEN")
         doors = {p for table in tables.values() for p in core.forbid(*table)}
         missing = [name for name in e.withheld if name not in doors]
         assert tables and not missing, (f"{qualified} shuts no door to {missing} (its tables: "

@@ -911,6 +911,9 @@ def _short(x: Any, limit: int = 160) -> str:
     return text if _len(text) <= limit else text[:limit] + "..."
 
 
+_NOT_GIVEN = object()
+
+
 def _copied(case: Case) -> Case:
     import copy
 
@@ -988,13 +991,13 @@ def compare_with_reference(
     def expected_on(c: Case):
         return _transcript.reference_value(ref_fn, c.args, c.kwargs, name=ref_name)
 
-    def fits(w: Wrong, c: Case, got, expected=_SKIP) -> bool:
+    def fits(w: Wrong, c: Case, got, expected=_NOT_GIVEN) -> bool:
         """Does the student's output on ``c`` equal this wrong answer's (and, given ``expected``, differ from it)?"""
         try:
             wrong_out = wrong_on(w, c)
         except Exception:
             return False
-        if expected is not _SKIP and same(wrong_out, expected):
+        if expected is not _NOT_GIVEN and same(wrong_out, expected):
             return False
         return same(got, wrong_out)
 
