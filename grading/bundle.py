@@ -15,8 +15,9 @@ everything is open). A graded class gets a bundle built from it:
   raises ``NotImplementedError``; private helpers only those used go the same way. The
   checks modules are partially evaluated with ``hidden`` = False (:func:`fold_hidden`): no
   hidden case, seed or input ships, and a public check called with ``hidden=True`` says so.
-  In the checks, every known wrong implementation (``Wrong(...)``) is replaced by a stub:
-  they are near-solutions;
+  In the checks, every answer an exercise declares (a known wrong one, ``Wrong(...)``; a right
+  alternative, ``Right(...)``; a promise's breaking answer, ``Breaks(...)``) is replaced by a stub:
+  they are near-solutions or solutions;
 * ``course_lib/checks/_stored.json``: the reference's and each known misconception's
   output on the *visible* tests' inputs only (captured by running the visible tests on
   the instructor's solutions, ``course_lib.checks.transcript`` capture mode). With it the
@@ -274,11 +275,17 @@ def fold_hidden(source: str, module: str = "course_lib.checks") -> str:
 
 
 class _ReplaceWrongFns(ast.NodeTransformer):
+    """Every answer a checks module declares (a known wrong one, ``Wrong``; a right alternative, ``Right``; a
+    promise's breaking answer, ``Breaks``: near-solutions all) becomes the stub."""
+
     def visit_Call(self, node):
+        from course_lib.checks.exercise import ANSWER_ARGUMENT
+
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id == "Wrong":
-            if len(node.args) >= 2:
-                node.args[1] = ast.Name(_STUB_NAME, ast.Load())
+        if isinstance(node.func, ast.Name) and node.func.id in ANSWER_ARGUMENT:
+            at = ANSWER_ARGUMENT[node.func.id]
+            if len(node.args) > at:
+                node.args[at] = ast.Name(_STUB_NAME, ast.Load())
             for kw in node.keywords:
                 if kw.arg == "fn":
                     kw.value = ast.Name(_STUB_NAME, ast.Load())
@@ -315,11 +322,12 @@ def _remove_unreachable_private(tree: ast.Module) -> None:
 
 def student_edition_of_checks(source: str, keep_hidden: bool = False, module: str = "course_lib.checks") -> str:
     """A lesson's checks with the hidden cases folded away (``hidden`` is False: :func:`fold_hidden`; kept with
-    ``keep_hidden``) and every known wrong implementation replaced by a stub; private code only those used is
-    stubbed (functions) or removed (tables)."""
+    ``keep_hidden``) and every answer it declares (``Wrong``, ``Right``, ``Breaks``) replaced by a stub; private code
+    only those used is stubbed (functions) or removed (tables)."""
     tree = _ReplaceWrongFns().visit(ast.parse(source if keep_hidden else fold_hidden(source, module)))
     stub = ast.parse(f"def {_STUB_NAME}(*args, **kwargs):\n"
-                     f"    raise RuntimeError('known wrong answers are not shipped in the student edition')").body[0]
+                     f"    raise RuntimeError('the answers the checks declare (wrong, right, breaking a promise) are "
+                     f"not shipped in the student edition')").body[0]
     # after the module docstring and the __future__ import
     at = 0
     while at < len(tree.body) and (isinstance(tree.body[at], ast.ImportFrom) and tree.body[at].module == "__future__"
@@ -410,7 +418,7 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
                 source = fh.read()
             if rel.startswith("checks" + os.sep):
                 if rel in (os.path.join("checks", n) for n in ("__init__.py", "core.py", "transcript.py",
-                                                               "registry.py")):
+                                                               "registry.py", "exercise.py")):
                     continue
                 new = student_edition_of_checks(source, keep_hidden=keep_hidden, module=module)
                 write_inputs(module, os.path.dirname(path), hidden=keep_hidden)

@@ -90,7 +90,7 @@ def capture(notebooks: list[str] | None = None) -> dict:
     # a check's local functions (an observer, a feature map) travel by value; course_lib's own modules by name
     import importlib
 
-    shared = {"__init__", "core", "transcript", "registry"}  # by name: the kernel's own state lives in them
+    shared = {"__init__", "core", "transcript", "registry", "exercise"}  # by name: the kernel's own state lives in them
     modules = [importlib.import_module(f"course_lib.checks.{f[:-3]}")
                for f in sorted(os.listdir(os.path.dirname(checks.__file__)))
                if f.endswith(".py") and not f.startswith("_") and f[:-3] not in shared]

@@ -7,7 +7,7 @@ import pytest
 
 LESSONS = {"attention": "test_checks_attention", "masking": "test_checks_masking",
            "multihead": "test_checks_multihead", "positional": "test_checks_positional",
-           "blocks": "test_checks_blocks", "bpe": "test_checks_bpe", "efficient": "test_checks_efficient"}
+           "blocks": "test_checks_blocks", "bpe": "test_checks_bpe"}
 
 
 @pytest.mark.parametrize("module, tests", LESSONS.items())

@@ -106,8 +106,11 @@ def _promise_rows():
     by_check = {c: e for e in registry.exercises() for c in e.checks}
     rows = {}
     for a in registry.assignments():
-        module = importlib.import_module(f"test_promises_{a[:2]}")
-        for row in module.PROMISES:
+        try:  # MIGRATION: a lesson that declares its breaking answers has no such table
+            module = importlib.import_module(f"test_promises_{a[:2]}")
+        except ModuleNotFoundError:
+            continue
+        for row in getattr(module, "PROMISES", []):
             first, promise = row[0], row[1]
             if isinstance(first, str):
                 e = registry.exercise(a, first)
@@ -125,12 +128,11 @@ def test_every_promise_is_declared_in_the_registry_and_has_an_answer_that_breaks
     rows = _promise_rows()
     for e in registry.exercises():
         tested = rows.get((e.assignment, e.name), [])
-        assert e.promises, f"{e.assignment}.{e.name}: the registry lists no promise of its docstring"
-        assert len(set(e.promises)) == len(e.promises), f"{e.assignment}.{e.name}: a promise is listed twice"
-        assert sorted(tested) == sorted(e.promises), (
+        pending = [b.promise for b in e.breaks if b.fn is None]
+        assert sorted(tested) == sorted(pending), (
             f"{e.assignment}.{e.name}: promises in the registry without a breaking answer in "
-            f"tests/test_promises_{e.assignment[:2]}.py: {sorted(set(e.promises) - set(tested))}; rows there not "
-            f"declared in the registry: {sorted(set(tested) - set(e.promises))}")
+            f"tests/test_promises_{e.assignment[:2]}.py: {sorted(set(pending) - set(tested))}; rows there not "
+            f"declared in the registry: {sorted(set(tested) - set(pending))}")
 
 
 @pytest.mark.parametrize("e", registry.exercises(), ids=lambda e: f"{e.assignment}.{e.name}")

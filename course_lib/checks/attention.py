@@ -36,6 +36,7 @@ from course_lib.checks.core import (
     to_numpy,
     tolerance,
 )
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = [
     "check_softmax",
@@ -397,3 +398,27 @@ def check_attention_torch(student, hidden: bool = False) -> None:
                              "avoid .numpy(), .detach() or torch.no_grad() inside the function")
     expected = reference(ref.scaled_dot_product_attention_torch, q, k, v)
     assert_close(out, expected[0], f"{exercise} on input '{case.label}', output")
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('01_attention', 'softmax', check_softmax, equivalents=('softmax_torch',),
+            promises=(
+                'stable for large scores (exp does not overflow)',
+                'a fully -inf slice gets zeros, not NaN',
+                'normalised along `axis`',
+                'inputs unchanged',
+                'float answer in at least float32',
+            )),
+    declare('01_attention', 'scaled_dot_product_attention', check_attention_numpy,
+            promises=(
+                'any leading dims (..., T, d_k)',
+                'numpy in, numpy out',
+                'a fully masked row gets zero weights',
+            )),
+    declare('01_attention', 'scaled_dot_product_attention_torch', check_attention_torch,
+            promises=(
+                'differentiable',
+                'any leading dims (k.transpose(-2, -1))',
+            )),
+)

@@ -36,6 +36,7 @@ from course_lib.checks.core import (
     compare_with_reference,
     seeded,
 )
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = [
     "check_layer_norm",
@@ -384,3 +385,25 @@ def check_encoder_layer_forward(student, hidden: bool = False) -> None:
     assert_shape(out, tuple(x.shape), f"{exercise}: the output has the input's shape (B, T, d_model)")
     assert_shape(w, (x.shape[0], x.shape[1], x.shape[1]),
                  f"{exercise}: return the self-attention weights averaged over heads, (B, T, T)")
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('05_blocks', 'layer_norm', check_layer_norm,
+            promises=(
+                'any leading dims (..., d)',
+                'inputs unchanged',
+                'differentiable',
+                'biased variance',
+            )),
+    declare('05_blocks', 'feed_forward', check_feed_forward,
+            promises=(
+                'any leading dims (..., d_model)',
+                'exact erf GELU',
+            )),
+    declare('05_blocks', 'encoder_layer_forward', check_encoder_layer_forward,
+            promises=(
+                'float answer in at least float32',
+                'mask applied',
+            )),
+)

@@ -49,6 +49,7 @@ from collections.abc import Mapping
 
 from course_lib import bpe as ref
 from course_lib.checks.core import Case, Exact, Wrong, assert_raises, compare_with_reference
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = [
     "check_get_stats",
@@ -743,3 +744,42 @@ def check_decode(student, hidden: bool = False) -> None:
     bad = Case("bytes FF FE, which no UTF-8 text has", ([0xFF, 0xFE], _private_vocab({}))) if not hidden else \
         Case("'caf' then the first byte of a two-byte character, cut off", ([99, 97, 102, 0xC3], _private_vocab({})))
     assert_raises(student, bad, "decode_ids", ValueError, "when the bytes are not valid UTF-8", FORBIDDEN)
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('06_bpe', 'get_stats', check_get_stats,
+            promises=(
+                'counts of every adjacent pair',
+                'a dict {(left, right): count}',
+                'pairs in order of first appearance',
+            )),
+    declare('06_bpe', 'merge', check_merge,
+            promises=(
+                'the input list unchanged',
+                'left to right, no overlap',
+            )),
+    declare('06_bpe', 'word_counts', check_word_counts,
+            promises=(
+                "'</w>' on the last character",
+                'split on any whitespace',
+                'words in order of first appearance',
+            )),
+    # train_fast: the same merges as train_naive, incrementally (tests/test_bpe.py compares them); WordBPE and
+    # ByteBPE train and encode with them (a whole tokenizer: lesson 06's exercises), so they go with them
+    declare('06_bpe', 'train_naive', check_train, equivalents=('train_fast', 'WordBPE', 'ByteBPE',),
+            promises=(
+                'ties: smallest pair',
+                'new ids start at first_id',
+            )),
+    # apply_merges: the same ids as encode_ids (tests/test_bpe.py compares them)
+    declare('06_bpe', 'encode_ids', check_encode, equivalents=('apply_merges',),
+            promises=(
+                'merges in training order',
+            )),
+    declare('06_bpe', 'decode_ids', check_decode,
+            promises=(
+                'invalid UTF-8 raises ValueError',
+                'UTF-8 decoded once, surrogatepass',
+            )),
+)

@@ -49,6 +49,7 @@ from course_lib.checks.core import (
     seeded,
     to_numpy,
 )
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = [
     "check_mean_pool",
@@ -645,3 +646,46 @@ def check_attention_rollout(student, hidden: bool = False) -> None:
         raise AssertionError(f"{exercise}: expected a (T, T) tensor on '{cases[0].label}', got {type(out).__name__}")
     assert_close(out.sum(-1), np.ones(out.shape[0]),  # tolerance follows the answer's dtype
                  f"{exercise}: every row of the rollout sums to 1 ('{cases[0].label}')")
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('08_clinical_text', 'mean_pool', check_mean_pool,
+            promises=(
+                'padding is left out of the mean',
+                'divides by the number of real tokens',
+                'a row without real tokens gives zeros, not NaN',
+                'returns the plain mean, not normalised',
+                'any leading axes (..., T, d)',
+                "keeps hidden's dtype",
+                'inputs are not changed',
+                'int, bool or float mask',
+            )),
+    declare('08_clinical_text', 'cosine_top_k', check_cosine_top_k,
+            promises=(
+                'cosine, not the raw dot product',
+                'best first',
+                'A zero vector has cosine 0 with everything',
+                'equal scores keep the smaller index first',
+                'k outside 1..N raises ValueError',
+                'indices are integers',
+                'inputs are not changed',
+            )),
+    declare('08_clinical_text', 'freeze_for_probe', check_freeze_for_probe,
+            promises=(
+                'freezes (requires_grad False), eval() is not enough',
+                "the head's parameters become trainable even if frozen before",
+                'the head is the submodule, not a name prefix',
+                'returns the number of scalar parameters',
+                'a missing head raises ValueError',
+            )),
+    declare('08_clinical_text', 'attention_rollout', check_attention_rollout,
+            promises=(
+                'layers composed first to last',
+                'residual stream as (A + I) / 2',
+                'rows sum to 1',
+                'residual=False uses attention alone',
+                'heads averaged',
+                'inputs are not changed',
+            )),
+)

@@ -31,6 +31,7 @@ import torch
 from course_lib import consensus as ref
 from course_lib.checks import core
 from course_lib.checks.core import Case, Wrong, call_student, compare_with_reference, seeded
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = [
     "check_edit_distance", "check_pileup", "check_soft_alignment_loss", "check_positionwise_cross_entropy",
@@ -410,3 +411,41 @@ def check_positionwise_cross_entropy(student, hidden: bool = False) -> None:
     long_target = torch.ones(logits.shape[0], logits.shape[1] + 2, dtype=torch.long)
     core.assert_raises(student, Case("label longer than the prediction", (logits, long_target)), exercise,
                        ValueError, "when the label is longer than the N predicted positions", FORBIDDEN_CE)
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    # soft_edit_distance(a, b, 0) == edit_distance(a, b)[0] (tests/test_consensus.py)
+    declare('11_read_consensus', 'edit_distance', check_edit_distance, equivalents=('soft_edit_distance',),
+            promises=(
+                'D[i, 0] = i, D[0, j] = j',
+                'a mismatch costs 1',
+                'distance as a Python int',
+                'operations: I uses a base of a only',
+            )),
+    declare('11_read_consensus', 'pileup', check_pileup,
+            promises=(
+                'columns -ACGT, gap first',
+                'inserted bases are not counted',
+                'an int64 array',
+                'ValueError when an alignment does not fit',
+                'ValueError when reads and alignments differ in number',
+            )),
+    declare('11_read_consensus', 'positionwise_cross_entropy', check_positionwise_cross_entropy,
+            promises=(
+                'summed over positions',
+                'padding included',
+                'ValueError when M > N',
+                'inputs unchanged',
+            )),
+    # _loss_costs + _soft_dp are the whole loss; hard_alignment_loss is its gamma -> 0 limit on them
+    declare('11_read_consensus', 'soft_alignment_loss', check_soft_alignment_loss, equivalents=('_soft_dp', '_loss_costs', 'hard_alignment_loss',),
+            promises=(
+                'a soft MIN',
+                'gaps in target are padding, removed first',
+                "of the logits' dtype",
+                'differentiable in logits',
+                'ValueError when gamma <= 0',
+                'ValueError when the shapes do not fit',
+            )),
+)

@@ -25,6 +25,7 @@ from course_lib import dna as ref
 from course_lib.checks import core
 from course_lib.checks.core import (Case, Wrong, assert_raises, call_student, compare_with_reference, seeded,
                                     to_numpy)
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = ["check_one_hot_dna", "check_reverse_complement", "check_receptive_field",
            "check_in_silico_mutagenesis", "WRONG_ONE_HOT", "WRONG_RC", "WRONG_RF", "WRONG_ISM"]
@@ -221,3 +222,36 @@ def check_in_silico_mutagenesis(student, hidden: bool = False) -> None:
                              "promises it is not modified (mutate a copy)")
     if out.shape != (length, 4):
         raise AssertionError(f"{exercise}: expected shape ({length}, 4), got {out.shape}")
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('12_long_range_dna', 'one_hot_dna', check_one_hot_dna,
+            promises=(
+                'a float32 numpy array',
+                'N becomes a row of zeros',
+                'upper and lower case are the same base',
+                'columns A, C, G, T',
+                'any other letter raises ValueError',
+            )),
+    declare('12_long_range_dna', 'reverse_complement', check_reverse_complement,
+            promises=(
+                'complement and reverse',
+                'returns a string',
+                'any other letter raises ValueError',
+            )),
+    declare('12_long_range_dna', 'receptive_field', check_receptive_field,
+            promises=(
+                'pooling multiplies the jump',
+                'returns an int',
+                'ValueError when the lists differ in length',
+            )),
+    declare('12_long_range_dna', 'in_silico_mutagenesis', check_in_silico_mutagenesis,
+            promises=(
+                'effect at the own base is 0',
+                'mutant minus reference',
+                'one_hot is not modified',
+                'one_hot numpy or torch',
+                '(L, 4) float64 array',
+            )),
+)

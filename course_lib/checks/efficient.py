@@ -71,6 +71,7 @@ from course_lib.checks.core import (
     to_numpy,
 )
 from course_lib.checks import core as _core
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 from course_lib.checks import transcript as _transcript
 from course_lib.checks.transcript import is_pending
 
@@ -666,3 +667,185 @@ def check_positive_random_features(student, hidden: bool = False) -> None:
     if abs(estimate - target) > 6 * sd:
         raise AssertionError(f"{exercise}: with m={m} random projections phi(x).phi(y) = {estimate:.4f}, but it "
                              f"should estimate exp(x.y) = {target:.4f} without bias (allowed: 6 sd = {6 * sd:.4f})")
+
+
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.efficient; the students' and the kernel's editions replace each by a stub
+def _right_elu_feature_map(x):
+    x = np.asarray(x, dtype=float)
+    out = x + 1.0
+    neg = x <= 0
+    out[neg] = np.exp(x[neg])
+    return out
+
+
+def _right_elu_where(x):
+    x = np.asarray(x, dtype=float)
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def _right_elu_float32(x):
+    x = np.asarray(x, dtype=np.float32)
+    return np.where(x > 0, x + np.float32(1), np.exp(np.minimum(x, np.float32(0)))).astype(np.float32)
+
+
+def _right_linear_attention(q, k, v, feature_map=_right_elu_feature_map):
+    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
+    kv = np.einsum("...sr,...sv->...rv", fk, v)
+    norm = np.einsum("...tr,...r->...t", fq, fk.sum(-2))
+    return np.einsum("...tr,...rv->...tv", fq, kv) / norm[..., None]
+
+
+def _right_linear_attention_matmul(q, k, v, feature_map=_right_elu_feature_map):
+    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
+    num = fq @ (np.swapaxes(fk, -1, -2) @ v)
+    den = fq @ fk.sum(-2)[..., None]
+    return num / den
+
+
+def _right_linear_attention_float32(q, k, v, feature_map=_right_elu_feature_map):
+    f = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    fq, fk = feature_map(f(q)).astype(np.float32), feature_map(f(k)).astype(np.float32)
+    return ((fq @ (np.swapaxes(fk, -1, -2) @ f(v))) / (fq @ fk.sum(-2)[..., None])).astype(np.float32)
+
+
+def _right_causal_linear_attention(q, k, v, feature_map=_right_elu_feature_map):
+    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
+    v = np.asarray(v, float)
+    s = np.cumsum(np.einsum("...tr,...tv->...trv", fk, v), axis=-3)
+    z = np.cumsum(fk, axis=-2)
+    return np.einsum("...tr,...trv->...tv", fq, s) / np.einsum("...tr,...tr->...t", fq, z)[..., None]
+
+
+def _right_causal_linear_attention_loop(q, k, v, feature_map=_right_elu_feature_map):
+    """A loop over positions is also linear in memory and must pass."""
+    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
+    v = np.asarray(v, float)
+    s = np.zeros(fk.shape[:-2] + (fk.shape[-1], v.shape[-1]))
+    z = np.zeros(fk.shape[:-2] + (fk.shape[-1],))
+    out = np.empty(fq.shape[:-1] + (v.shape[-1],))
+    for t in range(fq.shape[-2]):
+        s = s + fk[..., t, :, None] * v[..., t, None, :]
+        z = z + fk[..., t, :]
+        out[..., t, :] = np.einsum("...r,...rv->...v", fq[..., t, :], s) / (fq[..., t, :] * z).sum(-1)[..., None]
+    return out
+
+
+def _right_causal_linear_attention_float32(q, k, v, feature_map=_right_elu_feature_map):
+    f = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    return _right_causal_linear_attention(f(q), f(k), f(v),
+                                          lambda x: feature_map(x).astype(np.float32)).astype(np.float32)
+
+
+def _right_linear_attention_step(state, q_t, k_t, v_t, feature_map=_right_elu_feature_map):
+    fq, fk, v_t = feature_map(np.asarray(q_t, float)), feature_map(np.asarray(k_t, float)), np.asarray(v_t, float)
+    if state is None:
+        s, z = 0.0, 0.0
+    else:
+        s, z = state
+    s = s + np.einsum("...r,...v->...rv", fk, v_t)
+    z = z + fk
+    return np.einsum("...r,...rv->...v", fq, s) / (fq * z).sum(-1)[..., None], (s, z)
+
+
+def _right_linear_attention_step_float32(state, q_t, k_t, v_t, feature_map=_right_elu_feature_map):
+    out, (s, z) = _right_linear_attention_step(state, q_t, k_t, v_t, feature_map)
+    return out.astype(np.float32), (s, z)
+
+
+def _right_linear_attention_step_explicit(state, q_t, k_t, v_t, feature_map=_right_elu_feature_map):
+    fq, fk, v_t = feature_map(np.asarray(q_t, float)), feature_map(np.asarray(k_t, float)), np.asarray(v_t, float)
+    if state is None:
+        s = np.zeros(fk.shape + v_t.shape[-1:])
+        z = np.zeros(fk.shape)
+    else:
+        s, z = (np.array(a, dtype=float, copy=True) for a in state)
+    s += fk[..., :, None] * v_t[..., None, :]   # in place on OUR copies: allowed
+    z += fk
+    return (fq[..., :, None] * s).sum(-2) / (fq * z).sum(-1, keepdims=True), (s, z)
+
+
+def _right_positive_random_features(x, w):
+    x, w = np.asarray(x, float), np.asarray(w, float)
+    log_phi = x @ np.swapaxes(w, -1, -2) - 0.5 * (x ** 2).sum(-1)[..., None]
+    return np.exp(log_phi) / np.sqrt(w.shape[-2])
+
+
+def _right_positive_random_features_float32(x, w):
+    return _right_positive_random_features(np.asarray(x, np.float32), np.asarray(w, np.float32)).astype(np.float32)
+
+
+def _right_positive_random_features_einsum(x, w):
+    x, w = np.asarray(x, float), np.asarray(w, float)
+    proj = np.einsum("...ld,...md->...lm", x, w)
+    return np.exp(proj - np.einsum("...ld,...ld->...l", x, x)[..., None] / 2) * w.shape[-2] ** -0.5
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_elu_negative(x):
+    return _right_elu_feature_map(x) - 1.0
+
+
+def _breaks_step_in_place(state, q_t, k_t, v_t, feature_map=_right_elu_feature_map):
+    out, (s, z) = _right_linear_attention_step(state, q_t, k_t, v_t, feature_map)
+    if state is not None:
+        state[0][...] = s
+        state[1][...] = z
+        return out, state
+    return out, (s, z)
+
+
+def _breaks_features_2d_w_only(x, w):
+    x, w = np.asarray(x, float), np.asarray(w, float)
+    if w.ndim != 2:
+        raise ValueError("w must be (m, d)")
+    return np.exp(x @ w.T - 0.5 * (x ** 2).sum(-1)[..., None]) / np.sqrt(w.shape[0])
+
+
+def _breaks_linear_3d_only(q, k, v, feature_map=_right_elu_feature_map):
+    if np.ndim(q) > 2:
+        raise ValueError("expected (T, d)")
+    return _right_linear_attention(q, k, v, feature_map)
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare("07_efficient", "elu_feature_map", check_elu_feature_map, equivalents=("elu_feature_map_torch",),
+            promises=(
+                Breaks("always > 0", _breaks_elu_negative, "elu without +1"),
+            ),
+            right=(Right(_right_elu_feature_map), Right(_right_elu_where), Right(_right_elu_float32))),
+    # the torch forms and the O(T S) form compute the same attention (tests/test_efficient.py)
+    declare("07_efficient", "linear_attention", check_linear_attention,
+            equivalents=("linear_attention_torch", "attention_from_features_torch", "quadratic_linear_attention"),
+            promises=(
+                Breaks("any leading dims (..., T, d)", _breaks_linear_3d_only, "ValueError"),
+                Breaks("never builds the (T, S) matrix", _linear_quadratic, QUADRATIC_NAME),
+            ),
+            right=(Right(_right_linear_attention), Right(_right_linear_attention_matmul),
+                   Right(_right_linear_attention_float32))),
+    declare("07_efficient", "causal_linear_attention", check_causal_linear_attention,
+            equivalents=("recurrent_linear_attention", "prefix_sum_causal_attention_torch",
+                         "chunked_causal_attention_torch", "_causal_chunks"),
+            promises=(
+                Breaks("position i sees keys 0..i", wrong_answer(WRONG_CAUSAL, "causal form sees future keys"),
+                       "sees future keys"),
+                Breaks("O(T r d_v) memory", _causal_quadratic, QUADRATIC_NAME),
+            ),
+            right=(Right(_right_causal_linear_attention), Right(_right_causal_linear_attention_loop),
+                   Right(_right_causal_linear_attention_float32))),
+    declare("07_efficient", "linear_attention_step", check_linear_attention_step,
+            promises=(
+                Breaks("the input state is not modified", _breaks_step_in_place, "input modified in place"),
+            ),
+            right=(Right(_right_linear_attention_step), Right(_right_linear_attention_step_explicit),
+                   Right(_right_linear_attention_step_float32))),
+    declare("07_efficient", "positive_random_features", check_positive_random_features,
+            promises=(
+                Breaks("w (..., m, d) with leading dims", _breaks_features_2d_w_only, "ValueError"),
+                Breaks("exp(w x - |x|^2 / 2)", wrong_answer(WRONG_FEATURES, "forgot exp(-|x|^2/2)"),
+                       "forgot exp(-|x|^2/2)"),
+            ),
+            right=(Right(_right_positive_random_features), Right(_right_positive_random_features_float32),
+                   Right(_right_positive_random_features_einsum))),
+)

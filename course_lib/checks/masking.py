@@ -42,6 +42,7 @@ from course_lib.checks.core import (
     to_numpy,
     tolerance,
 )
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = [
     "check_causal_mask",
@@ -392,3 +393,33 @@ def check_masked_softmax(student, hidden: bool = False) -> None:
             sums = w.sum(-1)[mask.any(-1)]
             if not np.allclose(sums, 1.0, rtol=0, atol=tolerance(raw)[0]):
                 raise AssertionError(f"{exercise}: on '{case.label}' each row with a visible key must sum to 1")
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('02_masking', 'causal_mask', check_causal_mask,
+            promises=(
+                'boolean (T, S), True = may attend',
+                'S > T: queries are the last T positions',
+            )),
+    declare('02_masking', 'padding_mask', check_padding_mask,
+            promises=(
+                'S = max_len when given',
+            )),
+    declare('02_masking', 'combine_masks', check_combine_masks,
+            promises=(
+                'with neither mask, None',
+            )),
+    declare('02_masking', 'to_additive', check_to_additive,
+            promises=(
+                "tensors in, torch's default dtype out",
+                '-inf, not a large negative',
+            )),
+    declare('02_masking', 'masked_softmax', check_masked_softmax,
+            promises=(
+                'a fully masked row gives zeros, not NaN',
+                'stable for large scores',
+                'inputs unchanged',
+                'Numpy; float64',
+            )),
+)

@@ -37,6 +37,7 @@ from course_lib.checks.core import (
     compare_with_reference,
     seeded,
 )
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = [
     "check_split_heads",
@@ -337,3 +338,26 @@ def _params_tuple(p):
     if isinstance(p, tuple):
         return p
     return tuple(p.get(k) for k in PARAM_KEYS)
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('03_multihead', 'split_heads', check_split_heads,
+            promises=(
+                'any leading dims (..., T, D)',
+                'torch in, torch out',
+            )),
+    declare('03_multihead', 'merge_heads', check_merge_heads,
+            promises=(
+                'torch in, torch out',
+            )),
+    declare('03_multihead', 'multi_head_attention', check_multi_head_attention,
+            promises=(
+                'inputs unchanged',
+            )),
+    declare('03_multihead', 'numpy_params_from_torch', check_numpy_params_from_torch,
+            promises=(
+                'numpy arrays',
+                'a dict',
+            )),
+)

@@ -37,6 +37,7 @@ from course_lib.checks.core import (
     to_numpy,
     tolerance,
 )
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = [
     "check_sinusoidal_encoding",
@@ -257,3 +258,31 @@ def check_exponential_basis(student, hidden: bool = False) -> None:
         case = Case("min_half_life=6 with seq_len=32 (2^6 = 64 > 32)", (np.arange(3), 2, 32.0), {"min_half_life": 6.0})
         assert_raises(student, case, exercise, ValueError, "when 2^min_half_life > seq_len (the shortest "
                       "half-life would exceed the longest)", FORBIDDEN_EXPONENTIAL)
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('04_positional', 'sinusoidal_encoding', check_sinusoidal_encoding,
+            promises=(
+                'sines in even columns, cosines in odd ones (interleaved)',
+                'positions 0, 1, ...',
+                'float answer in at least float32',
+                'an odd d_model raises ValueError',
+                'A numpy array (float64)',
+                'a numpy array (-> np.ndarray)',
+            )),
+    declare('04_positional', 'shift_matrix', check_shift_matrix,
+            promises=(
+                'PE(pos + k) = M_k @ PE(pos)',
+                'angle k * omega_i',
+            )),
+    declare('04_positional', 'exponential_basis', check_exponential_basis,
+            promises=(
+                'f_i halves every h_i positions: f_i(h_i) = 0.5',
+                'a decay in |r|',
+                'shape distances.shape + (num_basis,)',
+                'h_i = 2^x_i, x_i = np.linspace(min_half_life, log2(seq_len), num_basis)',
+                'min_half_life is in log2 units',
+                'Raises ValueError unless 2^min_half_life <= seq_len',
+            )),
+)

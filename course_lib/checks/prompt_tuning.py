@@ -45,6 +45,7 @@ from course_lib.checks.core import (
     reference,
     seeded,
 )
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = ["check_prepend_soft_prompt", "check_answer_only_labels", "check_option_log_likelihood",
            "check_freeze_model", "WRONG_PREPEND", "WRONG_LABELS", "WRONG_LOGLIK", "WRONG_FREEZE", "tiny_llama"]
@@ -569,3 +570,39 @@ def check_freeze_model(student, hidden: bool = False) -> None:
 
 def _same(a, b) -> bool:
     return tuple(a) == tuple(b)
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('09_prompt_tuning', 'freeze_model', check_freeze_model,
+            promises=(
+                'eval mode',
+                'tied weight counted once',
+                'buffers are not parameters',
+                'returns the number of parameters',
+            )),
+    declare('09_prompt_tuning', 'prepend_soft_prompt', check_prepend_soft_prompt,
+            promises=(
+                'P + T positions with the prompt in front',
+                'mask extended with ones',
+                "mask keeps attention_mask's dtype",
+                'inputs not modified',
+                'gradients flow back to prompt',
+                'prompt shared by the whole batch',
+            )),
+    declare('09_prompt_tuning', 'answer_only_labels', check_answer_only_labels,
+            promises=(
+                '(B, P + T) aligned with the prompted sequence',
+                'not shifted',
+                '-100 on padding',
+                'int64',
+                'inputs not modified',
+            )),
+    declare('09_prompt_tuning', 'option_log_likelihood', check_option_log_likelihood,
+            promises=(
+                "(B,) in the logits' dtype",
+                '(B,) shape',
+                'normalise divides by the scored tokens',
+                'shift by one',
+            )),
+)

@@ -42,6 +42,7 @@ from course_lib.checks.core import (
     reference,
     seeded,
 )
+from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
 
 __all__ = [
     "check_encode_proteins",
@@ -499,3 +500,46 @@ def _check_greedy(student, hidden: bool) -> None:
         raise AssertionError(f"{exercise}: at most max_len tokens per row, got {out.shape[1]}")
     _expect_value_error(student, Case("max_len=0", cases[0].args[:3] + (0,)), exercise, FORBIDDEN_GREEDY,
                         "max_len < 1")
+
+
+# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
+EXERCISES = (
+    declare('10_proteins', 'encode_proteins', check_encode_proteins,
+            promises=(
+                'ids are int64',
+                'keep is bool',
+                'torch tensors, not numpy',
+                'ValueError when max_len < 2',
+                'the input list is not changed',
+                '<eos> always there after truncation',
+                'padded to the longest sequence',
+                'case-insensitive',
+                'True at real tokens',
+            )),
+    declare('10_proteins', 'kmer_vectors', check_kmer_vectors,
+            promises=(
+                'float32',
+                'a sequence without k-mers is a row of zeros',
+                'unit length rows',
+                'overlapping windows, step 1',
+                'non-standard residues skipped',
+                'first residue most significant',
+            )),
+    declare('10_proteins', 'favor_padded_attention', check_favor_padded_attention,
+            promises=(
+                'padded keys contribute nothing',
+                'padded query rows are 0',
+                'output in the dtype of v',
+                'never builds an (L, L) matrix',
+            )),
+    declare('10_proteins', 'greedy_decode', check_greedy_decode,
+            promises=(
+                'without the start token',
+                'at most max_len tokens',
+                'pad after <eos>',
+                'causal mask',
+                'source padding masked',
+                'int64 ids',
+                'ValueError when max_len < 1',
+            )),
+)

@@ -1,0 +1,113 @@
+"""One graded exercise, declared once, beside its checks.
+
+Each lesson's checks module (``course_lib/checks/<topic>.py``) ends with its ``EXERCISES``: one
+:func:`declare` per exercise, which says
+
+* which assignment and which solution-cell name (``name``) it is, and so its reference
+  (``course_lib.<topic>.<name>``);
+* the check functions its graded cells call (their visible and hidden cases and the misconceptions they
+  name, the ``WRONG_*`` lists, are in the same module);
+* ``equivalents``: other ``course_lib.<topic>`` functions that compute the same answer (or the private
+  machinery that does the whole computation): withheld from the students' and the kernel's editions with
+  the reference, and forbidden while a student's answer runs (``tests/test_registry.py``);
+* ``promises``: what the reference's docstring promises, each a :class:`Breaks`: the promise in short, an
+  answer that breaks only it, and the words the check's message must then hold;
+* ``right``: right alternatives (another dtype, einsum or a loop, another valid formulation), each a
+  :class:`Right` that must keep full marks in the visible and the hidden test.
+
+``course_lib.checks.registry`` gathers every module's ``EXERCISES`` in lesson order, and the tests are
+parametrised over it (``tests/test_exercises.py``): adding an exercise adds its tests. The answers of
+``Right`` and ``Breaks`` are near-solutions: the students' and the kernel's editions replace them by a stub,
+as they do the known wrong answers of ``Wrong`` (``grading.bundle.student_edition_of_checks``), so their
+helpers must be private (``_right_*``, ``_breaks_*``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Right:
+    """A right alternative: it must keep full marks."""
+
+    fn: Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Breaks:
+    """An answer that breaks one docstring promise, and the words the check's message must hold for it.
+    ``hidden``: the test that must catch it (the hidden one, which holds the visible cases, unless said)."""
+
+    promise: str
+    fn: Callable
+    words: str
+    hidden: bool = True
+
+
+# the positional index of the answer in each declaration a students' edition strips (grading.bundle)
+ANSWER_ARGUMENT = {"Wrong": 1, "Breaks": 1, "Right": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Exercise:
+    assignment: str  # "01_attention": the notebook folder
+    name: str  # the name the solution cell defines (and the student writes)
+    reference: str  # "course_lib.attention.softmax"
+    checks: tuple[str, ...]  # "course_lib.checks.attention.check_softmax", ...
+    equivalents: tuple[str, ...] = ()  # withheld with the reference
+    breaks: tuple[Breaks, ...] = ()  # the docstring's promises, each with an answer that breaks it
+    right: tuple[Right, ...] = ()  # right alternatives
+
+    @property
+    def module(self) -> str:
+        """The module that holds the reference: "course_lib.attention"."""
+        return self.reference.rsplit(".", 1)[0]
+
+    @property
+    def withheld(self) -> tuple[str, ...]:
+        return (self.reference,) + self.equivalents
+
+    @property
+    def promises(self) -> tuple[str, ...]:
+        """What the reference's docstring promises, in short."""
+        return tuple(b.promise for b in self.breaks)
+
+
+def _qualified(fn) -> str:
+    return f"{fn.__module__}.{fn.__name__}"
+
+
+def declare(assignment: str, name: str, *checks: Callable, equivalents: tuple[str, ...] = (),
+            promises: tuple[Breaks, ...] = (), right: tuple[Right, ...] = ()) -> Exercise:
+    """The exercise ``name`` of ``assignment``, graded by ``checks`` (functions of a lesson's checks module
+    ``course_lib.checks.<topic>``; its reference is ``course_lib.<topic>.<name>``, its ``equivalents`` are
+    names in the same module)."""
+    if not checks:
+        raise ValueError(f"{assignment}.{name}: declare at least one check function")
+    modules = {fn.__module__ for fn in checks}
+    if len(modules) != 1 or not next(iter(modules)).startswith("course_lib.checks."):
+        raise ValueError(f"{assignment}.{name}: the checks must be functions of one course_lib.checks module, "
+                         f"got {sorted(modules)}")
+    topic = next(iter(modules)).rsplit(".", 1)[1]
+    # MIGRATION (removed when every lesson declares its breaking answers): a promise still given as text
+    promises = tuple(Breaks(p, None, "") if isinstance(p, str) else p for p in promises)
+    for kind, items in (("promises", promises), ("right", right)):
+        wanted = Breaks if kind == "promises" else Right
+        bad = [x for x in items if not isinstance(x, wanted)]
+        if bad:
+            raise TypeError(f"{assignment}.{name}: {kind} holds {bad!r}; expected {wanted.__name__}(...) items")
+    return Exercise(assignment=assignment, name=name, reference=f"course_lib.{topic}.{name}",
+                    checks=tuple(_qualified(fn) for fn in checks),
+                    equivalents=tuple(f"course_lib.{topic}.{e}" for e in equivalents),
+                    breaks=tuple(promises), right=tuple(right))
+
+
+def wrong_answer(table, name: str, fn_name: str | None = None) -> Callable:
+    """The implementation of the known wrong answer named ``name`` in a ``WRONG_*`` list (and implemented by
+    ``fn_name``, where a name has variants): a promise's breaking answer found by name, not list position."""
+    found = [w for w in table if w.name == name and (fn_name is None or getattr(w.fn, "__name__", "") == fn_name)]
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} known wrong answers named {name!r}"
+                          + (f" implemented by {fn_name}" if fn_name else "") + " in that list; expected one")
+    return found[0].fn

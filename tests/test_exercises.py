@@ -1,0 +1,79 @@
+"""Every exercise is tested as its declaration says (``EXERCISES`` at the end of each lesson's checks module,
+``course_lib/checks/exercise.py``), parametrised over the registry: adding an exercise adds these tests.
+
+* every right alternative keeps full marks, in the visible and in the hidden test;
+* every promise of the reference's docstring has an answer that breaks it, which loses points with a
+  message holding the declared words;
+* lessons 01-07 give each exercise at least three right alternatives (issue 10: another dtype, einsum or a
+  loop, another valid formulation);
+* the students' edition of the checks ships none of the declared answers (right, breaking, wrong).
+"""
+import ast
+import os
+
+import pytest
+
+from course_lib.checks import registry
+from named import assert_promise_broken
+
+
+def _id(e, fn) -> str:
+    return f"{e.assignment[:2]}.{e.name}:{getattr(fn, '__name__', type(fn).__name__)}"
+
+
+RIGHT = [pytest.param(e, check, r.fn, id=_id(e, r.fn)) for e in registry.exercises() for check in e.checks
+         for r in e.right]
+BREAKS = [pytest.param(e, check, b, id=f"{e.assignment[:2]}.{e.name}:{b.promise}") for e in registry.exercises()
+          for check in e.checks for b in e.breaks if b.fn is not None]
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
+@pytest.mark.parametrize("e, check, answer", RIGHT)
+def test_every_right_alternative_keeps_full_marks(e, check, answer, hidden):
+    registry.resolve(check)(answer, hidden=hidden)
+
+
+@pytest.mark.parametrize("e, check, b", BREAKS)
+def test_every_broken_promise_loses_points_with_its_words(e, check, b):
+    assert_promise_broken(registry.resolve(check), b.fn, b.promise, b.words, hidden=b.hidden)
+
+
+@pytest.mark.parametrize("e", registry.exercises(), ids=lambda e: f"{e.assignment}.{e.name}")
+def test_every_exercise_declares_its_promises_once(e):
+    assert e.breaks, f"{e.assignment}.{e.name}: the declaration lists no promise of the reference's docstring"
+    assert len(set(e.promises)) == len(e.promises), f"{e.assignment}.{e.name}: a promise is declared twice"
+
+
+@pytest.mark.parametrize("e", [e for e in registry.exercises() if e.assignment[:2] <= "07"
+                                    and e.right],  # MIGRATION: until every lesson declares its alternatives
+                         ids=lambda e: f"{e.assignment}.{e.name}")
+def test_lessons_01_to_07_give_three_right_alternatives(e):
+    assert len(e.right) >= 3, f"{e.assignment}.{e.name}: {len(e.right)} right alternatives declared, expected 3"
+    assert len({r.fn for r in e.right}) == len(e.right), f"{e.assignment}.{e.name}: an alternative is listed twice"
+
+
+@pytest.mark.parametrize("topic", sorted({e.module.rsplit(".", 1)[1] for e in registry.exercises()}))
+def test_the_students_edition_ships_no_declared_answer(topic):
+    """In the students' (and the kernel's) edition of a checks module every declared answer is the stub, and no
+    private function that held one keeps a body (near-solutions: a blank answer must not find them)."""
+    from course_lib.checks.exercise import ANSWER_ARGUMENT
+    from grading import bundle
+
+    path = os.path.join(os.path.dirname(registry.__file__), f"{topic}.py")
+    with open(path) as fh:
+        source = fh.read()
+    for keep_hidden in (False, True):
+        tree = ast.parse(bundle.student_edition_of_checks(source, keep_hidden=keep_hidden,
+                                                          module=f"course_lib.checks.{topic}"))
+        declared = 0
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ANSWER_ARGUMENT:
+                answer = node.args[ANSWER_ARGUMENT[node.func.id]]
+                assert isinstance(answer, ast.Name) and answer.id == bundle._STUB_NAME, ast.unparse(node)
+                declared += 1
+        assert declared >= len(registry.exercises(
+            next(e.assignment for e in registry.exercises() if e.module.endswith("." + topic))))
+        kept = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith(("_right_", "_breaks_"))
+                and not (len(n.body) <= 2 and isinstance(n.body[-1], ast.Return)
+                         and isinstance(n.body[-1].value, ast.Name) and n.body[-1].value.id == bundle._STUB_NAME)]
+        assert not kept, f"course_lib.checks.{topic}: the students' edition keeps the bodies of {kept}"
