@@ -1,5 +1,6 @@
 """What a check's message names: the shared assertions of the tests that feed known wrong answers
-(tests/test_checks_*.py) and answers that break a docstring promise (tests/test_promises_*.py).
+(tests/test_checks_*.py) and answers that break a docstring promise (the declarations' ``Breaks``,
+tests/test_exercises.py).
 
 A message names a misconception only when the student's output shows it (issue 10): each wrong
 answer must be named, and no other misconception with it, unless both give the very same output

@@ -24,7 +24,7 @@ def _id(e, fn) -> str:
 RIGHT = [pytest.param(e, check, r.fn, id=_id(e, r.fn)) for e in registry.exercises() for check in e.checks
          for r in e.right]
 BREAKS = [pytest.param(e, check, b, id=f"{e.assignment[:2]}.{e.name}:{b.promise}") for e in registry.exercises()
-          for check in e.checks for b in e.breaks if b.fn is not None]
+          for check in e.checks for b in e.breaks]
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
@@ -44,8 +44,7 @@ def test_every_exercise_declares_its_promises_once(e):
     assert len(set(e.promises)) == len(e.promises), f"{e.assignment}.{e.name}: a promise is declared twice"
 
 
-@pytest.mark.parametrize("e", [e for e in registry.exercises() if e.assignment[:2] <= "07"
-                                    and e.right],  # MIGRATION: until every lesson declares its alternatives
+@pytest.mark.parametrize("e", [e for e in registry.exercises() if e.assignment[:2] <= "07"],
                          ids=lambda e: f"{e.assignment}.{e.name}")
 def test_lessons_01_to_07_give_three_right_alternatives(e):
     assert len(e.right) >= 3, f"{e.assignment}.{e.name}: {len(e.right)} right alternatives declared, expected 3"
@@ -77,3 +76,23 @@ def test_the_students_edition_ships_no_declared_answer(topic):
                 and not (len(n.body) <= 2 and isinstance(n.body[-1], ast.Return)
                          and isinstance(n.body[-1].value, ast.Name) and n.body[-1].value.id == bundle._STUB_NAME)]
         assert not kept, f"course_lib.checks.{topic}: the students' edition keeps the bodies of {kept}"
+
+
+def test_a_declaration_says_what_is_missing():
+    from course_lib.checks import efficient as C
+    from course_lib.checks.exercise import Breaks, Right, declare
+
+    ok = declare("07_efficient", "elu_feature_map", C.check_elu_feature_map, equivalents=("elu_feature_map_torch",),
+                 promises=(Breaks("always > 0", C._breaks_elu_negative, "elu without +1"),),
+                 right=(Right(C._right_elu_where),))
+    assert ok.reference == "course_lib.efficient.elu_feature_map" and ok.promises == ("always > 0",)
+    assert ok.checks == ("course_lib.checks.efficient.check_elu_feature_map",)
+    with pytest.raises(TypeError, match=r"expected Breaks\(\.\.\.\) items"):
+        declare("07_efficient", "elu_feature_map", C.check_elu_feature_map, promises=("always > 0",))
+    with pytest.raises(ValueError, match="needs an answer"):
+        declare("07_efficient", "elu_feature_map", C.check_elu_feature_map,
+                promises=(Breaks("always > 0", C._breaks_elu_negative, ""),))
+    with pytest.raises(ValueError, match="check functions"):
+        declare("07_efficient", "elu_feature_map", C._right_elu_where)
+    with pytest.raises(KeyError, match="no assignment"):
+        declare("13_nothing", "elu_feature_map", C.check_elu_feature_map)

@@ -98,43 +98,6 @@ def test_lookups():
         registry.resolve("course_lib.attention.nothing")
 
 
-def _promise_rows():
-    """{(assignment, exercise name): [promise, ...]} from the PROMISES tables of tests/test_promises_NN.py
-    (a row names its exercise by its check function, or by name in lesson 08's table)."""
-    import importlib
-
-    by_check = {c: e for e in registry.exercises() for c in e.checks}
-    rows = {}
-    for a in registry.assignments():
-        try:  # MIGRATION: a lesson that declares its breaking answers has no such table
-            module = importlib.import_module(f"test_promises_{a[:2]}")
-        except ModuleNotFoundError:
-            continue
-        for row in getattr(module, "PROMISES", []):
-            first, promise = row[0], row[1]
-            if isinstance(first, str):
-                e = registry.exercise(a, first)
-            else:
-                fn = inspect.unwrap(first)
-                e = by_check.get(f"{fn.__module__}.{fn.__qualname__}")
-                assert e is not None and e.assignment == a, f"{module.__name__}: {promise!r} uses {fn}, no check of {a}"
-            rows.setdefault((e.assignment, e.name), []).append(promise)
-    return rows
-
-
-def test_every_promise_is_declared_in_the_registry_and_has_an_answer_that_breaks_it():
-    """Issue 34: an exercise's docstring promises are listed in its registry entry, and each has, in
-    tests/test_promises_NN.py, a wrong answer that breaks it (that test checks it loses points with its name)."""
-    rows = _promise_rows()
-    for e in registry.exercises():
-        tested = rows.get((e.assignment, e.name), [])
-        pending = [b.promise for b in e.breaks if b.fn is None]
-        assert sorted(tested) == sorted(pending), (
-            f"{e.assignment}.{e.name}: promises in the registry without a breaking answer in "
-            f"tests/test_promises_{e.assignment[:2]}.py: {sorted(set(pending) - set(tested))}; rows there not "
-            f"declared in the registry: {sorted(set(tested) - set(pending))}")
-
-
 @pytest.mark.parametrize("e", registry.exercises(), ids=lambda e: f"{e.assignment}.{e.name}")
 def test_every_name_an_exercise_withholds_is_a_door_its_checks_shut(e):
     """What the editions withhold for an exercise (its reference and equivalents) is, in the repository's open

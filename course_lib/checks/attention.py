@@ -36,7 +36,7 @@ from course_lib.checks.core import (
     to_numpy,
     tolerance,
 )
-from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 
 __all__ = [
     "check_softmax",
@@ -400,25 +400,172 @@ def check_attention_torch(student, hidden: bool = False) -> None:
     assert_close(out, expected[0], f"{exercise} on input '{case.label}', output")
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.attention; the students' and the kernel's editions replace each by a stub
+def _right_softmax(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    m = x.max(axis=axis, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
+    s = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, np.where(s > 0, s, 1.0))
+
+
+def _right_softmax_float32(x, axis=-1):
+    return _right_softmax(np.asarray(x, dtype=np.float32), axis).astype(np.float32)
+
+
+def _right_softmax_logsumexp(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        lse = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+    out = np.exp(x - lse)
+    return np.where(np.isnan(out), 0.0, out)
+
+
+def _right_softmax_torch_inside(x, axis=-1):
+    t = torch.as_tensor(np.asarray(x, dtype=float))
+    m = t.amax(dim=axis, keepdim=True)
+    e = torch.exp(t - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
+    s = e.sum(dim=axis, keepdim=True)
+    return (e / s.clamp_min(1e-300)).numpy()
+
+
+def _right_attention(q, k, v, mask=None):
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    w = _right_softmax(s)
+    return w @ v, w
+
+
+def _right_attention_float32(q, k, v, mask=None):
+    q, k, v = (np.asarray(a, dtype=np.float32) for a in (q, k, v))
+    out, w = _right_attention(q, k, v, mask)
+    return out.astype(np.float32), w.astype(np.float32)
+
+
+def _right_attention_einsum(q, k, v, mask=None):
+    s = np.einsum("...td,...sd->...ts", q, k) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    w = _right_softmax(s, axis=-1)
+    return np.einsum("...ts,...sv->...tv", w, v), w
+
+
+def _right_attention_loop(q, k, v, mask=None):
+    """One query at a time, on 2-D inputs; leading dims by recursion."""
+    q, k, v = (np.asarray(a, dtype=float) for a in (q, k, v))
+    if q.ndim > 2:
+        lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        m = None if mask is None else np.broadcast_to(mask, lead + (q.shape[-2], k.shape[-2]))
+        q, k, v = (np.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
+        outs = [_right_attention_loop(q[i], k[i], v[i], None if m is None else m[i]) for i in range(lead[0])]
+        return np.stack([o for o, _ in outs]), np.stack([w for _, w in outs])
+    T, S = q.shape[0], k.shape[0]
+    m = np.ones((T, S), dtype=bool) if mask is None else np.broadcast_to(mask, (T, S))
+    out, w = np.zeros((T, v.shape[-1])), np.zeros((T, S))
+    for t in range(T):
+        scores = np.array([q[t] @ k[s] for s in range(S)]) / math.sqrt(q.shape[-1])
+        w[t] = _right_softmax(np.where(m[t], scores, -np.inf))
+        out[t] = w[t] @ v
+    return out, w
+
+
+def _right_attention_torch(q, k, v, mask=None):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(~mask, -math.inf)
+    w = torch.softmax(s, -1)
+    w = torch.nan_to_num(w, nan=0.0)
+    return w @ v, w
+
+
+def _right_attention_torch_float32(q, k, v, mask=None):
+    out, w = _right_attention_torch(q.float(), k.float(), v.float(), mask)
+    return out, w
+
+
+def _right_attention_torch_einsum(q, k, v, mask=None):
+    s = torch.einsum("...td,...sd->...ts", q, k) / q.shape[-1] ** 0.5
+    if mask is not None:
+        s = torch.where(mask, s, torch.tensor(-math.inf, dtype=s.dtype))
+    m = s.amax(-1, keepdim=True)
+    e = torch.exp(s - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
+    w = e / e.sum(-1, keepdim=True).clamp_min(1e-300)
+    return torch.einsum("...ts,...sv->...tv", w, v), w
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_softmax_nan_row(x, axis=-1):
+    x = np.asarray(x, dtype=float)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def _breaks_softmax_in_place(x, axis=-1):
+    x -= np.max(x, axis=axis, keepdims=True)
+    return _right_softmax(x, axis)
+
+
+def _breaks_softmax_float16(x, axis=-1):
+    return _right_softmax(x, axis).astype(np.float16)
+
+
+def _breaks_attention_2d_only(q, k, v, mask=None):
+    s = q @ k.T / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    w = _right_softmax(s)
+    return w @ v, w
+
+
+def _breaks_attention_returns_torch(q, k, v, mask=None):
+    out, w = _right_attention(q, k, v, mask)
+    return torch.from_numpy(out), torch.from_numpy(w)
+
+
+def _breaks_torch_detached(q, k, v, mask=None):
+    out, w = _right_attention_torch(q.detach(), k, v, mask)
+    return out, w
+
+
+def _breaks_torch_kT(q, k, v, mask=None):
+    s = q @ k.T / math.sqrt(q.shape[-1])
+    w = torch.softmax(s, -1)
+    return w @ v, w
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('01_attention', 'softmax', check_softmax, equivalents=('softmax_torch',),
+    declare("01_attention", "softmax", check_softmax, equivalents=("softmax_torch",),
             promises=(
-                'stable for large scores (exp does not overflow)',
-                'a fully -inf slice gets zeros, not NaN',
-                'normalised along `axis`',
-                'inputs unchanged',
-                'float answer in at least float32',
-            )),
-    declare('01_attention', 'scaled_dot_product_attention', check_attention_numpy,
+                Breaks("stable for large scores (exp does not overflow)",
+                       wrong_answer(WRONG_SOFTMAX, "unstable softmax"), "unstable softmax"),
+                Breaks("a fully -inf slice gets zeros, not NaN", _breaks_softmax_nan_row, "NaN on a fully masked row"),
+                Breaks("normalised along `axis`", wrong_answer(WRONG_SOFTMAX, "softmax wrong axis"),
+                       "softmax wrong axis"),
+                Breaks("inputs unchanged", _breaks_softmax_in_place, "input modified in place"),
+                Breaks("float answer in at least float32", _breaks_softmax_float16, "half precision"),
+            ),
+            right=(Right(_right_softmax), Right(_right_softmax_float32), Right(_right_softmax_logsumexp),
+                   Right(_right_softmax_torch_inside))),
+    declare("01_attention", "scaled_dot_product_attention", check_attention_numpy,
             promises=(
-                'any leading dims (..., T, d_k)',
-                'numpy in, numpy out',
-                'a fully masked row gets zero weights',
-            )),
-    declare('01_attention', 'scaled_dot_product_attention_torch', check_attention_torch,
+                Breaks("any leading dims (..., T, d_k)", _breaks_attention_2d_only, "scaled_dot_product_attention"),
+                Breaks("numpy in, numpy out", _breaks_attention_returns_torch, "numpy array"),
+                Breaks("a fully masked row gets zero weights",
+                       wrong_answer(WRONG_ATTENTION, "NaN on a fully masked row"), "NaN on a fully masked row"),
+            ),
+            right=(Right(_right_attention), Right(_right_attention_float32), Right(_right_attention_einsum),
+                   Right(_right_attention_loop))),
+    declare("01_attention", "scaled_dot_product_attention_torch", check_attention_torch,
             promises=(
-                'differentiable',
-                'any leading dims (k.transpose(-2, -1))',
-            )),
+                Breaks("differentiable", _breaks_torch_detached, "gradients"),
+                Breaks("any leading dims (k.transpose(-2, -1))", _breaks_torch_kT, "k.T on a batched tensor"),
+            ),
+            right=(Right(_right_attention_torch), Right(_right_attention_torch_float32),
+                   Right(_right_attention_torch_einsum))),
 )

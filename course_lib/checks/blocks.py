@@ -36,7 +36,7 @@ from course_lib.checks.core import (
     compare_with_reference,
     seeded,
 )
-from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 
 __all__ = [
     "check_layer_norm",
@@ -387,23 +387,161 @@ def check_encoder_layer_forward(student, hidden: bool = False) -> None:
                  f"{exercise}: return the self-attention weights averaged over heads, (B, T, T)")
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.blocks; the students' and the kernel's editions replace each by a stub
+def _right_layer_norm_ok(x, weight=None, bias=None, eps=1e-5):
+    var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+    y = (x - mean) * torch.rsqrt(var + eps)
+    return y * (1 if weight is None else weight) + (0 if bias is None else bias)
+
+
+def _right_layer_norm_two_pass(x, weight=None, bias=None, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    y = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def _right_layer_norm_float32(x, weight=None, bias=None, eps=1e-5):
+    f = (lambda t: None if t is None else t.float())
+    return _right_layer_norm_two_pass(x.float(), f(weight), f(bias), eps)
+
+
+def _right_feed_forward_ok(x, w1, b1, w2, b2, activation="relu"):
+    h = torch.einsum("...i,fi->...f", x, w1)
+    if b1 is not None:
+        h = h + b1
+    h = h.clamp(min=0) if activation == "relu" else h * 0.5 * torch.erfc(-h / math.sqrt(2))
+    out = torch.einsum("...f,of->...o", h, w2)
+    return out if b2 is None else out + b2
+
+
+def _right_feed_forward_matmul(x, w1, b1, w2, b2, activation="relu"):
+    h = x @ w1.T + (0 if b1 is None else b1)
+    h = torch.relu(h) if activation == "relu" else 0.5 * h * (1 + torch.erf(h / 2 ** 0.5))
+    return h @ w2.T + (0 if b2 is None else b2)
+
+
+def _right_feed_forward_float32(x, w1, b1, w2, b2, activation="relu"):
+    f = (lambda t: None if t is None else t.float())
+    return _right_feed_forward_matmul(x.float(), f(w1), f(b1), f(w2), f(b2), activation)
+
+
+def _right_encoder_layer_ok(layer, x, mask=None):
+    def sa(h):
+        return layer.self_attn(h, h, h, mask=mask)
+
+    if layer.norm_first:
+        a, w = sa(layer.norm1(x))
+        x = x + layer.dropout1(a)
+        return x + layer.dropout2(layer.ff(layer.norm2(x))), w
+    a, w = sa(x)
+    x = layer.norm1(x + layer.dropout1(a))
+    return layer.norm2(x + layer.dropout2(layer.ff(x))), w
+
+
+def _right_encoder_layer_sublayers(layer, x, mask=None):
+    def attn(h):
+        return layer.self_attn(h, h, h, mask=mask)
+
+    def ff(h):
+        return layer.dropout2(layer.ff(h))
+
+    if not layer.norm_first:
+        a, w = attn(x)
+        h = layer.norm1(x + layer.dropout1(a))
+        return layer.norm2(h + ff(h)), w
+    a, w = attn(layer.norm1(x))
+    h = layer.dropout1(a) + x
+    return ff(layer.norm2(h)) + h, w
+
+
+def _right_encoder_layer_explicit_branches(layer, x, mask=None):
+    residual = x
+    h = layer.norm1(x) if layer.norm_first else x
+    a, w = layer.self_attn(h, h, h, mask=mask)
+    x = residual + layer.dropout1(a)
+    if not layer.norm_first:
+        x = layer.norm1(x)
+    residual = x
+    h = layer.norm2(x) if layer.norm_first else x
+    x = residual + layer.dropout2(layer.ff(h))
+    return (x if layer.norm_first else layer.norm2(x)), w
+
+
+def _right_encoder_layer_float32(layer, x, mask=None):
+    """The whole layer run in float32, the layer itself unchanged: torch.func.functional_call swaps in
+    float32 copies of its parameters (the casts are differentiable: gradients still reach them)."""
+    params = {f"layer.{name}": t.float() for name, t in list(layer.named_parameters()) + list(layer.named_buffers())
+              if t.is_floating_point()}
+
+    class Holder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, h, m):
+            return _right_encoder_layer_ok(self.layer, h, m)
+
+    return torch.func.functional_call(Holder(), params, (x.float(), mask))
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_ln_2d_only(x, weight=None, bias=None, eps=1e-5):
+    if x.dim() != 2:
+        raise ValueError("expected (T, d)")
+    return _right_layer_norm_ok(x, weight, bias, eps)
+
+
+def _breaks_ln_in_place(x, weight=None, bias=None, eps=1e-5):
+    y = _right_layer_norm_ok(x, weight, bias, eps)
+    if not x.requires_grad:
+        x.zero_()
+    return y
+
+
+def _breaks_ln_detached(x, weight=None, bias=None, eps=1e-5):
+    return _right_layer_norm_ok(x.detach(), weight, bias, eps)
+
+
+def _breaks_ff_2d_only(x, w1, b1, w2, b2, activation="relu"):
+    if x.dim() > 3:
+        raise ValueError("expected (B, T, d)")
+    return _right_feed_forward_ok(x, w1, b1, w2, b2, activation)
+
+
+def _breaks_enc_half(layer, x, mask=None):
+    out, w = _right_encoder_layer_ok(layer, x, mask)
+    return out.to(torch.float16), w
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('05_blocks', 'layer_norm', check_layer_norm,
+    declare("05_blocks", "layer_norm", check_layer_norm,
             promises=(
-                'any leading dims (..., d)',
-                'inputs unchanged',
-                'differentiable',
-                'biased variance',
-            )),
-    declare('05_blocks', 'feed_forward', check_feed_forward,
+                Breaks("any leading dims (..., d)", _breaks_ln_2d_only, "ValueError"),
+                Breaks("inputs unchanged", _breaks_ln_in_place, "input modified in place"),
+                Breaks("differentiable", _breaks_ln_detached, "gradients"),
+                Breaks("biased variance", wrong_answer(WRONG_LAYER_NORM, "unbiased variance"), "unbiased variance"),
+            ),
+            right=(Right(_right_layer_norm_ok), Right(_right_layer_norm_two_pass), Right(_right_layer_norm_float32))),
+    declare("05_blocks", "feed_forward", check_feed_forward,
             promises=(
-                'any leading dims (..., d_model)',
-                'exact erf GELU',
-            )),
-    declare('05_blocks', 'encoder_layer_forward', check_encoder_layer_forward,
+                Breaks("any leading dims (..., d_model)", _breaks_ff_2d_only, "ValueError"),
+                Breaks("exact erf GELU", wrong_answer(WRONG_FEED_FORWARD, "tanh approximation of GELU"),
+                       "tanh approximation of GELU"),
+            ),
+            right=(Right(_right_feed_forward_ok), Right(_right_feed_forward_matmul),
+                   Right(_right_feed_forward_float32))),
+    declare("05_blocks", "encoder_layer_forward", check_encoder_layer_forward,
             promises=(
-                'float answer in at least float32',
-                'mask applied',
-            )),
+                Breaks("float answer in at least float32", _breaks_enc_half, "half precision"),
+                Breaks("mask applied", wrong_answer(WRONG_ENCODER_LAYER, "mask ignored"), "mask ignored"),
+            ),
+            right=(Right(_right_encoder_layer_ok), Right(_right_encoder_layer_sublayers),
+                   Right(_right_encoder_layer_explicit_branches), Right(_right_encoder_layer_float32))),
 )

@@ -49,7 +49,7 @@ from collections.abc import Mapping
 
 from course_lib import bpe as ref
 from course_lib.checks.core import Case, Exact, Wrong, assert_raises, compare_with_reference
-from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 
 __all__ = [
     "check_get_stats",
@@ -746,40 +746,270 @@ def check_decode(student, hidden: bool = False) -> None:
     assert_raises(student, bad, "decode_ids", ValueError, "when the bytes are not valid UTF-8", FORBIDDEN)
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.bpe; the students' and the kernel's editions replace each by a stub
+def _right_get_stats(ids):
+    counts = {}
+    for i in range(len(ids) - 1):
+        counts[(ids[i], ids[i + 1])] = counts.get((ids[i], ids[i + 1]), 0) + 1
+    return counts
+
+
+def _right_get_stats_counter(ids):
+    from collections import Counter
+
+    return dict(Counter(zip(ids, ids[1:])))      # Counter keeps the order of first appearance
+
+
+def _right_get_stats_setdefault(ids):
+    counts = {}
+    for left, right in zip(list(ids)[:-1], list(ids)[1:]):
+        counts.setdefault((left, right), 0)
+        counts[(left, right)] += 1
+    return counts
+
+
+def _right_merge(ids, pair, idx):
+    out, i = [], 0
+    while i < len(ids):
+        if tuple(ids[i:i + 2]) == tuple(pair):
+            out.append(idx)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _right_merge_skip_flag(ids, pair, idx):
+    out, skip = [], False
+    for i, x in enumerate(ids):
+        if skip:
+            skip = False
+            continue
+        if i + 1 < len(ids) and x == pair[0] and ids[i + 1] == pair[1]:
+            out.append(idx)
+            skip = True
+        else:
+            out.append(x)
+    return out
+
+
+def _right_merge_from_the_right_of_each_match(ids, pair, idx):
+    """Scan with an index and a pending output; one match consumes both positions."""
+    ids, out, i = list(ids), [], 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(idx)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out + ids[i:]
+
+
+def _right_word_counts(text):
+    from collections import Counter
+
+    return dict(Counter(tuple(w[:-1]) + (w[-1] + "</w>",) for w in text.split()))
+
+
+def _right_word_counts_loop(text):
+    counts = {}
+    for word in text.split():
+        key = tuple(word[:-1]) + (word[-1] + "</w>",)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _right_word_counts_from_word_counter(text):
+    from collections import Counter
+
+    return {tuple(w[:-1]) + (w[-1] + "</w>",): c for w, c in Counter(text.split()).items()}
+
+
+def _right_train_naive(word_counts, num_merges, first_id=256):
+    words = [(list(w), c) for w, c in word_counts.items()]
+    merges = {}
+    for step in range(num_merges):
+        stats = {}
+        for ids, c in words:
+            for p, n in _right_get_stats(ids).items():
+                stats[p] = stats.get(p, 0) + n * c
+        if not stats:
+            break
+        best = max(stats.values())
+        pair = min(p for p, n in stats.items() if n == best)
+        merges[pair] = first_id + step
+        words = [(_right_merge(ids, pair, first_id + step), c) for ids, c in words]
+    return merges
+
+
+def _right_train_sorted_stats(word_counts, num_merges, first_id=256):
+    """Counts in a Counter, the best pair as the first of the pairs sorted by (-count, pair)."""
+    from collections import Counter
+
+    words = {tuple(w): c for w, c in word_counts.items()}
+    merges = {}
+    for step in range(num_merges):
+        stats = Counter()
+        for w, c in words.items():
+            for p in zip(w, w[1:]):
+                stats[p] += c
+        if not stats:
+            break
+        pair = sorted(stats.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        merges[pair] = first_id + step
+        words = {tuple(_right_merge_skip_flag(list(w), pair, first_id + step)): c for w, c in words.items()}
+    return merges
+
+
+def _right_train_in_place(word_counts, num_merges, first_id=256):
+    """Word lists changed in place after each merge; the tie broken by an explicit scan."""
+    words = [[list(w), c] for w, c in word_counts.items()]
+    merges = {}
+    for step in range(num_merges):
+        stats = {}
+        for w, c in words:
+            for i in range(len(w) - 1):
+                stats[(w[i], w[i + 1])] = stats.get((w[i], w[i + 1]), 0) + c
+        best = None
+        for p, n in stats.items():
+            if best is None or n > stats[best] or (n == stats[best] and p < best):
+                best = p
+        if best is None:
+            break
+        merges[best] = first_id + step
+        for entry in words:
+            entry[0] = _right_merge_from_the_right_of_each_match(entry[0], best, first_id + step)
+    return merges
+
+
+def _right_encode_ids(ids, merges):
+    ids = list(ids)
+    for pair, idx in sorted(merges.items(), key=lambda kv: kv[1]):   # one pass in training order
+        ids = _right_merge(ids, pair, idx)
+    return ids
+
+
+def _right_encode_min_rank(ids, merges):
+    """minbpe's loop: merge the present pair with the smallest rank until none is known."""
+    ids = list(ids)
+    while len(ids) >= 2:
+        pair = min(zip(ids, ids[1:]), key=lambda p: merges.get(p, float("inf")))
+        if pair not in merges:
+            break
+        ids = _right_merge_skip_flag(ids, pair, merges[pair])
+    return ids
+
+
+def _right_encode_rank_scan(ids, merges):
+    """The same rule with an explicit scan for the best position each round."""
+    ids = list(ids)
+    while True:
+        ranks = [(merges[(a, b)], (a, b)) for a, b in zip(ids, ids[1:]) if (a, b) in merges]
+        if not ranks:
+            return ids
+        rank, pair = min(ranks)
+        ids = _right_merge_from_the_right_of_each_match(ids, pair, rank)
+
+
+def _right_decode_ids(ids, vocab):
+    return b"".join(vocab[i] for i in ids).decode("utf-8", errors="surrogatepass")
+
+
+def _right_decode_bytearray(ids, vocab):
+    buf = bytearray()
+    for i in ids:
+        buf += vocab[i]
+    return buf.decode("utf-8", "surrogatepass")
+
+
+def _right_decode_codecs(ids, vocab):
+    import codecs
+
+    return codecs.decode(bytes().join(map(vocab.__getitem__, ids)), "utf-8", "surrogatepass")
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_stats_as_list(ids):
+    return list(_right_get_stats(ids).items())
+
+
+def _breaks_stats_sorted(ids):
+    return dict(sorted(_right_get_stats(ids).items()))
+
+
+def _breaks_merge_in_place(ids, pair, idx):
+    out = _right_merge(ids, pair, idx)
+    ids[:] = out
+    return out
+
+
+def _breaks_word_counts_sorted(text):
+    return dict(sorted(_right_word_counts(text).items()))
+
+
+def _breaks_decode_hiding_bad_bytes(ids, vocab):
+    """surrogatepass as promised, but bytes that are not UTF-8 come back as U+FFFD instead of raising."""
+    data = b"".join(vocab[i] for i in ids)
+    try:
+        return data.decode("utf-8", errors="surrogatepass")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace")
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('06_bpe', 'get_stats', check_get_stats,
+    declare("06_bpe", "get_stats", check_get_stats,
             promises=(
-                'counts of every adjacent pair',
-                'a dict {(left, right): count}',
-                'pairs in order of first appearance',
-            )),
-    declare('06_bpe', 'merge', check_merge,
+                Breaks("counts of every adjacent pair", wrong_answer(WRONG_GET_STATS, "pairs counted once"),
+                       "pairs counted once"),
+                Breaks("a dict {(left, right): count}", _breaks_stats_as_list, "expected a dict"),
+                Breaks("pairs in order of first appearance", _breaks_stats_sorted, "order of first appearance"),
+            ),
+            right=(Right(_right_get_stats), Right(_right_get_stats_counter), Right(_right_get_stats_setdefault))),
+    declare("06_bpe", "merge", check_merge,
             promises=(
-                'the input list unchanged',
-                'left to right, no overlap',
-            )),
-    declare('06_bpe', 'word_counts', check_word_counts,
+                Breaks("the input list unchanged", _breaks_merge_in_place, "input modified in place"),
+                Breaks("left to right, no overlap", wrong_answer(WRONG_MERGE, "overlapping occurrences merged twice"),
+                       "overlapping occurrences merged twice"),
+            ),
+            right=(Right(_right_merge), Right(_right_merge_skip_flag),
+                   Right(_right_merge_from_the_right_of_each_match))),
+    declare("06_bpe", "word_counts", check_word_counts,
             promises=(
-                "'</w>' on the last character",
-                'split on any whitespace',
-                'words in order of first appearance',
-            )),
+                Breaks("'</w>' on the last character", wrong_answer(WRONG_WORD_COUNTS, "forgot the end-of-word marker"),
+                       "end-of-word marker"),
+                Breaks("split on any whitespace", wrong_answer(WRONG_WORD_COUNTS, "split on single spaces"),
+                       "split on single spaces"),
+                Breaks("words in order of first appearance", _breaks_word_counts_sorted, "order of first appearance"),
+            ),
+            right=(Right(_right_word_counts), Right(_right_word_counts_loop),
+                   Right(_right_word_counts_from_word_counter))),
     # train_fast: the same merges as train_naive, incrementally (tests/test_bpe.py compares them); WordBPE and
     # ByteBPE train and encode with them (a whole tokenizer: lesson 06's exercises), so they go with them
-    declare('06_bpe', 'train_naive', check_train, equivalents=('train_fast', 'WordBPE', 'ByteBPE',),
+    declare("06_bpe", "train_naive", check_train, equivalents=("train_fast", "WordBPE", "ByteBPE",),
             promises=(
-                'ties: smallest pair',
-                'new ids start at first_id',
-            )),
+                Breaks("ties: smallest pair", wrong_answer(WRONG_TRAIN, "ties broken by first appearance"),
+                       "ties broken by first appearance"),
+                Breaks("new ids start at first_id", wrong_answer(WRONG_TRAIN, "first_id ignored"), "first_id ignored"),
+            ),
+            right=(Right(_right_train_naive), Right(_right_train_sorted_stats), Right(_right_train_in_place))),
     # apply_merges: the same ids as encode_ids (tests/test_bpe.py compares them)
-    declare('06_bpe', 'encode_ids', check_encode, equivalents=('apply_merges',),
+    declare("06_bpe", "encode_ids", check_encode, equivalents=("apply_merges",),
             promises=(
-                'merges in training order',
-            )),
-    declare('06_bpe', 'decode_ids', check_decode,
+                Breaks("merges in training order",
+                       wrong_answer(WRONG_ENCODE, "merges applied out of training order (leftmost first)"),
+                       "training order"),
+            ),
+            right=(Right(_right_encode_ids), Right(_right_encode_min_rank), Right(_right_encode_rank_scan))),
+    declare("06_bpe", "decode_ids", check_decode,
             promises=(
-                'invalid UTF-8 raises ValueError',
-                'UTF-8 decoded once, surrogatepass',
-            )),
+                Breaks("invalid UTF-8 raises ValueError", _breaks_decode_hiding_bad_bytes, "not valid UTF-8"),
+                Breaks("UTF-8 decoded once, surrogatepass",
+                       wrong_answer(WRONG_DECODE, "lone surrogates not passed through", fn_name="_decode_strict"),
+                       "lone surrogates"),
+            ),
+            right=(Right(_right_decode_ids), Right(_right_decode_bytearray), Right(_right_decode_codecs))),
 )

@@ -31,6 +31,7 @@ values; the verifier compares them with a model it builds itself from the same s
 """
 from __future__ import annotations
 
+import functools
 
 import numpy as np
 import torch
@@ -49,7 +50,7 @@ from course_lib.checks.core import (
     seeded,
     to_numpy,
 )
-from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 
 __all__ = [
     "check_mean_pool",
@@ -648,44 +649,257 @@ def check_attention_rollout(student, hidden: bool = False) -> None:
                  f"{exercise}: every row of the rollout sums to 1 ('{cases[0].label}')")
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.clinical; the students' and the kernel's editions replace each by a stub
+def _right_mean_pool_einsum(hidden, attention_mask):
+    m = attention_mask.to(hidden.dtype)
+    return torch.einsum("...td,...t->...d", hidden, m) / m.sum(-1, keepdim=True).clamp(min=1)
+
+
+def _right_mean_pool_float32(hidden, attention_mask):
+    h = hidden.float()
+    keep = attention_mask.bool().unsqueeze(-1)
+    total = torch.where(keep, h, torch.zeros((), dtype=torch.float32)).sum(-2)
+    return total / keep.sum(-2).clamp(min=1).float()
+
+
+def _right_mean_pool_loop(hidden, attention_mask):
+    flat_h = hidden.reshape(-1, *hidden.shape[-2:])
+    flat_m = attention_mask.reshape(-1, attention_mask.shape[-1]).bool()
+    rows = [h[m].mean(0) if m.any() else torch.zeros(h.shape[-1], dtype=h.dtype) for h, m in zip(flat_h, flat_m)]
+    return torch.stack(rows).reshape(*hidden.shape[:-2], hidden.shape[-1])
+
+
+def _right_cosine_lexsort(queries, keys, k):
+    if not 1 <= k <= len(keys):
+        raise ValueError("bad k")
+    qn = queries / np.clip(np.sqrt(np.einsum("qd,qd->q", queries, queries))[:, None], 1e-12, None)
+    kn = keys / np.clip(np.sqrt(np.einsum("nd,nd->n", keys, keys))[:, None], 1e-12, None)
+    s = np.einsum("qd,nd->qn", qn, kn)
+    idx = np.stack([np.lexsort((np.arange(len(keys)), -row))[:k] for row in s])
+    return np.take_along_axis(s, idx, 1), idx
+
+
+def _right_cosine_float32(queries, keys, k):
+    if k < 1 or k > keys.shape[0]:
+        raise ValueError("bad k")
+    q = queries.astype(np.float32)
+    q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), np.float32(1e-12))
+    kk = keys.astype(np.float32)
+    kk = kk / np.maximum(np.linalg.norm(kk, axis=1, keepdims=True), np.float32(1e-12))
+    s = q @ kk.T
+    idx = np.argsort(-s, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(s, idx, 1), idx
+
+
+def _right_cosine_loop(queries, keys, k):
+    if not 1 <= k <= len(keys):
+        raise ValueError("bad k")
+    scores, idxs = [], []
+    for q in queries:
+        sims = [float(q @ key) / max(float(np.linalg.norm(q) * np.linalg.norm(key)), 1e-300) for key in keys]
+        order = sorted(range(len(keys)), key=lambda j: (-sims[j], j))[:k]
+        scores.append([sims[j] for j in order])
+        idxs.append(order)
+    return np.array(scores), np.array(idxs, dtype=np.int64)
+
+
+def _right_freeze_dot_prefix(model, head="classifier"):
+    if not isinstance(getattr(model, head, None), nn.Module):
+        raise ValueError(f"no submodule {head}")
+    n = 0
+    for name, p in model.named_parameters():
+        keep = name.startswith(head + ".")
+        p.requires_grad = keep
+        n += p.numel() if keep else 0
+    return n
+
+
+def _right_freeze_module_api(model, head="classifier"):
+    try:
+        sub = model.get_submodule(head)
+    except AttributeError as err:
+        raise ValueError(str(err)) from None
+    model.requires_grad_(False)
+    sub.requires_grad_(True)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def _right_freeze_by_ids(model, head="classifier"):
+    modules = dict(model.named_modules())
+    if head not in modules:
+        raise ValueError(head)
+    ids = set(map(id, modules[head].parameters()))
+    total = 0
+    for p in model.parameters():
+        p.requires_grad_(id(p) in ids)
+        total += p.numel() * (id(p) in ids)
+    return int(total)
+
+
+def _right_rollout_float32(attentions, residual=True):
+    a = attentions.float().mean(1)
+    if residual:
+        a = 0.5 * a + 0.5 * torch.eye(a.shape[-1])
+    r = a[0]
+    for layer in a[1:]:
+        r = layer @ r
+    return r
+
+
+def _right_rollout_multi_dot(attentions, residual=True):
+    mats = list(attentions.mean(1).unbind(0))
+    if residual:
+        eye = torch.eye(mats[0].shape[-1], dtype=mats[0].dtype)
+        mats = [(m + eye) / (m + eye).sum(-1, keepdim=True) for m in mats]
+    return mats[0] if len(mats) == 1 else torch.linalg.multi_dot(mats[::-1])
+
+
+def _right_rollout_reduce(attentions, residual=True):
+    L, H, T, _ = attentions.shape
+    mixed = attentions.sum(1) / H
+    if residual:
+        mixed = (mixed + torch.eye(T, dtype=mixed.dtype)) / 2
+    return functools.reduce(lambda acc, layer: layer @ acc, mixed[1:], mixed[0])
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_masked_mean(hidden, attention_mask):
+    m = attention_mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * m).sum(-2) / m.sum(-2).clamp(min=1)
+
+
+def _breaks_mp_always_float64(hidden, attention_mask):
+    return _breaks_masked_mean(hidden.double(), attention_mask)
+
+
+def _breaks_mp_three_dims_only(hidden, attention_mask):
+    m = attention_mask.to(hidden.dtype)
+    return (hidden * m[:, :, None]).sum(1) / m.sum(1, keepdim=True).clamp(min=1)
+
+
+def _breaks_mp_in_place(hidden, attention_mask):
+    hidden.mul_(attention_mask.to(hidden.dtype).unsqueeze(-1))
+    return hidden.sum(-2) / attention_mask.to(hidden.dtype).sum(-1, keepdim=True).clamp(min=1)
+
+
+def _breaks_mp_bool_mask(hidden, attention_mask):
+    pad = 1 - attention_mask  # fails on a bool mask
+    return _breaks_masked_mean(hidden, 1 - pad)
+
+
+def _breaks_cosine_sorted(queries, keys, k):
+    qn = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    kn = keys / np.maximum(np.linalg.norm(keys, axis=1, keepdims=True), 1e-12)
+    s = qn @ kn.T
+    idx = np.argsort(-s, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(s, idx, 1), idx
+
+
+def _breaks_ctk_clamps_k(queries, keys, k):
+    return _breaks_cosine_sorted(queries, keys, min(max(k, 1), len(keys)))
+
+
+def _breaks_ctk_float_indices(queries, keys, k):
+    if not 1 <= k <= len(keys):
+        raise ValueError("k")
+    s, idx = _breaks_cosine_sorted(queries, keys, k)
+    return s, idx.astype(np.float64)
+
+
+def _breaks_ctk_in_place(queries, keys, k):
+    if not 1 <= k <= len(keys):
+        raise ValueError("k")
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return _breaks_cosine_sorted(queries, keys, k)
+
+
+def _breaks_fr_key_error(model, head="classifier"):
+    sub = dict(model.named_modules())[head]  # KeyError, not ValueError, for a missing head
+    for p in model.parameters():
+        p.requires_grad_(False)
+    sub.requires_grad_(True)
+    return sum(p.numel() for p in sub.parameters())
+
+
+def _breaks_ro_in_place(attentions, residual=True):
+    a = attentions.mean(1)
+    if residual:
+        a = 0.5 * a + 0.5 * torch.eye(a.shape[-1], dtype=a.dtype)
+    r = a[0]
+    for layer in a[1:]:
+        r = layer @ r
+    attentions.zero_()
+    return r
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('08_clinical_text', 'mean_pool', check_mean_pool,
+    declare("08_clinical_text", "mean_pool", check_mean_pool,
             promises=(
-                'padding is left out of the mean',
-                'divides by the number of real tokens',
-                'a row without real tokens gives zeros, not NaN',
-                'returns the plain mean, not normalised',
-                'any leading axes (..., T, d)',
-                "keeps hidden's dtype",
-                'inputs are not changed',
-                'int, bool or float mask',
-            )),
-    declare('08_clinical_text', 'cosine_top_k', check_cosine_top_k,
+                Breaks("padding is left out of the mean", wrong_answer(WRONG_MEAN_POOL, "padding averaged in"),
+                       "padding averaged in", hidden=False),
+                Breaks("divides by the number of real tokens",
+                       wrong_answer(WRONG_MEAN_POOL, "divided by the padded length"), "padded length", hidden=False),
+                Breaks("a row without real tokens gives zeros, not NaN",
+                       wrong_answer(WRONG_MEAN_POOL, "NaN for a row without real tokens"),
+                       "NaN for a row without real tokens", hidden=False),
+                Breaks("returns the plain mean, not normalised", wrong_answer(WRONG_MEAN_POOL, "L2-normalised"),
+                       "L2-normalised", hidden=False),
+                Breaks("any leading axes (..., T, d)", _breaks_mp_three_dims_only, "two leading axes", hidden=False),
+                Breaks("keeps hidden's dtype", _breaks_mp_always_float64, "expected torch.float32", hidden=False),
+                Breaks("inputs are not changed", _breaks_mp_in_place, "changed its input", hidden=False),
+                Breaks("int, bool or float mask", _breaks_mp_bool_mask, "bool mask", hidden=False),
+            ),
+            right=(Right(_right_mean_pool_einsum), Right(_right_mean_pool_float32), Right(_right_mean_pool_loop))),
+    declare("08_clinical_text", "cosine_top_k", check_cosine_top_k,
             promises=(
-                'cosine, not the raw dot product',
-                'best first',
-                'A zero vector has cosine 0 with everything',
-                'equal scores keep the smaller index first',
-                'k outside 1..N raises ValueError',
-                'indices are integers',
-                'inputs are not changed',
-            )),
-    declare('08_clinical_text', 'freeze_for_probe', check_freeze_for_probe,
+                Breaks("cosine, not the raw dot product", wrong_answer(WRONG_COSINE_TOP_K, "unnormalised dot product"),
+                       "unnormalised dot product", hidden=False),
+                Breaks("best first", wrong_answer(WRONG_COSINE_TOP_K, "most dissimilar first"),
+                       "most dissimilar first", hidden=False),
+                Breaks("A zero vector has cosine 0 with everything",
+                       wrong_answer(WRONG_COSINE_TOP_K, "NaN for a zero vector"), "NaN for a zero vector",
+                       hidden=False),
+                Breaks("equal scores keep the smaller index first",
+                       wrong_answer(WRONG_COSINE_TOP_K, "ties broken by the larger index"),
+                       "ties broken by the larger index", hidden=False),
+                Breaks("k outside 1..N raises ValueError", _breaks_ctk_clamps_k, "expected a ValueError",
+                       hidden=False),
+                Breaks("indices are integers", _breaks_ctk_float_indices, "integer array", hidden=False),
+                Breaks("inputs are not changed", _breaks_ctk_in_place, "changed its input", hidden=False),
+            ),
+            right=(Right(_right_cosine_lexsort), Right(_right_cosine_float32), Right(_right_cosine_loop))),
+    declare("08_clinical_text", "freeze_for_probe", check_freeze_for_probe,
             promises=(
-                'freezes (requires_grad False), eval() is not enough',
-                "the head's parameters become trainable even if frozen before",
-                'the head is the submodule, not a name prefix',
-                'returns the number of scalar parameters',
-                'a missing head raises ValueError',
-            )),
-    declare('08_clinical_text', 'attention_rollout', check_attention_rollout,
+                Breaks("freezes (requires_grad False), eval() is not enough",
+                       wrong_answer(WRONG_FREEZE, "encoder not frozen (model.eval() does not freeze)"),
+                       "model.eval() does not freeze", hidden=False),
+                Breaks("the head's parameters become trainable even if frozen before",
+                       wrong_answer(WRONG_FREEZE, "head not switched back on"), "head not switched back on",
+                       hidden=False),
+                Breaks("the head is the submodule, not a name prefix",
+                       wrong_answer(WRONG_FREEZE, "name prefix without the dot"), "name prefix without the dot",
+                       hidden=False),
+                Breaks("returns the number of scalar parameters",
+                       wrong_answer(WRONG_FREEZE, "counted tensors, not elements"), "counted tensors, not elements",
+                       hidden=False),
+                Breaks("a missing head raises ValueError", _breaks_fr_key_error, "raise ValueError", hidden=False),
+            ),
+            right=(Right(_right_freeze_dot_prefix), Right(_right_freeze_module_api), Right(_right_freeze_by_ids))),
+    declare("08_clinical_text", "attention_rollout", check_attention_rollout,
             promises=(
-                'layers composed first to last',
-                'residual stream as (A + I) / 2',
-                'rows sum to 1',
-                'residual=False uses attention alone',
-                'heads averaged',
-                'inputs are not changed',
-            )),
+                Breaks("layers composed first to last",
+                       wrong_answer(WRONG_ROLLOUT, "layers composed in the wrong order"), "wrong order", hidden=False),
+                Breaks("residual stream as (A + I) / 2", wrong_answer(WRONG_ROLLOUT, "residual stream ignored"),
+                       "residual stream ignored", hidden=False),
+                Breaks("rows sum to 1", wrong_answer(WRONG_ROLLOUT, "identity added without halving"),
+                       "without halving", hidden=False),
+                Breaks("residual=False uses attention alone", wrong_answer(WRONG_ROLLOUT, "residual flag ignored"),
+                       "residual flag ignored", hidden=False),
+                Breaks("heads averaged", wrong_answer(WRONG_ROLLOUT, "heads summed instead of averaged"),
+                       "heads summed", hidden=False),
+                Breaks("inputs are not changed", _breaks_ro_in_place, "changed its input", hidden=False),
+            ),
+            right=(Right(_right_rollout_float32), Right(_right_rollout_multi_dot), Right(_right_rollout_reduce))),
 )

@@ -18,6 +18,8 @@ Named misconceptions
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
@@ -25,7 +27,7 @@ from course_lib import dna as ref
 from course_lib.checks import core
 from course_lib.checks.core import (Case, Wrong, assert_raises, call_student, compare_with_reference, seeded,
                                     to_numpy)
-from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 
 __all__ = ["check_one_hot_dna", "check_reverse_complement", "check_receptive_field",
            "check_in_silico_mutagenesis", "WRONG_ONE_HOT", "WRONG_RC", "WRONG_RF", "WRONG_ISM"]
@@ -224,34 +226,210 @@ def check_in_silico_mutagenesis(student, hidden: bool = False) -> None:
         raise AssertionError(f"{exercise}: expected shape ({length}, 4), got {out.shape}")
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.dna; the students' and the kernel's editions replace each by a stub
+def _right_one_hot_table(seq):
+    if set(seq) - set("ACGTNacgtn"):
+        raise ValueError("bad letter")
+    table = {"A": [1, 0, 0, 0], "C": [0, 1, 0, 0], "G": [0, 0, 1, 0], "T": [0, 0, 0, 1], "N": [0, 0, 0, 0]}
+    return np.array([table[c] for c in seq.upper()], dtype=np.float32).reshape(len(seq), 4)
+
+
+def _right_one_hot_eye(seq):
+    if not set(seq.upper()) <= set("ACGTN"):
+        raise ValueError("bad letter")
+    eye = np.vstack([np.eye(4, dtype=np.float32), np.zeros((1, 4), np.float32)])
+    return eye[["ACGTN".index(c) for c in seq.upper()]].reshape(len(seq), 4)
+
+
+def _right_one_hot_torch_then_numpy(seq):
+    if re.search("[^ACGTNacgtn]", seq):
+        raise ValueError("bad letter")
+    idx = torch.tensor([" ACGT".find(c) for c in seq.upper().replace("N", " ")], dtype=torch.long)
+    out = torch.nn.functional.one_hot(idx.clamp(min=0), 5)[:, 1:] if len(seq) else torch.zeros(0, 4)
+    return out.float().numpy().reshape(len(seq), 4)
+
+
+def _right_rc_translate(seq):
+    if set(seq) - set("ACGTNacgtn"):
+        raise ValueError("bad letter")
+    return seq.translate(str.maketrans("ACGTNacgtn", "TGCANtgcan"))[::-1]
+
+
+def _right_rc_loop(seq):
+    pairs = {"A": "T", "T": "A", "C": "G", "G": "C", "N": "N"}
+    out = []
+    for c in reversed(seq):
+        if c.upper() not in pairs:
+            raise ValueError(c)
+        b = pairs[c.upper()]
+        out.append(b if c.isupper() else b.lower())
+    return "".join(out)
+
+
+def _right_rc_recursive(seq):
+    if set(seq) - set("ACGTNacgtn"):
+        raise ValueError("bad letter")
+    comp = dict(zip("ACGTNacgtn", "TGCANtgcan"))
+    return "" if not seq else _right_rc_recursive(seq[1:]) + comp[seq[0]]
+
+
+def _right_rf_loop(kernel_sizes, dilations=None, pools=None):
+    n = len(kernel_sizes)
+    dilations, pools = dilations or [1] * n, pools or [1] * n
+    if not len(dilations) == len(pools) == n:
+        raise ValueError("lengths differ")
+    span, step = 1, 1
+    for k, d, p in zip(kernel_sizes, dilations, pools):
+        span += (k - 1) * d * step + (p - 1) * step
+        step *= p
+    return span
+
+
+def _right_rf_backwards(kernel_sizes, dilations=None, pools=None):
+    """From the output back to the input: r_in = (r_out - 1) * p + 1 for a pool, + (k - 1) d for a conv."""
+    n = len(kernel_sizes)
+    dilations = [1] * n if dilations is None else dilations
+    pools = [1] * n if pools is None else pools
+    if len(dilations) != n or len(pools) != n:
+        raise ValueError("lengths differ")
+    r = 1
+    for k, d, p in reversed(list(zip(kernel_sizes, dilations, pools))):
+        r = (r - 1) * p + p  # a pool: r outputs need (r - 1) * p + p inputs
+        r = r + (k - 1) * d
+    return int(r)
+
+
+def _right_rf_numpy(kernel_sizes, dilations=None, pools=None):
+    k = np.asarray(kernel_sizes)
+    d = np.ones_like(k) if dilations is None else np.asarray(dilations)
+    p = np.ones_like(k) if pools is None else np.asarray(pools)
+    if not k.shape == d.shape == p.shape:
+        raise ValueError("lengths differ")
+    jump = np.concatenate([[1], np.cumprod(p)[:-1]])
+    return int(1 + ((k - 1) * d * jump).sum() + ((p - 1) * jump).sum())
+
+
+def _right_ism_loop(predict, one_hot):
+    x = torch.as_tensor(np.array(one_hot, dtype=np.float32))
+    base = float(predict(x[None])[0])
+    out = np.zeros((x.shape[0], 4))
+    for i in range(x.shape[0]):
+        for b in range(4):
+            m = x.clone()
+            m[i] = 0
+            m[i, b] = 1
+            out[i, b] = float(predict(m[None])[0]) - base
+    return out
+
+
+def _right_ism_per_position(predict, one_hot):
+    x = torch.as_tensor(np.array(one_hot, dtype=np.float32))
+    ref_score = predict(x[None])[0]
+    rows = []
+    for i in range(x.shape[0]):
+        m = x.repeat(4, 1, 1)
+        m[:, i] = torch.eye(4)
+        rows.append((predict(m) - ref_score).double())
+    return torch.stack(rows).numpy()
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_one_hot_float64(seq):
+    return _right_one_hot_table(seq).astype(np.float64)
+
+
+def _breaks_one_hot_unknown_as_n(seq):
+    return _right_one_hot_table("".join(c if c in "ACGTNacgtn" else "N" for c in seq))
+
+
+def _breaks_rc_list(seq):
+    return list(_right_rc_translate(seq))
+
+
+def _breaks_rc_unknown_kept(seq):
+    comp = dict(zip("ACGTNacgtn", "TGCANtgcan"))
+    return "".join(comp.get(c, c) for c in reversed(seq))
+
+
+def _breaks_rf_float(kernel_sizes, dilations=None, pools=None):
+    return float(_right_rf_loop(kernel_sizes, dilations, pools))
+
+
+def _breaks_rf_zip_truncates(kernel_sizes, dilations=None, pools=None):
+    n = len(kernel_sizes)
+    dilations = [1] * n if dilations is None else dilations
+    pools = [1] * n if pools is None else pools
+    field, jump = 1, 1
+    for k, d, p in zip(kernel_sizes, dilations, pools):  # silently drops the extra layers
+        field += (k - 1) * d * jump + (p - 1) * jump
+        jump *= p
+    return field
+
+
+def _breaks_ism_in_place(predict, one_hot):
+    out = _right_ism_loop(predict, one_hot)
+    if isinstance(one_hot, np.ndarray):
+        one_hot[0] = 0.0  # "cleans up" the caller's array
+    return out
+
+
+def _breaks_ism_numpy_only(predict, one_hot):
+    if isinstance(one_hot, torch.Tensor):
+        raise TypeError("expected a numpy array")
+    return _right_ism_loop(predict, one_hot)
+
+
+# a float32 answer, right but for the dtype the docstring promises
+def _breaks_ism_float32(predict, one_hot):
+    x = torch.tensor(np.array(one_hot), dtype=torch.float32)
+    L = x.shape[0]
+    batch = x.expand(4 * L, L, 4).clone()
+    for i in range(L):
+        batch[4 * i:4 * i + 4, i] = torch.eye(4)
+    with torch.no_grad():
+        return (predict(batch) - predict(x[None])).reshape(L, 4).float().numpy()
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('12_long_range_dna', 'one_hot_dna', check_one_hot_dna,
+    declare("12_long_range_dna", "one_hot_dna", check_one_hot_dna,
             promises=(
-                'a float32 numpy array',
-                'N becomes a row of zeros',
-                'upper and lower case are the same base',
-                'columns A, C, G, T',
-                'any other letter raises ValueError',
-            )),
-    declare('12_long_range_dna', 'reverse_complement', check_reverse_complement,
+                Breaks("a float32 numpy array", _breaks_one_hot_float64, "float32"),
+                Breaks("N becomes a row of zeros", wrong_answer(WRONG_ONE_HOT, "N encoded as 0.25"),
+                       "N encoded as 0.25"),
+                Breaks("upper and lower case are the same base",
+                       wrong_answer(WRONG_ONE_HOT, "lower case not recognised"), "lower case not recognised"),
+                Breaks("columns A, C, G, T", wrong_answer(WRONG_ONE_HOT, "columns not in A, C, G, T order"),
+                       "columns not in A, C, G, T order"),
+                Breaks("any other letter raises ValueError", _breaks_one_hot_unknown_as_n, "ValueError"),
+            ),
+            right=(Right(_right_one_hot_table), Right(_right_one_hot_eye), Right(_right_one_hot_torch_then_numpy))),
+    declare("12_long_range_dna", "reverse_complement", check_reverse_complement,
             promises=(
-                'complement and reverse',
-                'returns a string',
-                'any other letter raises ValueError',
-            )),
-    declare('12_long_range_dna', 'receptive_field', check_receptive_field,
+                Breaks("complement and reverse", wrong_answer(WRONG_RC, "complemented but not reversed"),
+                       "complemented but not reversed"),
+                Breaks("returns a string", _breaks_rc_list, "expected shape ()"),
+                Breaks("any other letter raises ValueError", _breaks_rc_unknown_kept, "ValueError"),
+            ),
+            right=(Right(_right_rc_translate), Right(_right_rc_loop), Right(_right_rc_recursive))),
+    declare("12_long_range_dna", "receptive_field", check_receptive_field,
             promises=(
-                'pooling multiplies the jump',
-                'returns an int',
-                'ValueError when the lists differ in length',
-            )),
-    declare('12_long_range_dna', 'in_silico_mutagenesis', check_in_silico_mutagenesis,
+                Breaks("pooling multiplies the jump", wrong_answer(WRONG_RF, "jump not carried through the pools"),
+                       "jump not carried through the pools"),
+                Breaks("returns an int", _breaks_rf_float, "int"),
+                Breaks("ValueError when the lists differ in length", _breaks_rf_zip_truncates, "ValueError"),
+            ),
+            right=(Right(_right_rf_loop), Right(_right_rf_backwards), Right(_right_rf_numpy))),
+    declare("12_long_range_dna", "in_silico_mutagenesis", check_in_silico_mutagenesis,
             promises=(
-                'effect at the own base is 0',
-                'mutant minus reference',
-                'one_hot is not modified',
-                'one_hot numpy or torch',
-                '(L, 4) float64 array',
-            )),
+                Breaks("effect at the own base is 0", wrong_answer(WRONG_ISM, "mutant score instead of the change"),
+                       "mutant score instead of the change"),
+                Breaks("mutant minus reference", wrong_answer(WRONG_ISM, "reference minus mutant"),
+                       "reference minus mutant"),
+                Breaks("one_hot is not modified", _breaks_ism_in_place, "input modified in place"),
+                Breaks("one_hot numpy or torch", _breaks_ism_numpy_only, "torch tensor"),
+                Breaks("(L, 4) float64 array", _breaks_ism_float32, "promises a numpy array of dtype float64"),
+            ),
+            right=(Right(_right_ism_loop), Right(_right_ism_per_position))),
 )

@@ -74,31 +74,31 @@ class Exercise:
         return tuple(b.promise for b in self.breaks)
 
 
-def _qualified(fn) -> str:
-    return f"{fn.__module__}.{fn.__name__}"
-
-
 def declare(assignment: str, name: str, *checks: Callable, equivalents: tuple[str, ...] = (),
             promises: tuple[Breaks, ...] = (), right: tuple[Right, ...] = ()) -> Exercise:
-    """The exercise ``name`` of ``assignment``, graded by ``checks`` (functions of a lesson's checks module
-    ``course_lib.checks.<topic>``; its reference is ``course_lib.<topic>.<name>``, its ``equivalents`` are
-    names in the same module)."""
-    if not checks:
-        raise ValueError(f"{assignment}.{name}: declare at least one check function")
-    modules = {fn.__module__ for fn in checks}
-    if len(modules) != 1 or not next(iter(modules)).startswith("course_lib.checks."):
-        raise ValueError(f"{assignment}.{name}: the checks must be functions of one course_lib.checks module, "
-                         f"got {sorted(modules)}")
-    topic = next(iter(modules)).rsplit(".", 1)[1]
-    # MIGRATION (removed when every lesson declares its breaking answers): a promise still given as text
-    promises = tuple(Breaks(p, None, "") if isinstance(p, str) else p for p in promises)
+    """The exercise ``name`` of ``assignment``, graded by ``checks`` (functions of the lesson's checks module,
+    ``course_lib.checks.<topic>``); its reference is ``course_lib.<topic>.<name>``, its ``equivalents`` are
+    names in the same module. The topic is the lesson's (``registry.LESSONS``), so a checks module loaded
+    from its file under another name (the students' edition, in a test) declares the same exercises."""
+    from course_lib.checks import registry
+
+    topic = registry.lesson(assignment).module.rsplit(".", 1)[1]
+    if not checks or not all(callable(fn) and getattr(fn, "__name__", "").startswith("check_") for fn in checks):
+        raise ValueError(f"{assignment}.{name}: declare its check functions (check_*), got {checks!r}")
+    if len({fn.__module__ for fn in checks}) != 1:
+        raise ValueError(f"{assignment}.{name}: the checks must be functions of one module, "
+                         f"got {sorted({fn.__module__ for fn in checks})}")
     for kind, items in (("promises", promises), ("right", right)):
         wanted = Breaks if kind == "promises" else Right
         bad = [x for x in items if not isinstance(x, wanted)]
         if bad:
             raise TypeError(f"{assignment}.{name}: {kind} holds {bad!r}; expected {wanted.__name__}(...) items")
+    for item in tuple(promises) + tuple(right):
+        if not callable(item.fn) or isinstance(item, Breaks) and not (item.promise and item.words):
+            raise ValueError(f"{assignment}.{name}: {item!r} needs an answer (a function) and, for a promise, its "
+                             f"text and the words the check's message must hold")
     return Exercise(assignment=assignment, name=name, reference=f"course_lib.{topic}.{name}",
-                    checks=tuple(_qualified(fn) for fn in checks),
+                    checks=tuple(f"course_lib.checks.{topic}.{fn.__name__}" for fn in checks),
                     equivalents=tuple(f"course_lib.{topic}.{e}" for e in equivalents),
                     breaks=tuple(promises), right=tuple(right))
 

@@ -26,6 +26,8 @@ sum to 1, no NaN) and names these misconceptions when it sees them:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -42,7 +44,7 @@ from course_lib.checks.core import (
     to_numpy,
     tolerance,
 )
-from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 
 __all__ = [
     "check_causal_mask",
@@ -395,31 +397,191 @@ def check_masked_softmax(student, hidden: bool = False) -> None:
                 raise AssertionError(f"{exercise}: on '{case.label}' each row with a visible key must sum to 1")
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.masking; the students' and the kernel's editions replace each by a stub
+def _right_causal_mask(T, S=None):
+    S = T if S is None else S
+    out = np.zeros((T, S), dtype=bool)
+    for i in range(T):
+        out[i, : i + S - T + 1] = True
+    return out
+
+
+def _right_padding_mask(lengths, max_len=None):
+    lengths = list(np.asarray(lengths))
+    S = max(lengths) if max_len is None else max_len
+    return np.array([[j < n for j in range(S)] for n in lengths], dtype=bool)
+
+
+def _right_combine_masks(attn_mask=None, key_padding=None):
+    if key_padding is None:
+        return attn_mask
+    pad = np.expand_dims(key_padding, 1)
+    return pad if attn_mask is None else np.logical_and(attn_mask, pad)
+
+
+def _right_to_additive(mask, dtype=None):
+    if isinstance(mask, torch.Tensor):
+        return torch.zeros(mask.shape, dtype=dtype or torch.get_default_dtype()).masked_fill(~mask, -math.inf)
+    out = np.full(np.shape(mask), -np.inf, dtype=dtype or np.float64)
+    out[np.asarray(mask)] = 0.0
+    return out
+
+
+def _right_to_additive_log(mask, dtype=None):
+    """log(1) = 0, log(0) = -inf."""
+    if isinstance(mask, torch.Tensor):
+        return torch.log(mask.to(dtype or torch.get_default_dtype()))
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(mask, dtype=dtype or np.float64))
+
+
+def _right_to_additive_where(mask, dtype=None):
+    if isinstance(mask, torch.Tensor):
+        dt = dtype or torch.get_default_dtype()
+        return torch.where(mask, torch.tensor(0.0, dtype=dt), torch.tensor(-math.inf, dtype=dt))
+    return np.where(mask, 0.0, float("-inf")).astype(dtype or float)
+
+
+def _right_causal_mask_tril(T, S=None):
+    S = T if S is None else S
+    return np.tril(np.ones((T, S), dtype=bool), k=S - T)
+
+
+def _right_causal_mask_torch_inside(T, S=None):
+    S = T if S is None else S
+    return torch.ones(T, S, dtype=torch.bool).tril(S - T).numpy()
+
+
+def _right_padding_mask_vectorised(lengths, max_len=None):
+    lengths = np.asarray(lengths)
+    S = int(lengths.max()) if max_len is None else max_len
+    return np.arange(S) < lengths[:, None]
+
+
+def _right_padding_mask_loop(lengths, max_len=None):
+    lengths = [int(n) for n in lengths]
+    S = max(lengths) if max_len is None else max_len
+    out = np.zeros((len(lengths), S), dtype=bool)
+    for b, n in enumerate(lengths):
+        out[b, :n] = True
+    return out
+
+
+def _right_combine_masks_broadcast(attn_mask=None, key_padding=None):
+    if attn_mask is None and key_padding is None:
+        return None
+    if key_padding is None:
+        return attn_mask
+    pad = key_padding[:, None, :]
+    return pad if attn_mask is None else (attn_mask & pad)
+
+
+def _right_combine_masks_einsum_free(attn_mask=None, key_padding=None):
+    if key_padding is None:
+        return None if attn_mask is None else np.array(attn_mask, dtype=bool)
+    pad = np.asarray(key_padding, dtype=bool).reshape(key_padding.shape[0], 1, key_padding.shape[1])
+    if attn_mask is None:
+        return pad
+    return np.minimum(np.asarray(attn_mask, dtype=bool), pad)
+
+
+def _right_masked_softmax_vectorised(scores, mask=None):
+    scores = np.asarray(scores, dtype=float)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    m = scores.max(-1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(m), m, 0.0))
+    s = e.sum(-1, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def _right_masked_softmax_logsumexp(scores, mask=None):
+    """exp(s - logsumexp(s)) over the visible keys (max-shifted); a row with no visible key gets zeros."""
+    s = np.asarray(scores, dtype=np.float64)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lse = safe + np.log(np.exp(s - safe).sum(-1, keepdims=True))
+        out = np.exp(s - lse)
+    return np.where(np.isfinite(lse), out, 0.0)
+
+
+def _right_masked_softmax(scores, mask=None):
+    scores = np.asarray(scores, dtype=float)
+    mask = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
+    out = np.zeros_like(scores)
+    for idx in np.ndindex(scores.shape[:-1]):
+        keep = mask[idx]
+        if keep.any():
+            e = np.exp(scores[idx][keep] - scores[idx][keep].max())
+            out[idx][keep] = e / e.sum()
+    return out
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_causal_mask_int(T, S=None):
+    return _right_causal_mask(T, S).astype(int)
+
+
+def _breaks_combine_masks_never_none(attn_mask=None, key_padding=None):
+    if attn_mask is not None or key_padding is not None:
+        return _right_combine_masks(attn_mask, key_padding)
+    return np.ones((1, 1, 1), bool)
+
+
+def _breaks_to_additive_numpy_out(mask, dtype=None):
+    return _right_to_additive(np.asarray(mask), dtype if not isinstance(dtype, torch.dtype) else None)
+
+
+def _breaks_masked_softmax_in_place(scores, mask=None):
+    scores[...] = np.where(True if mask is None else mask, scores, -np.inf)
+    return _right_masked_softmax(scores, mask)
+
+
+def _breaks_masked_softmax_float32(scores, mask=None):
+    return _right_masked_softmax_vectorised(np.asarray(scores, dtype=np.float32), mask).astype(np.float32)
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('02_masking', 'causal_mask', check_causal_mask,
+    declare("02_masking", "causal_mask", check_causal_mask,
             promises=(
-                'boolean (T, S), True = may attend',
-                'S > T: queries are the last T positions',
-            )),
-    declare('02_masking', 'padding_mask', check_padding_mask,
+                Breaks("boolean (T, S), True = may attend", _breaks_causal_mask_int, "BOOLEAN"),
+                Breaks("S > T: queries are the last T positions", wrong_answer(WRONG_CAUSAL, "aligned to the start"),
+                       "aligned to the start"),
+            ),
+            right=(Right(_right_causal_mask), Right(_right_causal_mask_tril), Right(_right_causal_mask_torch_inside))),
+    declare("02_masking", "padding_mask", check_padding_mask,
             promises=(
-                'S = max_len when given',
-            )),
-    declare('02_masking', 'combine_masks', check_combine_masks,
+                Breaks("S = max_len when given", wrong_answer(WRONG_PADDING, "max_len ignored"), "max_len ignored"),
+            ),
+            right=(Right(_right_padding_mask), Right(_right_padding_mask_vectorised),
+                   Right(_right_padding_mask_loop))),
+    declare("02_masking", "combine_masks", check_combine_masks,
             promises=(
-                'with neither mask, None',
-            )),
-    declare('02_masking', 'to_additive', check_to_additive,
+                Breaks("with neither mask, None", _breaks_combine_masks_never_none, "combine_masks"),
+            ),
+            right=(Right(_right_combine_masks), Right(_right_combine_masks_broadcast),
+                   Right(_right_combine_masks_einsum_free))),
+    declare("02_masking", "to_additive", check_to_additive,
             promises=(
-                "tensors in, torch's default dtype out",
-                '-inf, not a large negative',
-            )),
-    declare('02_masking', 'masked_softmax', check_masked_softmax,
+                Breaks("tensors in, torch's default dtype out", _breaks_to_additive_numpy_out, "torch"),
+                Breaks("-inf, not a large negative", wrong_answer(WRONG_ADDITIVE, "large negative instead of -inf"),
+                       "large negative instead of -inf"),
+            ),
+            right=(Right(_right_to_additive), Right(_right_to_additive_log), Right(_right_to_additive_where))),
+    declare("02_masking", "masked_softmax", check_masked_softmax,
             promises=(
-                'a fully masked row gives zeros, not NaN',
-                'stable for large scores',
-                'inputs unchanged',
-                'Numpy; float64',
-            )),
+                Breaks("a fully masked row gives zeros, not NaN",
+                       wrong_answer(WRONG_MASKED_SOFTMAX, "NaN on a fully masked row"), "NaN on a fully masked row"),
+                Breaks("stable for large scores", wrong_answer(WRONG_MASKED_SOFTMAX, "no max shift (overflow)"),
+                       "no max shift"),
+                Breaks("inputs unchanged", _breaks_masked_softmax_in_place, "input modified in place"),
+                Breaks("Numpy; float64", _breaks_masked_softmax_float32, "promises a numpy array of dtype float64"),
+            ),
+            right=(Right(_right_masked_softmax), Right(_right_masked_softmax_vectorised),
+                   Right(_right_masked_softmax_logsumexp))),
 )

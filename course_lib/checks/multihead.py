@@ -340,24 +340,186 @@ def _params_tuple(p):
     return tuple(p.get(k) for k in PARAM_KEYS)
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.multihead; the students' and the kernel's editions replace each by a stub
+def _right_split_heads(x, num_heads):
+    *lead, T, D = x.shape
+    d = D // num_heads
+    return np.stack([x[..., h * d:(h + 1) * d] for h in range(num_heads)], axis=-3) if isinstance(x, np.ndarray) \
+        else torch.stack([x[..., h * d:(h + 1) * d] for h in range(num_heads)], dim=-3)
+
+
+def _right_split_heads_reshape(x, num_heads):
+    *lead, T, D = x.shape
+    y = x.reshape(*lead, T, num_heads, D // num_heads)
+    return y.swapaxes(-3, -2) if isinstance(y, np.ndarray) else y.transpose(-3, -2)
+
+
+def _right_split_heads_einops_style(x, num_heads):
+    *lead, T, D = x.shape
+    y = x.reshape(*lead, T, num_heads, D // num_heads)
+    n = len(lead)
+    order = list(range(n)) + [n + 1, n, n + 2]
+    return np.transpose(y, order) if isinstance(y, np.ndarray) else y.permute(*order)
+
+
+def _right_merge_heads(x):
+    H = x.shape[-3]
+    parts = [x[..., h, :, :] for h in range(H)]
+    return np.concatenate(parts, axis=-1) if isinstance(x, np.ndarray) else torch.cat(parts, dim=-1)
+
+
+def _right_merge_heads_reshape(x):
+    *lead, H, T, d = x.shape
+    if isinstance(x, np.ndarray):
+        return np.swapaxes(x, -3, -2).reshape(*lead, T, H * d)
+    return x.transpose(-3, -2).reshape(*lead, T, H * d)
+
+
+def _right_merge_heads_moveaxis(x):
+    *lead, H, T, d = x.shape
+    if isinstance(x, np.ndarray):
+        return np.moveaxis(x, -3, -2).reshape(*lead, T, H * d)
+    return torch.movedim(x, -3, -2).reshape(*lead, T, H * d)
+
+
+def _right_multi_head_attention(query, key, value, w_q, w_k, w_v, w_o, num_heads,
+                                b_q=None, b_k=None, b_v=None, b_o=None, mask=None):
+    def lin(x, w, b):
+        return x @ w + (0.0 if b is None else b)
+
+    D = query.shape[-1]
+    d = D // num_heads
+    q, k, v = lin(query, w_q, b_q), lin(key, w_k, b_k), lin(value, w_v, b_v)
+    heads, weights = [], []
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    for h in range(num_heads):
+        sl = slice(h * d, (h + 1) * d)
+        s = q[..., sl] @ np.swapaxes(k[..., sl], -1, -2) / math.sqrt(d)  # (..., T, S)
+        if mask is not None:
+            m = np.broadcast_to(mask, lead + (num_heads, q.shape[-2], k.shape[-2]))[..., h, :, :]
+            s = np.where(m, s, -np.inf)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        w = e / e.sum(-1, keepdims=True)
+        heads.append(w @ v[..., sl])
+        weights.append(w)
+    return lin(np.concatenate(heads, -1), w_o, b_o), np.stack(weights, axis=-3)
+
+
+def _right_multi_head_attention_einsum(query, key, value, w_q, w_k, w_v, w_o, num_heads,
+                                       b_q=None, b_k=None, b_v=None, b_o=None, mask=None):
+    def proj(x, w, b):
+        return np.einsum("...d,de->...e", x, w) + (0.0 if b is None else b)
+
+    H = num_heads
+    q = _right_split_heads_reshape(proj(query, w_q, b_q), H)
+    k = _right_split_heads_reshape(proj(key, w_k, b_k), H)
+    v = _right_split_heads_reshape(proj(value, w_v, b_v), H)
+    s = np.einsum("...htd,...hsd->...hts", q, k) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    w = e / e.sum(-1, keepdims=True)
+    return proj(_right_merge_heads_reshape(np.einsum("...hts,...hsd->...htd", w, v)), w_o, b_o), w
+
+
+def _right_multi_head_attention_float32(query, key, value, w_q, w_k, w_v, w_o, num_heads,
+                                        b_q=None, b_k=None, b_v=None, b_o=None, mask=None):
+    f = (lambda a: None if a is None else np.asarray(a, dtype=np.float32))
+    out, w = _right_multi_head_attention_einsum(f(query), f(key), f(value), f(w_q), f(w_k), f(w_v), f(w_o),
+                                                num_heads, f(b_q), f(b_k), f(b_v), f(b_o), mask)
+    return out.astype(np.float32), w.astype(np.float32)
+
+
+def _right_numpy_params_from_torch(m):
+    D = m.embed_dim
+    W = m.in_proj_weight.detach().double().numpy()
+    b = m.in_proj_bias
+    q, k, v = np.split(W, 3, axis=0)
+    out = dict(w_q=q.T, w_k=k.T, w_v=v.T, w_o=m.out_proj.weight.detach().double().numpy().T,
+               num_heads=m.num_heads)
+    if b is None:
+        out.update(b_q=None, b_k=None, b_v=None, b_o=None)
+    else:
+        bq, bk, bv = np.split(b.detach().double().numpy(), 3)
+        out.update(b_q=bq, b_k=bk, b_v=bv, b_o=m.out_proj.bias.detach().double().numpy())
+    assert out["w_q"].shape == (D, D)
+    return out
+
+
+def _right_numpy_params_from_torch_chunk(m):
+    D = m.embed_dim
+    W = m.in_proj_weight.detach().numpy()
+    out = {f"w_{n}": W[i * D:(i + 1) * D].T.copy() for i, n in enumerate("qkv")}
+    bias = m.in_proj_bias
+    for i, n in enumerate("qkv"):
+        out[f"b_{n}"] = None if bias is None else bias.detach().numpy()[i * D:(i + 1) * D]
+    out["w_o"] = m.out_proj.weight.detach().numpy().T
+    out["b_o"] = None if m.out_proj.bias is None else m.out_proj.bias.detach().numpy()
+    out["num_heads"] = m.num_heads
+    return out
+
+
+def _right_numpy_params_from_torch_float32(m):
+    p = _right_numpy_params_from_torch(m)
+    return {k: (v.astype(np.float32) if isinstance(v, np.ndarray) else v) for k, v in p.items()}
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_split_3d_only(x, num_heads):
+    B, T, D = x.shape
+    return np.asarray(x).reshape(B, T, num_heads, D // num_heads).swapaxes(1, 2)
+
+
+def _breaks_split_numpy_only(x, num_heads):
+    return _right_split_heads_reshape(np.asarray(x), num_heads)
+
+
+def _breaks_merge_numpy_only(x):
+    return _right_merge_heads_reshape(np.asarray(x))
+
+
+def _breaks_params_torch_tensors(m):
+    return {k: (torch.from_numpy(v) if isinstance(v, np.ndarray) else v)
+            for k, v in _right_numpy_params_from_torch(m).items()}
+
+
+def _breaks_mha_mutates(query, key, value, w_q, *args, **kwargs):
+    out = _right_multi_head_attention(query, key, value, w_q, *args, **kwargs)
+    w_q *= 1.0 + 1e-3
+    return out
+
+
+def _breaks_params_tuple(m):
+    return tuple(_right_numpy_params_from_torch(m).values())
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('03_multihead', 'split_heads', check_split_heads,
+    declare("03_multihead", "split_heads", check_split_heads,
             promises=(
-                'any leading dims (..., T, D)',
-                'torch in, torch out',
-            )),
-    declare('03_multihead', 'merge_heads', check_merge_heads,
+                Breaks("any leading dims (..., T, D)", _breaks_split_3d_only, "split_heads"),
+                Breaks("torch in, torch out", _breaks_split_numpy_only, "same kind"),
+            ),
+            right=(Right(_right_split_heads), Right(_right_split_heads_reshape),
+                   Right(_right_split_heads_einops_style))),
+    declare("03_multihead", "merge_heads", check_merge_heads,
             promises=(
-                'torch in, torch out',
-            )),
-    declare('03_multihead', 'multi_head_attention', check_multi_head_attention,
+                Breaks("torch in, torch out", _breaks_merge_numpy_only, "same kind"),
+            ),
+            right=(Right(_right_merge_heads), Right(_right_merge_heads_reshape), Right(_right_merge_heads_moveaxis))),
+    declare("03_multihead", "multi_head_attention", check_multi_head_attention,
             promises=(
-                'inputs unchanged',
-            )),
-    declare('03_multihead', 'numpy_params_from_torch', check_numpy_params_from_torch,
+                Breaks("inputs unchanged", _breaks_mha_mutates, "input modified in place"),
+            ),
+            right=(Right(_right_multi_head_attention), Right(_right_multi_head_attention_einsum),
+                   Right(_right_multi_head_attention_float32))),
+    declare("03_multihead", "numpy_params_from_torch", check_numpy_params_from_torch,
             promises=(
-                'numpy arrays',
-                'a dict',
-            )),
+                Breaks("numpy arrays", _breaks_params_torch_tensors, "numpy array"),
+                Breaks("a dict", _breaks_params_tuple, "dict"),
+            ),
+            right=(Right(_right_numpy_params_from_torch), Right(_right_numpy_params_from_torch_chunk),
+                   Right(_right_numpy_params_from_torch_float32))),
 )

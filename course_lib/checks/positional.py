@@ -37,7 +37,7 @@ from course_lib.checks.core import (
     to_numpy,
     tolerance,
 )
-from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 
 __all__ = [
     "check_sinusoidal_encoding",
@@ -260,29 +260,172 @@ def check_exponential_basis(student, hidden: bool = False) -> None:
                       "half-life would exceed the longest)", FORBIDDEN_EXPONENTIAL)
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.positional; the students' and the kernel's editions replace each by a stub
+def _right_sinusoidal_loops(num_positions, d_model, base=10000.0):
+    if d_model % 2:  # the prose: raise ValueError for an odd d_model
+        raise ValueError("d_model must be even")
+    pe = np.zeros((num_positions, d_model))
+    for pos in range(num_positions):
+        for i in range(d_model // 2):
+            angle = pos / base ** (2 * i / d_model)
+            pe[pos, 2 * i] = math.sin(angle)
+            pe[pos, 2 * i + 1] = math.cos(angle)
+    return pe
+
+
+def _right_sinusoidal_exp_log(num_positions, d_model, base=10000.0):
+    """omega_i = exp(-2i ln(base) / d_model); sines and cosines written into the even and odd columns (float64)."""
+    if d_model % 2:
+        raise ValueError(f"d_model must be even, got {d_model}")
+    omega = np.exp(-np.arange(0, d_model, 2) * np.log(base) / d_model)
+    angles = np.outer(np.arange(num_positions), omega)
+    pe = np.zeros((num_positions, d_model))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angles), np.cos(angles)
+    return pe
+
+
+def _right_sinusoidal_torch_outer(num_positions, d_model, base=10000.0):
+    """torch inside, an outer product and strided assignment; a numpy array out."""
+    import torch
+
+    if d_model % 2 or d_model < 2:
+        raise ValueError(f"d_model must be a positive even integer, got {d_model}")
+    omega = torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angles = torch.outer(torch.arange(num_positions, dtype=torch.float64), omega)
+    pe = torch.empty(num_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)
+    return pe.numpy()
+
+
+def _right_shift_loops(k, d_model, base=10000.0):
+    m = np.zeros((d_model, d_model))
+    for i in range(d_model // 2):
+        w = k / base ** (2 * i / d_model)
+        m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[math.cos(w), math.sin(w)], [-math.sin(w), math.cos(w)]]
+    return m
+
+
+def _right_shift_float32(k, d_model, base=10000.0):
+    """Vectorised fancy indexing of the four entries of every block, in float32."""
+    i = np.arange(d_model // 2)
+    w = (np.float32(k) / np.float32(base) ** (2 * i / np.float32(d_model))).astype(np.float32)
+    m = np.zeros((d_model, d_model), dtype=np.float32)
+    m[2 * i, 2 * i], m[2 * i, 2 * i + 1] = np.cos(w), np.sin(w)
+    m[2 * i + 1, 2 * i], m[2 * i + 1, 2 * i + 1] = -np.sin(w), np.cos(w)
+    return m
+
+
+def _right_shift_kron(k, d_model, base=10000.0):
+    """Another formulation: cos(w) on the diagonal plus sin(w) times the 2x2 rotation generator, block by block."""
+    w = k / base ** (np.arange(0, d_model, 2) / d_model)
+    generator = np.array([[0.0, 1.0], [-1.0, 0.0]])
+    return np.kron(np.diag(np.cos(w)), np.eye(2)) + np.kron(np.diag(np.sin(w)), generator)
+
+
+def _right_exponential_loops(distances, num_basis, seq_len, min_half_life=3.0):
+    """Enformer's convention with loops: h_k = 2^(m + k (log2 L - m) / (n - 1))."""
+    top = math.log(seq_len, 2)
+    if min_half_life > top:
+        raise ValueError("min_half_life too large")
+    step = (top - min_half_life) / (num_basis - 1) if num_basis > 1 else 0.0
+    halves = [2.0 ** (min_half_life + k * step) for k in range(num_basis)]
+    r = np.abs(np.asarray(distances, dtype=float))
+    return np.stack([0.5 ** (r / h) for h in halves], axis=-1)
+
+
+def _right_exponential_float32(distances, num_basis, seq_len, min_half_life=3.0):
+    """The same in float32 throughout."""
+    if 2.0 ** min_half_life > seq_len:
+        raise ValueError("2^min_half_life > seq_len")
+    h = np.exp2(np.linspace(min_half_life, np.log2(seq_len), num_basis)).astype(np.float32)
+    r = np.abs(np.asarray(distances)).astype(np.float32)
+    return np.exp(-np.float32(np.log(2)) * r[..., None] / h)
+
+
+def _right_exponential_geomspace(distances, num_basis, seq_len, min_half_life=3.0):
+    """Another formulation: geometric half-lives from 2^min_half_life to seq_len, einsum for the rates."""
+    if 2.0 ** min_half_life > seq_len:
+        raise ValueError("2^min_half_life > seq_len")
+    h = np.geomspace(2.0 ** min_half_life, seq_len, num_basis)
+    return np.exp(-np.einsum("...,k->...k", np.abs(np.asarray(distances, dtype=float)), np.log(2) / h))
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_pe(n, d, base=10000.0):
+    pos = np.arange(n)[:, None]
+    ang = pos / base ** (np.arange(0, d, 2) / d)
+    pe = np.zeros((n, d))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(ang), np.cos(ang)
+    return pe
+
+
+def _breaks_pe_float16(n, d, base=10000.0):
+    return _breaks_pe(n, d, base).astype(np.float16)
+
+
+def _breaks_pe_odd_d_model(n, d, base=10000.0):
+    return _breaks_pe(n, d + d % 2, base)[:, :d]
+
+
+def _breaks_sinusoidal_float32(num_positions, d_model, base=10000.0):
+    """Vectorised in float32: sin and cos stacked on a last axis, then flattened to interleave."""
+    omega = (1.0 / np.float32(base) ** (np.arange(0, d_model, 2, dtype=np.float32) / np.float32(d_model)))
+    angles = np.arange(num_positions, dtype=np.float32)[:, None] * omega[None, :]
+    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(num_positions, d_model)
+
+
+def _breaks_pe_torch(n, d, base=10000.0):
+    import torch
+
+    return torch.from_numpy(_breaks_pe(n, d, base))
+
+
+def _breaks_exp_never_raises(distances, num_basis, seq_len, min_half_life=3.0):
+    r = np.abs(np.asarray(distances, dtype=np.float64))[..., None]
+    return np.exp(-np.log(2.0) * r / 2.0 ** np.linspace(min_half_life, np.log2(seq_len), num_basis))
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('04_positional', 'sinusoidal_encoding', check_sinusoidal_encoding,
+    declare("04_positional", "sinusoidal_encoding", check_sinusoidal_encoding,
             promises=(
-                'sines in even columns, cosines in odd ones (interleaved)',
-                'positions 0, 1, ...',
-                'float answer in at least float32',
-                'an odd d_model raises ValueError',
-                'A numpy array (float64)',
-                'a numpy array (-> np.ndarray)',
-            )),
-    declare('04_positional', 'shift_matrix', check_shift_matrix,
+                Breaks("sines in even columns, cosines in odd ones (interleaved)",
+                       wrong_answer(WRONG_SINUSOIDAL, "sines and cosines in two halves"),
+                       "sines and cosines in two halves"),
+                Breaks("positions 0, 1, ...", wrong_answer(WRONG_SINUSOIDAL, "positions counted from 1"),
+                       "positions counted from 1"),
+                Breaks("float answer in at least float32", _breaks_pe_float16, "half precision"),
+                Breaks("an odd d_model raises ValueError", _breaks_pe_odd_d_model, "odd d_model"),
+                Breaks("A numpy array (float64)", _breaks_sinusoidal_float32,
+                       "promises a numpy array of dtype float64"),
+                Breaks("a numpy array (-> np.ndarray)", _breaks_pe_torch, "return a numpy array"),
+            ),
+            right=(Right(_right_sinusoidal_loops), Right(_right_sinusoidal_exp_log),
+                   Right(_right_sinusoidal_torch_outer))),
+    declare("04_positional", "shift_matrix", check_shift_matrix,
             promises=(
-                'PE(pos + k) = M_k @ PE(pos)',
-                'angle k * omega_i',
-            )),
-    declare('04_positional', 'exponential_basis', check_exponential_basis,
+                Breaks("PE(pos + k) = M_k @ PE(pos)", wrong_answer(WRONG_SHIFT, "rotation in the wrong direction"),
+                       "rotation in the wrong direction"),
+                Breaks("angle k * omega_i", wrong_answer(WRONG_SHIFT, "angle k instead of k * omega"),
+                       "angle k instead of k * omega"),
+            ),
+            right=(Right(_right_shift_loops), Right(_right_shift_float32), Right(_right_shift_kron))),
+    declare("04_positional", "exponential_basis", check_exponential_basis,
             promises=(
-                'f_i halves every h_i positions: f_i(h_i) = 0.5',
-                'a decay in |r|',
-                'shape distances.shape + (num_basis,)',
-                'h_i = 2^x_i, x_i = np.linspace(min_half_life, log2(seq_len), num_basis)',
-                'min_half_life is in log2 units',
-                'Raises ValueError unless 2^min_half_life <= seq_len',
-            )),
+                Breaks("f_i halves every h_i positions: f_i(h_i) = 0.5",
+                       wrong_answer(WRONG_EXPONENTIAL, "missing ln 2"), "missing ln 2"),
+                Breaks("a decay in |r|", wrong_answer(WRONG_EXPONENTIAL, "signed distance instead of |r|"),
+                       "signed distance instead of |r|"),
+                Breaks("shape distances.shape + (num_basis,)", wrong_answer(WRONG_EXPONENTIAL, "basis axis first"),
+                       "basis axis first"),
+                Breaks("h_i = 2^x_i, x_i = np.linspace(min_half_life, log2(seq_len), num_basis)",
+                       wrong_answer(WRONG_EXPONENTIAL, "half-lives spaced linearly"), "half-lives spaced linearly"),
+                Breaks("min_half_life is in log2 units",
+                       wrong_answer(WRONG_EXPONENTIAL, "half-lives start at min_half_life, not 2^min_half_life"),
+                       "half-lives start at min_half_life"),
+                Breaks("Raises ValueError unless 2^min_half_life <= seq_len", _breaks_exp_never_raises, "ValueError"),
+            ),
+            right=(Right(_right_exponential_loops), Right(_right_exponential_float32),
+                   Right(_right_exponential_geomspace))),
 )

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_lib import prompt_tuning as ref
@@ -45,7 +46,7 @@ from course_lib.checks.core import (
     reference,
     seeded,
 )
-from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 
 __all__ = ["check_prepend_soft_prompt", "check_answer_only_labels", "check_option_log_likelihood",
            "check_freeze_model", "WRONG_PREPEND", "WRONG_LABELS", "WRONG_LOGLIK", "WRONG_FREEZE", "tiny_llama"]
@@ -572,37 +573,184 @@ def _same(a, b) -> bool:
     return tuple(a) == tuple(b)
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.prompt_tuning; the students' and the kernel's editions replace each by a stub
+def _right_prepend_ok(input_embeds, attention_mask, prompt):
+    B, T, d = input_embeds.shape
+    P = prompt.shape[0]
+    embeds = torch.cat([prompt.unsqueeze(0).repeat(B, 1, 1).to(input_embeds.dtype), input_embeds], dim=1)
+    return embeds, torch.cat([attention_mask.new_ones(B, P), attention_mask], dim=1)
+
+
+def _right_prepend_loop(input_embeds, attention_mask, prompt):
+    rows = [torch.cat([prompt.to(x.dtype), x]) for x in input_embeds]
+    masks = [torch.cat([torch.ones(prompt.shape[0], dtype=m.dtype), m]) for m in attention_mask]
+    return torch.stack(rows), torch.stack(masks)
+
+
+def _right_prepend_float32(input_embeds, attention_mask, prompt):
+    e, m = _right_prepend_ok(input_embeds.float(), attention_mask, prompt.float())
+    return e, m
+
+
+def _right_labels_ok(input_ids, attention_mask, prompt_len, answer_start):
+    lab = input_ids.clone().long()
+    for b in range(lab.shape[0]):
+        lab[b, : int(answer_start[b])] = -100
+    lab[attention_mask == 0] = -100
+    return F.pad(lab, (prompt_len, 0), value=-100)
+
+
+def _right_labels_where(input_ids, attention_mask, prompt_len, answer_start):
+    B, T = input_ids.shape
+    idx = torch.arange(T).expand(B, T)
+    keep = (idx >= answer_start[:, None]) & (attention_mask > 0)
+    lab = input_ids.long().masked_fill(~keep, -100)
+    return torch.cat([torch.full((B, prompt_len), -100), lab], 1)
+
+
+def _right_labels_python(input_ids, attention_mask, prompt_len, answer_start):
+    out = []
+    for ids, m, s in zip(input_ids.tolist(), attention_mask.tolist(), answer_start.tolist()):
+        out.append([-100] * prompt_len + [t if (i >= s and mk) else -100 for i, (t, mk) in enumerate(zip(ids, m))])
+    return torch.tensor(out, dtype=torch.long)
+
+
+def _right_loglik_ce(logits, labels, normalise=False):
+    ce = F.cross_entropy(logits[:, :-1].transpose(1, 2), labels[:, 1:], ignore_index=-100, reduction="none")
+    total = -ce.sum(1)
+    if normalise:
+        total = total / (labels[:, 1:] != -100).sum(1)
+    return total
+
+
+def _right_loglik_loop(logits, labels, normalise=False):
+    out = []
+    for lg, lb in zip(logits, labels):
+        s, n = lg.new_zeros(()), 0
+        for t in range(1, lb.shape[0]):
+            if lb[t] != -100:
+                s = s + (lg[t - 1, lb[t]] - torch.logsumexp(lg[t - 1], 0))
+                n += 1
+        out.append(s / n if normalise and n else s)
+    return torch.stack(out)
+
+
+def _right_loglik_float32(logits, labels, normalise=False):
+    return _right_loglik_ce(logits.float(), labels, normalise)  # float32 whatever the input
+
+
+def _right_freeze_ok(model):
+    model.requires_grad_(False)
+    model.eval()
+    return sum(p.numel() for p in model.parameters())
+
+
+def _right_freeze_ptrs(model):
+    seen, n = set(), 0
+    for _, p in model.named_parameters(remove_duplicate=False):
+        p.requires_grad = False
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            n += p.numel()
+    model.train(False)
+    return n
+
+
+def _right_freeze_modules(model):
+    for m in model.modules():
+        m.eval()
+        for p in m.parameters(recurse=False):
+            p.requires_grad_(False)
+    return int(sum(p.numel() for p in set(model.parameters())))
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_prepend_in_place(x, m, p):
+    m.fill_(1) if m.dtype != torch.bool else m.fill_(True)
+    return _right_prepend_ok(x, m, p)
+
+
+def _breaks_prepend_float_mask(x, m, p):
+    e, mask = _right_prepend_ok(x, m, p)
+    return e, mask.float()
+
+
+def _breaks_prepend_detached(x, m, p):
+    return _right_prepend_ok(x, m, p.detach())
+
+
+def _breaks_prepend_first_row_only(x, m, p):
+    e, mask = _right_prepend_ok(x, m, p)
+    e = e.clone()
+    e[1:, : p.shape[0]] = 0.0
+    return e, mask
+
+
+def _breaks_labels_int32(i, m, P, s):
+    return _right_labels_ok(i, m, P, s).int()
+
+
+def _breaks_labels_in_place(i, m, P, s):
+    i[m == 0] = -100
+    return _right_labels_ok(i, m, P, s)
+
+
+def _breaks_loglik_float64(lg, lb, normalise=False):
+    return _right_loglik_ce(lg.double(), lb, normalise)
+
+
+def _breaks_loglik_keepdim(lg, lb, normalise=False):
+    return _right_loglik_ce(lg, lb, normalise).unsqueeze(-1)
+
+
+def _breaks_freeze_no_count(model):
+    _right_freeze_ok(model)
+    return None
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('09_prompt_tuning', 'freeze_model', check_freeze_model,
+    declare("09_prompt_tuning", "freeze_model", check_freeze_model,
             promises=(
-                'eval mode',
-                'tied weight counted once',
-                'buffers are not parameters',
-                'returns the number of parameters',
-            )),
-    declare('09_prompt_tuning', 'prepend_soft_prompt', check_prepend_soft_prompt,
+                Breaks("eval mode", wrong_answer(WRONG_FREEZE, "left in training mode"), "left in training mode"),
+                Breaks("tied weight counted once", wrong_answer(WRONG_FREEZE, "tied weights counted twice"),
+                       "tied weights counted twice"),
+                Breaks("buffers are not parameters", wrong_answer(WRONG_FREEZE, "buffers counted as parameters"),
+                       "buffers"),
+                Breaks("returns the number of parameters", _breaks_freeze_no_count, "expected"),
+            ),
+            right=(Right(_right_freeze_ok), Right(_right_freeze_ptrs), Right(_right_freeze_modules))),
+    declare("09_prompt_tuning", "prepend_soft_prompt", check_prepend_soft_prompt,
             promises=(
-                'P + T positions with the prompt in front',
-                'mask extended with ones',
-                "mask keeps attention_mask's dtype",
-                'inputs not modified',
-                'gradients flow back to prompt',
-                'prompt shared by the whole batch',
-            )),
-    declare('09_prompt_tuning', 'answer_only_labels', check_answer_only_labels,
+                Breaks("P + T positions with the prompt in front",
+                       wrong_answer(WRONG_PREPEND, "prompt appended after the tokens"),
+                       "prompt appended after the tokens"),
+                Breaks("mask extended with ones", wrong_answer(WRONG_PREPEND, "attention mask not extended"),
+                       "attention mask not extended"),
+                Breaks("mask keeps attention_mask's dtype", _breaks_prepend_float_mask, "dtype"),
+                Breaks("inputs not modified", _breaks_prepend_in_place, "in place"),
+                Breaks("gradients flow back to prompt", _breaks_prepend_detached, "gradient"),
+                Breaks("prompt shared by the whole batch", _breaks_prepend_first_row_only, "embeds"),
+            ),
+            right=(Right(_right_prepend_ok), Right(_right_prepend_loop), Right(_right_prepend_float32))),
+    declare("09_prompt_tuning", "answer_only_labels", check_answer_only_labels,
             promises=(
-                '(B, P + T) aligned with the prompted sequence',
-                'not shifted',
-                '-100 on padding',
-                'int64',
-                'inputs not modified',
-            )),
-    declare('09_prompt_tuning', 'option_log_likelihood', check_option_log_likelihood,
+                Breaks("(B, P + T) aligned with the prompted sequence",
+                       wrong_answer(WRONG_LABELS, "soft-prompt positions left out"), "soft-prompt positions left out"),
+                Breaks("not shifted", wrong_answer(WRONG_LABELS, "labels shifted here"), "labels shifted here"),
+                Breaks("-100 on padding", wrong_answer(WRONG_LABELS, "padding trained on"), "padding trained on"),
+                Breaks("int64", _breaks_labels_int32, "int64"),
+                Breaks("inputs not modified", _breaks_labels_in_place, "in place"),
+            ),
+            right=(Right(_right_labels_ok), Right(_right_labels_where), Right(_right_labels_python))),
+    declare("09_prompt_tuning", "option_log_likelihood", check_option_log_likelihood,
             promises=(
-                "(B,) in the logits' dtype",
-                '(B,) shape',
-                'normalise divides by the scored tokens',
-                'shift by one',
-            )),
+                Breaks("(B,) in the logits' dtype", _breaks_loglik_float64, "float32"),
+                Breaks("(B,) shape", _breaks_loglik_keepdim, "shape"),
+                Breaks("normalise divides by the scored tokens",
+                       wrong_answer(WRONG_LOGLIK, "mean over all positions"), "mean over all positions"),
+                Breaks("shift by one", wrong_answer(WRONG_LOGLIK, "no shift by one"), "no shift by one"),
+            ),
+            right=(Right(_right_loglik_ce), Right(_right_loglik_loop), Right(_right_loglik_float32))),
 )

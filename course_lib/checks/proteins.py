@@ -26,7 +26,9 @@ drawn from ``torch.Generator().manual_seed``; ``hidden=True`` uses other, larger
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import math
 
 import numpy as np
 import torch
@@ -42,7 +44,7 @@ from course_lib.checks.core import (
     reference,
     seeded,
 )
-from course_lib.checks.exercise import Breaks, Right, declare  # noqa: F401
+from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 
 __all__ = [
     "check_encode_proteins",
@@ -502,44 +504,310 @@ def _check_greedy(student, hidden: bool) -> None:
                         "max_len < 1")
 
 
+# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
+# written independently of course_lib.proteins; the students' and the kernel's editions replace each by a stub
+def _right_encode_loop(sequences, max_len=None):
+    if max_len is not None and max_len < 2:
+        raise ValueError("max_len")
+    rows = []
+    for s in sequences:
+        body = s.upper()
+        if max_len is not None:
+            body = body[: max_len - 2]
+        rows.append([1] + [5 + _AA.index(a) if a in _AA else 3 for a in body] + [2])
+    T = max(len(r) for r in rows)
+    ids = [r + [0] * (T - len(r)) for r in rows]
+    keep = [[True] * len(r) + [False] * (T - len(r)) for r in rows]
+    return torch.tensor(ids, dtype=torch.long), torch.tensor(keep)
+
+
+def _right_encode_vocab_lookup(sequences, max_len=None):
+    if max_len is not None and max_len < 2:
+        raise ValueError("max_len")
+    lookup = {a: ref.AA_VOCAB.index(a) for a in _AA}
+    seqs = [[lookup.get(a, ref.UNK) for a in s.upper()] for s in sequences]
+    if max_len is not None:
+        seqs = [x[: max_len - 2] for x in seqs]
+    T = max(len(x) for x in seqs) + 2
+    ids = torch.zeros(len(seqs), T, dtype=torch.int64)
+    for b, x in enumerate(seqs):
+        ids[b, 0] = ref.CLS
+        ids[b, 1:len(x) + 1] = torch.as_tensor(x, dtype=torch.int64)
+        ids[b, len(x) + 1] = ref.EOS
+    return ids, ids.ne(0)
+
+
+def _right_encode_regex_free(sequences, max_len=None):
+    """Builds a padded list of lists, then one tensor."""
+    if max_len is not None and max_len < 2:
+        raise ValueError("max_len too small")
+    table = collections.defaultdict(lambda: 3, {a: 5 + i for i, a in enumerate(_AA)})
+    rows = [[1, *[table[a] for a in (s.upper() if max_len is None else s.upper()[:max_len - 2])], 2] for s in sequences]
+    T = max(map(len, rows))
+    ids = torch.tensor([r + [0] * (T - len(r)) for r in rows])
+    return ids, ids > 0
+
+
+def _right_kmer_dict(sequences, k=3):
+    out = torch.zeros(len(sequences), 20**k)
+    for b, s in enumerate(sequences):
+        s = s.upper()
+        for i in range(len(s) - k + 1):
+            w = s[i:i + k]
+            if all(a in _AA for a in w):
+                idx = 0
+                for a in w:
+                    idx = 20 * idx + _AA.index(a)
+                out[b, idx] += 1
+    n = out.norm(dim=1, keepdim=True)
+    return torch.where(n > 0, out / torch.where(n > 0, n, torch.ones_like(n)), out)
+
+
+def _right_kmer_numpy(sequences, k=3):
+    out = np.zeros((len(sequences), 20**k), dtype=np.float64)
+    powers = 20 ** np.arange(k - 1, -1, -1)
+    for b, s in enumerate(sequences):
+        codes = np.array([_AA.find(a) for a in s.upper()], dtype=np.int64)
+        if len(codes) < k:
+            continue
+        win = np.lib.stride_tricks.sliding_window_view(codes, k)
+        win = win[(win >= 0).all(axis=1)]
+        np.add.at(out[b], win @ powers, 1.0)
+    norm = np.linalg.norm(out, axis=1, keepdims=True)
+    out = np.divide(out, norm, out=np.zeros_like(out), where=norm > 0)
+    return torch.from_numpy(out).float()
+
+
+def _right_kmer_counter_rows(sequences, k=3):
+    rows = []
+    for s in sequences:
+        s = s.upper()
+        c = collections.Counter(s[i:i + k] for i in range(len(s) - k + 1))
+        row = torch.zeros(20**k)
+        for kmer, n in c.items():
+            if all(a in _AA for a in kmer):
+                row[sum(_AA.index(a) * 20 ** (k - 1 - j) for j, a in enumerate(kmer))] = n
+        rows.append(row / row.norm() if row.any() else row)
+    return torch.stack(rows)
+
+
+def _right_favor_einsum(q, k, v, w, keep):
+    from course_lib.efficient import favor_features_torch
+
+    kk = keep[:, None, :, None]
+    pq = favor_features_torch(q, w, is_query=True)
+    pk = favor_features_torch(k, w, is_query=False, keep=kk)
+    num = torch.einsum("bhlm,bhmd->bhld", pq, torch.einsum("bhlm,bhld->bhmd", pk, v))
+    den = torch.einsum("bhlm,bhm->bhl", pq, pk.sum(-2)).unsqueeze(-1)
+    return torch.where(kk, num / den, torch.zeros_like(num))
+
+
+def _right_favor_loop_heads(q, k, v, w, keep):
+    from course_lib.efficient import favor_features_torch
+
+    out = torch.zeros_like(v)
+    for b in range(q.shape[0]):
+        n = int(keep[b].sum())
+        for h in range(q.shape[1]):
+            kk = torch.zeros(q.shape[2], 1, dtype=torch.bool)
+            kk[:n] = True
+            pq = favor_features_torch(q[b, h], w, is_query=True)
+            pk = favor_features_torch(k[b, h], w, is_query=False, keep=kk)
+            out[b, h, :n] = ((pq @ (pk.T @ v[b, h])) / (pq @ pk.sum(0)).unsqueeze(-1))[:n]
+    return out
+
+
+def _right_favor_manual_features(q, k, v, w, keep, eps=1e-6):
+    """FAVOR+ features written out (same stabilisers as lesson 07): per-query max, one max over real keys."""
+    d, m = q.shape[-1], w.shape[0]
+    kk = keep[:, None, :, None]
+    w = w.to(q.dtype)
+
+    def expo(x):
+        x = x * d ** -0.25
+        return x @ w.T - (x * x).sum(-1, keepdim=True) / 2
+
+    eq, ek = expo(q), expo(k)
+    eq = eq - eq.amax(-1, keepdim=True)
+    ek = ek.masked_fill(~kk, -math.inf)
+    ek = ek - ek.amax(dim=(-2, -1), keepdim=True)
+    pq = (eq.exp() + eps) / math.sqrt(m)
+    pk = ((ek.exp() + eps) / math.sqrt(m)) * kk
+    out = (pq @ (pk.transpose(-2, -1) @ v)) / (pq @ pk.sum(-2).unsqueeze(-1))
+    return out * kk
+
+
+@torch.no_grad()
+def _right_greedy_rowwise(model, src_ids, src_keep, max_len):
+    """Each protein alone, without padding, then padded together."""
+    if max_len < 1:
+        raise ValueError("max_len")
+    rows = []
+    for b in range(src_ids.shape[0]):
+        n = int(src_keep[b].sum())
+        ids, keep = src_ids[b:b + 1, :n], src_keep[b:b + 1, :n]
+        memory = model.encode(ids, keep)
+        seq = [model.bos_id]
+        for _ in range(max_len):
+            x = torch.tensor([seq])
+            T = len(seq)
+            h = model.decoder(model.embed_target(x), memory, torch.tril(torch.ones(T, T)).bool(), keep[:, None, None])
+            seq.append(int(model.generator(h[0, -1]).argmax()))
+            if seq[-1] == model.eos_id:
+                break
+        rows.append(seq[1:])
+    T = max(len(r) for r in rows)
+    return torch.tensor([r + [model.pad_id] * (T - len(r)) for r in rows], dtype=torch.long)
+
+
+def _right_greedy_with_lesson02_mask(model, src_ids, src_keep, max_len):
+    from course_lib.masking import causal_mask
+
+    if max_len < 1:
+        raise ValueError("max_len")
+    with torch.no_grad():
+        memory = model.encode(src_ids, src_keep)
+        out = torch.full((len(src_ids), 1), model.bos_id)
+        finished = torch.zeros(len(src_ids), dtype=torch.bool)
+        while out.shape[1] <= max_len and not finished.all():
+            mask = torch.from_numpy(causal_mask(out.shape[1]))
+            h = model.decoder(model.embed_target(out), memory, mask, src_keep[:, None, None, :])
+            nxt = model.generator(h)[:, -1].argmax(-1).masked_fill(finished, model.pad_id)
+            finished |= nxt == model.eos_id
+            out = torch.cat([out, nxt[:, None]], 1)
+    return out[:, 1:]
+
+
+def _right_greedy_loop_list(model, src_ids, src_keep, max_len):
+    if max_len < 1:
+        raise ValueError("max_len")
+    with torch.no_grad():
+        memory = model.encode(src_ids, src_keep)
+        seqs = [[model.bos_id] for _ in range(len(src_ids))]
+        done = [False] * len(src_ids)
+        for _ in range(max_len):
+            if all(done):
+                break
+            x = torch.tensor(seqs)
+            T = x.shape[1]
+            h = model.decoder(model.embed_target(x), memory, torch.tril(torch.ones(T, T, dtype=torch.bool)),
+                              src_keep.unsqueeze(1).unsqueeze(1))
+            best = model.generator(h[:, T - 1]).argmax(-1).tolist()
+            for b in range(len(seqs)):
+                seqs[b].append(model.pad_id if done[b] else best[b])
+                done[b] = done[b] or best[b] == model.eos_id
+    return torch.tensor(seqs)[:, 1:]
+
+
+# ---------------------------------------------------------------- answers that break one promise each
+def _breaks_encode_int32(s, max_len=None):
+    ids, keep = _right_encode_loop(s, max_len)
+    return ids.int(), keep
+
+
+def _breaks_encode_keep_int(s, max_len=None):
+    ids, keep = _right_encode_loop(s, max_len)
+    return ids, keep.long()
+
+
+def _breaks_encode_no_error(s, max_len=None):
+    return _right_encode_loop(s, None if (max_len is not None and max_len < 2) else max_len)
+
+
+def _breaks_encode_mutates(s, max_len=None):
+    s[:] = [x.upper() for x in s]
+    return _right_encode_loop(s, max_len)
+
+
+def _breaks_encode_numpy(s, max_len=None):
+    ids, keep = _right_encode_loop(s, max_len)
+    return ids.numpy(), keep.numpy()
+
+
+def _breaks_kmer_float64(s, k=3):
+    return _right_kmer_dict(s, k).double()
+
+
+def _breaks_kmer_nan_rows(s, k=3):
+    raw = _kmer(s, k, normalise=False)
+    return raw / raw.norm(dim=1, keepdim=True)
+
+
+def _breaks_favor_float64_always(q, k, v, w, keep):
+    return _right_favor_einsum(q.double(), k.double(), v.double(), w.double(), keep)
+
+
+def _breaks_favor_quadratic(q, k, v, w, keep):
+    from course_lib.efficient import favor_features_torch
+
+    kk = keep[:, None, :, None]
+    pq = favor_features_torch(q, w, is_query=True)
+    pk = favor_features_torch(k, w, is_query=False, keep=keep[:, None, :, None])
+    return ((pq @ pk.transpose(-2, -1)) @ v) / (pq @ pk.transpose(-2, -1)).sum(-1, keepdim=True) * kk
+
+
+def _breaks_greedy_int32(model, src_ids, src_keep, max_len):
+    return _right_greedy_rowwise(model, src_ids, src_keep, max_len).int()
+
+
+def _breaks_greedy_no_error(model, src_ids, src_keep, max_len):
+    return _right_greedy_rowwise(model, src_ids, src_keep, max(max_len, 1))
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
-    declare('10_proteins', 'encode_proteins', check_encode_proteins,
+    declare("10_proteins", "encode_proteins", check_encode_proteins,
             promises=(
-                'ids are int64',
-                'keep is bool',
-                'torch tensors, not numpy',
-                'ValueError when max_len < 2',
-                'the input list is not changed',
-                '<eos> always there after truncation',
-                'padded to the longest sequence',
-                'case-insensitive',
-                'True at real tokens',
-            )),
-    declare('10_proteins', 'kmer_vectors', check_kmer_vectors,
+                Breaks("ids are int64", _breaks_encode_int32, "int64"),
+                Breaks("keep is bool", _breaks_encode_keep_int, "bool"),
+                Breaks("torch tensors, not numpy", _breaks_encode_numpy, "torch"),
+                Breaks("ValueError when max_len < 2", _breaks_encode_no_error, "ValueError"),
+                Breaks("the input list is not changed", _breaks_encode_mutates, "changed the list"),
+                Breaks("<eos> always there after truncation",
+                       wrong_answer(WRONG_ENCODE, "<eos> cut off by truncation"), "<eos> cut off"),
+                Breaks("padded to the longest sequence",
+                       wrong_answer(WRONG_ENCODE, "padded to max_len instead of the longest sequence"),
+                       "padded to max_len"),
+                Breaks("case-insensitive", wrong_answer(WRONG_ENCODE, "lower-case residues become <unk>"),
+                       "lower-case"),
+                Breaks("True at real tokens", wrong_answer(WRONG_ENCODE, "keep mask inverted"), "keep mask inverted"),
+            ),
+            right=(Right(_right_encode_loop), Right(_right_encode_vocab_lookup), Right(_right_encode_regex_free))),
+    declare("10_proteins", "kmer_vectors", check_kmer_vectors,
             promises=(
-                'float32',
-                'a sequence without k-mers is a row of zeros',
-                'unit length rows',
-                'overlapping windows, step 1',
-                'non-standard residues skipped',
-                'first residue most significant',
-            )),
-    declare('10_proteins', 'favor_padded_attention', check_favor_padded_attention,
+                Breaks("float32", _breaks_kmer_float64, "float32"),
+                Breaks("a sequence without k-mers is a row of zeros", _breaks_kmer_nan_rows, "row of zeros"),
+                Breaks("unit length rows", wrong_answer(WRONG_KMER, "counts not normalised"), "not normalised"),
+                Breaks("overlapping windows, step 1", wrong_answer(WRONG_KMER, "non-overlapping windows"),
+                       "non-overlapping"),
+                Breaks("non-standard residues skipped",
+                       wrong_answer(WRONG_KMER, "windows with a non-standard residue counted"), "non-standard"),
+                Breaks("first residue most significant", wrong_answer(WRONG_KMER, "digits reversed"),
+                       "digits reversed"),
+            ),
+            right=(Right(_right_kmer_dict), Right(_right_kmer_numpy), Right(_right_kmer_counter_rows))),
+    declare("10_proteins", "favor_padded_attention", check_favor_padded_attention,
             promises=(
-                'padded keys contribute nothing',
-                'padded query rows are 0',
-                'output in the dtype of v',
-                'never builds an (L, L) matrix',
-            )),
-    declare('10_proteins', 'greedy_decode', check_greedy_decode,
+                Breaks("padded keys contribute nothing", wrong_answer(WRONG_FAVOR, "key padding ignored"),
+                       "key padding ignored"),
+                Breaks("padded query rows are 0", wrong_answer(WRONG_FAVOR, "padded query rows not zeroed"),
+                       "padded query rows"),
+                Breaks("output in the dtype of v", _breaks_favor_float64_always, "float32"),
+                Breaks("never builds an (L, L) matrix", _breaks_favor_quadratic, "quadratic"),
+            ),
+            right=(Right(_right_favor_einsum), Right(_right_favor_loop_heads), Right(_right_favor_manual_features))),
+    declare("10_proteins", "greedy_decode", check_greedy_decode,
             promises=(
-                'without the start token',
-                'at most max_len tokens',
-                'pad after <eos>',
-                'causal mask',
-                'source padding masked',
-                'int64 ids',
-                'ValueError when max_len < 1',
-            )),
+                Breaks("without the start token", wrong_answer(WRONG_GREEDY, "start token kept in the output"),
+                       "start token"),
+                Breaks("at most max_len tokens", wrong_answer(WRONG_GREEDY, "one step too many"), "one step too many"),
+                Breaks("pad after <eos>", wrong_answer(WRONG_GREEDY, "tokens generated after <eos>"), "after <eos>"),
+                Breaks("causal mask", wrong_answer(WRONG_GREEDY, "no causal mask"), "no causal mask"),
+                Breaks("source padding masked", wrong_answer(WRONG_GREEDY, "source padding ignored"),
+                       "source padding ignored"),
+                Breaks("int64 ids", _breaks_greedy_int32, "int64"),
+                Breaks("ValueError when max_len < 1", _breaks_greedy_no_error, "ValueError"),
+            ),
+            right=(Right(_right_greedy_rowwise), Right(_right_greedy_with_lesson02_mask),
+                   Right(_right_greedy_loop_list))),
 )
