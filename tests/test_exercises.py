@@ -4,6 +4,7 @@
 * every right alternative keeps full marks, in the visible and in the hidden test;
 * every promise of the reference's docstring has an answer that breaks it, which loses points with a
   message holding the declared words;
+* the declared misconceptions are the known wrong answers its checks name;
 * lessons 01-07 give each exercise at least three right alternatives (issue 10: another dtype, einsum or a
   loop, another valid formulation);
 * the students' edition of the checks ships none of the declared answers (right, breaking, wrong).
@@ -13,6 +14,7 @@ import os
 
 import pytest
 
+from conftest import check_tables
 from course_lib.checks import registry
 from named import assert_promise_broken
 
@@ -42,6 +44,17 @@ def test_every_broken_promise_loses_points_with_its_words(e, check, b):
 def test_every_exercise_declares_its_promises_once(e):
     assert e.breaks, f"{e.assignment}.{e.name}: the declaration lists no promise of the reference's docstring"
     assert len(set(e.promises)) == len(e.promises), f"{e.assignment}.{e.name}: a promise is declared twice"
+
+
+@pytest.mark.parametrize("e", registry.exercises(), ids=lambda e: f"{e.assignment}.{e.name}")
+def test_the_declared_misconceptions_are_the_wrong_answers_its_checks_name(e):
+    """The declaration's ``misconceptions`` are exactly the ``WRONG_*`` lists its checks' code names (so the tests
+    parametrised over the declarations, tests/test_messages_across_modes.py, run every one the checks can name)."""
+    named = [w for qualified in e.checks for table in check_tables(qualified, "WRONG_").values() for w in table]
+    assert e.misconceptions, f"{e.assignment}.{e.name}: no known wrong answer declared"
+    assert [id(w) for w in e.misconceptions] == [id(w) for w in named], (
+        f"{e.assignment}.{e.name}: declared {[w.name for w in e.misconceptions]}, its checks name "
+        f"{[w.name for w in named]}")
 
 
 @pytest.mark.parametrize("e", [e for e in registry.exercises() if e.assignment[:2] <= "07"],

@@ -21,23 +21,17 @@ import json
 
 import pytest
 
-from conftest import check_tables
 from course_lib.checks import core, registry, transcript
 
 
-def _check_and_wrongs(qualified: str):
-    """The check and the known wrong answers it names: the ``WRONG_*`` lists its code (or a private helper it
-    hands the work to) refers to."""
-    return registry.resolve(qualified), [w for table in check_tables(qualified, "WRONG_").values() for w in table]
-
-
 def _pairs() -> list:
+    """(exercise, check, known wrong answer) for every misconception an exercise declares, for each of its checks."""
     out = []
     for ex in registry.exercises():
         for qualified in ex.checks:
-            check, wrongs = _check_and_wrongs(qualified)
+            check = registry.resolve(qualified)
             seen: dict = {}
-            for w in wrongs:
+            for w in ex.misconceptions:
                 seen[w.name] = seen.get(w.name, 0) + 1
                 label = w.name if seen[w.name] == 1 else f"{w.name} #{seen[w.name]}"
                 out.append(pytest.param(ex, qualified, w, id=f"{ex.assignment}:{check.__name__}:{label}"))
@@ -131,7 +125,5 @@ def test_the_known_wrong_answers_of_a_check_are_stored_under_distinct_keys():
     """The students' bundle finds each wrong answer's stored outputs by ``Wrong.key`` (its implementation is a
     stub there): two that share a name and a message must say which variant they are."""
     for ex in registry.exercises():
-        for qualified in ex.checks:
-            _, wrongs = _check_and_wrongs(qualified)
-            keys = [w.key for w in wrongs]
-            assert len(keys) == len(set(keys)), (qualified, sorted(k for k in keys if keys.count(k) > 1))
+        keys = [w.key for w in ex.misconceptions]
+        assert len(keys) == len(set(keys)), (ex.name, sorted(k for k in keys if keys.count(k) > 1))

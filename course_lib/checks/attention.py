@@ -541,6 +541,7 @@ def _breaks_torch_kT(q, k, v, mask=None):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("01_attention", "softmax", check_softmax, equivalents=("softmax_torch",),
+            misconceptions=WRONG_SOFTMAX,
             promises=(
                 Breaks("stable for large scores (exp does not overflow)",
                        wrong_answer(WRONG_SOFTMAX, "unstable softmax"), "unstable softmax"),
@@ -553,6 +554,7 @@ EXERCISES = (
             right=(Right(_right_softmax), Right(_right_softmax_float32), Right(_right_softmax_logsumexp),
                    Right(_right_softmax_torch_inside))),
     declare("01_attention", "scaled_dot_product_attention", check_attention_numpy,
+            misconceptions=WRONG_ATTENTION,
             promises=(
                 Breaks("any leading dims (..., T, d_k)", _breaks_attention_2d_only, "scaled_dot_product_attention"),
                 Breaks("numpy in, numpy out", _breaks_attention_returns_torch, "numpy array"),
@@ -562,6 +564,7 @@ EXERCISES = (
             right=(Right(_right_attention), Right(_right_attention_float32), Right(_right_attention_einsum),
                    Right(_right_attention_loop))),
     declare("01_attention", "scaled_dot_product_attention_torch", check_attention_torch,
+            misconceptions=WRONG_ATTENTION_TORCH,
             promises=(
                 Breaks("differentiable", _breaks_torch_detached, "gradients"),
                 Breaks("any leading dims (k.transpose(-2, -1))", _breaks_torch_kT, "k.T on a batched tensor"),

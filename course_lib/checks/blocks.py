@@ -522,6 +522,7 @@ def _breaks_enc_half(layer, x, mask=None):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("05_blocks", "layer_norm", check_layer_norm,
+            misconceptions=WRONG_LAYER_NORM,
             promises=(
                 Breaks("any leading dims (..., d)", _breaks_ln_2d_only, "ValueError"),
                 Breaks("inputs unchanged", _breaks_ln_in_place, "input modified in place"),
@@ -530,6 +531,7 @@ EXERCISES = (
             ),
             right=(Right(_right_layer_norm_ok), Right(_right_layer_norm_two_pass), Right(_right_layer_norm_float32))),
     declare("05_blocks", "feed_forward", check_feed_forward,
+            misconceptions=WRONG_FEED_FORWARD,
             promises=(
                 Breaks("any leading dims (..., d_model)", _breaks_ff_2d_only, "ValueError"),
                 Breaks("exact erf GELU", wrong_answer(WRONG_FEED_FORWARD, "tanh approximation of GELU"),
@@ -538,6 +540,7 @@ EXERCISES = (
             right=(Right(_right_feed_forward_ok), Right(_right_feed_forward_matmul),
                    Right(_right_feed_forward_float32))),
     declare("05_blocks", "encoder_layer_forward", check_encoder_layer_forward,
+            misconceptions=WRONG_ENCODER_LAYER,
             promises=(
                 Breaks("float answer in at least float32", _breaks_enc_half, "half precision"),
                 Breaks("mask applied", wrong_answer(WRONG_ENCODER_LAYER, "mask ignored"), "mask ignored"),

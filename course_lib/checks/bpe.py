@@ -962,6 +962,7 @@ def _breaks_decode_hiding_bad_bytes(ids, vocab):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("06_bpe", "get_stats", check_get_stats,
+            misconceptions=WRONG_GET_STATS,
             promises=(
                 Breaks("counts of every adjacent pair", wrong_answer(WRONG_GET_STATS, "pairs counted once"),
                        "pairs counted once"),
@@ -970,6 +971,7 @@ EXERCISES = (
             ),
             right=(Right(_right_get_stats), Right(_right_get_stats_counter), Right(_right_get_stats_setdefault))),
     declare("06_bpe", "merge", check_merge,
+            misconceptions=WRONG_MERGE,
             promises=(
                 Breaks("the input list unchanged", _breaks_merge_in_place, "input modified in place"),
                 Breaks("left to right, no overlap", wrong_answer(WRONG_MERGE, "overlapping occurrences merged twice"),
@@ -978,6 +980,7 @@ EXERCISES = (
             right=(Right(_right_merge), Right(_right_merge_skip_flag),
                    Right(_right_merge_from_the_right_of_each_match))),
     declare("06_bpe", "word_counts", check_word_counts,
+            misconceptions=WRONG_WORD_COUNTS,
             promises=(
                 Breaks("'</w>' on the last character", wrong_answer(WRONG_WORD_COUNTS, "forgot the end-of-word marker"),
                        "end-of-word marker"),
@@ -990,6 +993,7 @@ EXERCISES = (
     # train_fast: the same merges as train_naive, incrementally (tests/test_bpe.py compares them); WordBPE and
     # ByteBPE train and encode with them (a whole tokenizer: lesson 06's exercises), so they go with them
     declare("06_bpe", "train_naive", check_train, equivalents=("train_fast", "WordBPE", "ByteBPE",),
+            misconceptions=WRONG_TRAIN,
             promises=(
                 Breaks("ties: smallest pair", wrong_answer(WRONG_TRAIN, "ties broken by first appearance"),
                        "ties broken by first appearance"),
@@ -998,6 +1002,7 @@ EXERCISES = (
             right=(Right(_right_train_naive), Right(_right_train_sorted_stats), Right(_right_train_in_place))),
     # apply_merges: the same ids as encode_ids (tests/test_bpe.py compares them)
     declare("06_bpe", "encode_ids", check_encode, equivalents=("apply_merges",),
+            misconceptions=WRONG_ENCODE,
             promises=(
                 Breaks("merges in training order",
                        wrong_answer(WRONG_ENCODE, "merges applied out of training order (leftmost first)"),
@@ -1005,6 +1010,7 @@ EXERCISES = (
             ),
             right=(Right(_right_encode_ids), Right(_right_encode_min_rank), Right(_right_encode_rank_scan))),
     declare("06_bpe", "decode_ids", check_decode,
+            misconceptions=WRONG_DECODE,
             promises=(
                 Breaks("invalid UTF-8 raises ValueError", _breaks_decode_hiding_bad_bytes, "not valid UTF-8"),
                 Breaks("UTF-8 decoded once, surrogatepass",

@@ -836,6 +836,7 @@ def _breaks_ro_in_place(attentions, residual=True):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("08_clinical_text", "mean_pool", check_mean_pool,
+            misconceptions=WRONG_MEAN_POOL,
             promises=(
                 Breaks("padding is left out of the mean", wrong_answer(WRONG_MEAN_POOL, "padding averaged in"),
                        "padding averaged in", hidden=False),
@@ -853,6 +854,7 @@ EXERCISES = (
             ),
             right=(Right(_right_mean_pool_einsum), Right(_right_mean_pool_float32), Right(_right_mean_pool_loop))),
     declare("08_clinical_text", "cosine_top_k", check_cosine_top_k,
+            misconceptions=WRONG_COSINE_TOP_K,
             promises=(
                 Breaks("cosine, not the raw dot product", wrong_answer(WRONG_COSINE_TOP_K, "unnormalised dot product"),
                        "unnormalised dot product", hidden=False),
@@ -871,6 +873,7 @@ EXERCISES = (
             ),
             right=(Right(_right_cosine_lexsort), Right(_right_cosine_float32), Right(_right_cosine_loop))),
     declare("08_clinical_text", "freeze_for_probe", check_freeze_for_probe,
+            misconceptions=WRONG_FREEZE,
             promises=(
                 Breaks("freezes (requires_grad False), eval() is not enough",
                        wrong_answer(WRONG_FREEZE, "encoder not frozen (model.eval() does not freeze)"),
@@ -888,6 +891,7 @@ EXERCISES = (
             ),
             right=(Right(_right_freeze_dot_prefix), Right(_right_freeze_module_api), Right(_right_freeze_by_ids))),
     declare("08_clinical_text", "attention_rollout", check_attention_rollout,
+            misconceptions=WRONG_ROLLOUT,
             promises=(
                 Breaks("layers composed first to last",
                        wrong_answer(WRONG_ROLLOUT, "layers composed in the wrong order"), "wrong order", hidden=False),

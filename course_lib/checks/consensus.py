@@ -700,6 +700,7 @@ def _breaks_ce_zeroes_the_target(logits, target):
 EXERCISES = (
     # soft_edit_distance(a, b, 0) == edit_distance(a, b)[0] (tests/test_consensus.py)
     declare("11_read_consensus", "edit_distance", check_edit_distance, equivalents=("soft_edit_distance",),
+            misconceptions=WRONG_EDIT_DISTANCE,
             promises=(
                 Breaks("D[i, 0] = i, D[0, j] = j",
                        _breaks_with_ops(wrong_answer(WRONG_EDIT_DISTANCE, "first row/column initialised to 0")),
@@ -712,6 +713,7 @@ EXERCISES = (
             right=(Right(_right_edit_distance_loops), Right(_right_edit_distance_numpy_int32),
                    Right(_right_edit_distance_recursive))),
     declare("11_read_consensus", "pileup", check_pileup,
+            misconceptions=WRONG_PILEUP,
             promises=(
                 Breaks("columns -ACGT, gap first", wrong_answer(WRONG_PILEUP, "columns in the order ACGT-"),
                        "columns in the order ACGT-"),
@@ -725,6 +727,7 @@ EXERCISES = (
             ),
             right=(Right(_right_pileup_dict), Right(_right_pileup_onehot), Right(_right_pileup_add_at))),
     declare("11_read_consensus", "positionwise_cross_entropy", check_positionwise_cross_entropy,
+            misconceptions=WRONG_CROSS_ENTROPY,
             promises=(
                 Breaks("summed over positions", wrong_answer(WRONG_CROSS_ENTROPY, "mean instead of sum"),
                        "mean instead of sum"),
@@ -737,6 +740,7 @@ EXERCISES = (
     # _loss_costs + _soft_dp are the whole loss; hard_alignment_loss is its gamma -> 0 limit on them
     declare("11_read_consensus", "soft_alignment_loss", check_soft_alignment_loss,
             equivalents=("_soft_dp", "_loss_costs", "hard_alignment_loss",),
+            misconceptions=WRONG_SOFT_ALIGNMENT_LOSS,
             promises=(
                 Breaks("a soft MIN", wrong_answer(WRONG_SOFT_ALIGNMENT_LOSS, "max instead of min"),
                        "max instead of min"),

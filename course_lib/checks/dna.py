@@ -394,6 +394,7 @@ def _breaks_ism_float32(predict, one_hot):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("12_long_range_dna", "one_hot_dna", check_one_hot_dna,
+            misconceptions=WRONG_ONE_HOT,
             promises=(
                 Breaks("a float32 numpy array", _breaks_one_hot_float64, "float32"),
                 Breaks("N becomes a row of zeros", wrong_answer(WRONG_ONE_HOT, "N encoded as 0.25"),
@@ -406,6 +407,7 @@ EXERCISES = (
             ),
             right=(Right(_right_one_hot_table), Right(_right_one_hot_eye), Right(_right_one_hot_torch_then_numpy))),
     declare("12_long_range_dna", "reverse_complement", check_reverse_complement,
+            misconceptions=WRONG_RC,
             promises=(
                 Breaks("complement and reverse", wrong_answer(WRONG_RC, "complemented but not reversed"),
                        "complemented but not reversed"),
@@ -414,6 +416,7 @@ EXERCISES = (
             ),
             right=(Right(_right_rc_translate), Right(_right_rc_loop), Right(_right_rc_recursive))),
     declare("12_long_range_dna", "receptive_field", check_receptive_field,
+            misconceptions=WRONG_RF,
             promises=(
                 Breaks("pooling multiplies the jump", wrong_answer(WRONG_RF, "jump not carried through the pools"),
                        "jump not carried through the pools"),
@@ -422,6 +425,7 @@ EXERCISES = (
             ),
             right=(Right(_right_rf_loop), Right(_right_rf_backwards), Right(_right_rf_numpy))),
     declare("12_long_range_dna", "in_silico_mutagenesis", check_in_silico_mutagenesis,
+            misconceptions=WRONG_ISM,
             promises=(
                 Breaks("effect at the own base is 0", wrong_answer(WRONG_ISM, "mutant score instead of the change"),
                        "mutant score instead of the change"),

@@ -811,6 +811,7 @@ def _breaks_linear_3d_only(q, k, v, feature_map=_right_elu_feature_map):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("07_efficient", "elu_feature_map", check_elu_feature_map, equivalents=("elu_feature_map_torch",),
+            misconceptions=WRONG_ELU,
             promises=(
                 Breaks("always > 0", _breaks_elu_negative, "elu without +1"),
             ),
@@ -818,6 +819,7 @@ EXERCISES = (
     # the torch forms and the O(T S) form compute the same attention (tests/test_efficient.py)
     declare("07_efficient", "linear_attention", check_linear_attention,
             equivalents=("linear_attention_torch", "attention_from_features_torch", "quadratic_linear_attention"),
+            misconceptions=WRONG_LINEAR,
             promises=(
                 Breaks("any leading dims (..., T, d)", _breaks_linear_3d_only, "ValueError"),
                 Breaks("never builds the (T, S) matrix", _linear_quadratic, QUADRATIC_NAME),
@@ -827,6 +829,7 @@ EXERCISES = (
     declare("07_efficient", "causal_linear_attention", check_causal_linear_attention,
             equivalents=("recurrent_linear_attention", "prefix_sum_causal_attention_torch",
                          "chunked_causal_attention_torch", "_causal_chunks"),
+            misconceptions=WRONG_CAUSAL,
             promises=(
                 Breaks("position i sees keys 0..i", wrong_answer(WRONG_CAUSAL, "causal form sees future keys"),
                        "sees future keys"),
@@ -835,12 +838,14 @@ EXERCISES = (
             right=(Right(_right_causal_linear_attention), Right(_right_causal_linear_attention_loop),
                    Right(_right_causal_linear_attention_float32))),
     declare("07_efficient", "linear_attention_step", check_linear_attention_step,
+            misconceptions=WRONG_STEP,
             promises=(
                 Breaks("the input state is not modified", _breaks_step_in_place, "input modified in place"),
             ),
             right=(Right(_right_linear_attention_step), Right(_right_linear_attention_step_explicit),
                    Right(_right_linear_attention_step_float32))),
     declare("07_efficient", "positive_random_features", check_positive_random_features,
+            misconceptions=WRONG_FEATURES,
             promises=(
                 Breaks("w (..., m, d) with leading dims", _breaks_features_2d_w_only, "ValueError"),
                 Breaks("exp(w x - |x|^2 / 2)", wrong_answer(WRONG_FEATURES, "forgot exp(-|x|^2/2)"),

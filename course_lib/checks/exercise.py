@@ -5,8 +5,13 @@ Each lesson's checks module (``course_lib/checks/<topic>.py``) ends with its ``E
 
 * which assignment and which solution-cell name (``name``) it is, and so its reference
   (``course_lib.<topic>.<name>``);
-* the check functions its graded cells call (their visible and hidden cases and the misconceptions they
-  name, the ``WRONG_*`` lists, are in the same module);
+* the check functions its graded cells call (their visible cases, and the hidden ones under ``if hidden:``,
+  which the students' and the kernel's editions fold away; how outputs compare, through
+  ``core.compare_with_reference``);
+* ``misconceptions``: the known wrong answers its checks name (the ``WRONG_*`` list of ``Wrong(name, fn,
+  message)`` the check uses: ``tests/test_exercises.py`` holds the two the same); each must get its message
+  alone, live, recorded and replayed, and from the bundle's stored values
+  (``tests/test_messages_across_modes.py``);
 * ``equivalents``: other ``course_lib.<topic>`` functions that compute the same answer (or the private
   machinery that does the whole computation): withheld from the students' and the kernel's editions with
   the reference, and forbidden while a student's answer runs (``tests/test_registry.py``);
@@ -24,7 +29,9 @@ helpers must be private (``_right_*``, ``_breaks_*``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, Iterable
+
+from course_lib.checks.core import Wrong
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Exercise:
     reference: str  # "course_lib.attention.softmax"
     checks: tuple[str, ...]  # "course_lib.checks.attention.check_softmax", ...
     equivalents: tuple[str, ...] = ()  # withheld with the reference
+    misconceptions: tuple[Wrong, ...] = ()  # the known wrong answers its checks name
     breaks: tuple[Breaks, ...] = ()  # the docstring's promises, each with an answer that breaks it
     right: tuple[Right, ...] = ()  # right alternatives
 
@@ -75,7 +83,8 @@ class Exercise:
 
 
 def declare(assignment: str, name: str, *checks: Callable, equivalents: tuple[str, ...] = (),
-            promises: tuple[Breaks, ...] = (), right: tuple[Right, ...] = ()) -> Exercise:
+            misconceptions: Iterable[Wrong] = (), promises: tuple[Breaks, ...] = (),
+            right: tuple[Right, ...] = ()) -> Exercise:
     """The exercise ``name`` of ``assignment``, graded by ``checks`` (functions of the lesson's checks module,
     ``course_lib.checks.<topic>``); its reference is ``course_lib.<topic>.<name>``, its ``equivalents`` are
     names in the same module. The topic is the lesson's (``registry.LESSONS``), so a checks module loaded
@@ -88,8 +97,9 @@ def declare(assignment: str, name: str, *checks: Callable, equivalents: tuple[st
     if len({fn.__module__ for fn in checks}) != 1:
         raise ValueError(f"{assignment}.{name}: the checks must be functions of one module, "
                          f"got {sorted({fn.__module__ for fn in checks})}")
-    for kind, items in (("promises", promises), ("right", right)):
-        wanted = Breaks if kind == "promises" else Right
+    misconceptions = tuple(misconceptions)
+    for kind, items, wanted in (("misconceptions", misconceptions, Wrong), ("promises", promises, Breaks),
+                                ("right", right, Right)):
         bad = [x for x in items if not isinstance(x, wanted)]
         if bad:
             raise TypeError(f"{assignment}.{name}: {kind} holds {bad!r}; expected {wanted.__name__}(...) items")
@@ -100,7 +110,7 @@ def declare(assignment: str, name: str, *checks: Callable, equivalents: tuple[st
     return Exercise(assignment=assignment, name=name, reference=f"course_lib.{topic}.{name}",
                     checks=tuple(f"course_lib.checks.{topic}.{fn.__name__}" for fn in checks),
                     equivalents=tuple(f"course_lib.{topic}.{e}" for e in equivalents),
-                    breaks=tuple(promises), right=tuple(right))
+                    misconceptions=misconceptions, breaks=tuple(promises), right=tuple(right))
 
 
 def wrong_answer(table, name: str, fn_name: str | None = None) -> Callable:

@@ -548,6 +548,7 @@ def _breaks_masked_softmax_float32(scores, mask=None):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("02_masking", "causal_mask", check_causal_mask,
+            misconceptions=WRONG_CAUSAL,
             promises=(
                 Breaks("boolean (T, S), True = may attend", _breaks_causal_mask_int, "BOOLEAN"),
                 Breaks("S > T: queries are the last T positions", wrong_answer(WRONG_CAUSAL, "aligned to the start"),
@@ -555,18 +556,21 @@ EXERCISES = (
             ),
             right=(Right(_right_causal_mask), Right(_right_causal_mask_tril), Right(_right_causal_mask_torch_inside))),
     declare("02_masking", "padding_mask", check_padding_mask,
+            misconceptions=WRONG_PADDING,
             promises=(
                 Breaks("S = max_len when given", wrong_answer(WRONG_PADDING, "max_len ignored"), "max_len ignored"),
             ),
             right=(Right(_right_padding_mask), Right(_right_padding_mask_vectorised),
                    Right(_right_padding_mask_loop))),
     declare("02_masking", "combine_masks", check_combine_masks,
+            misconceptions=WRONG_COMBINE,
             promises=(
                 Breaks("with neither mask, None", _breaks_combine_masks_never_none, "combine_masks"),
             ),
             right=(Right(_right_combine_masks), Right(_right_combine_masks_broadcast),
                    Right(_right_combine_masks_einsum_free))),
     declare("02_masking", "to_additive", check_to_additive,
+            misconceptions=WRONG_ADDITIVE,
             promises=(
                 Breaks("tensors in, torch's default dtype out", _breaks_to_additive_numpy_out, "torch"),
                 Breaks("-inf, not a large negative", wrong_answer(WRONG_ADDITIVE, "large negative instead of -inf"),
@@ -574,6 +578,7 @@ EXERCISES = (
             ),
             right=(Right(_right_to_additive), Right(_right_to_additive_log), Right(_right_to_additive_where))),
     declare("02_masking", "masked_softmax", check_masked_softmax,
+            misconceptions=WRONG_MASKED_SOFTMAX,
             promises=(
                 Breaks("a fully masked row gives zeros, not NaN",
                        wrong_answer(WRONG_MASKED_SOFTMAX, "NaN on a fully masked row"), "NaN on a fully masked row"),

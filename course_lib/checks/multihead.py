@@ -498,6 +498,7 @@ def _breaks_params_tuple(m):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("03_multihead", "split_heads", check_split_heads,
+            misconceptions=WRONG_SPLIT,
             promises=(
                 Breaks("any leading dims (..., T, D)", _breaks_split_3d_only, "split_heads"),
                 Breaks("torch in, torch out", _breaks_split_numpy_only, "same kind"),
@@ -505,17 +506,20 @@ EXERCISES = (
             right=(Right(_right_split_heads), Right(_right_split_heads_reshape),
                    Right(_right_split_heads_einops_style))),
     declare("03_multihead", "merge_heads", check_merge_heads,
+            misconceptions=WRONG_MERGE,
             promises=(
                 Breaks("torch in, torch out", _breaks_merge_numpy_only, "same kind"),
             ),
             right=(Right(_right_merge_heads), Right(_right_merge_heads_reshape), Right(_right_merge_heads_moveaxis))),
     declare("03_multihead", "multi_head_attention", check_multi_head_attention,
+            misconceptions=WRONG_MHA,
             promises=(
                 Breaks("inputs unchanged", _breaks_mha_mutates, "input modified in place"),
             ),
             right=(Right(_right_multi_head_attention), Right(_right_multi_head_attention_einsum),
                    Right(_right_multi_head_attention_float32))),
     declare("03_multihead", "numpy_params_from_torch", check_numpy_params_from_torch,
+            misconceptions=WRONG_PARAMS,
             promises=(
                 Breaks("numpy arrays", _breaks_params_torch_tensors, "numpy array"),
                 Breaks("a dict", _breaks_params_tuple, "dict"),

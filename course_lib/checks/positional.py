@@ -389,6 +389,7 @@ def _breaks_exp_never_raises(distances, num_basis, seq_len, min_half_life=3.0):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("04_positional", "sinusoidal_encoding", check_sinusoidal_encoding,
+            misconceptions=WRONG_SINUSOIDAL,
             promises=(
                 Breaks("sines in even columns, cosines in odd ones (interleaved)",
                        wrong_answer(WRONG_SINUSOIDAL, "sines and cosines in two halves"),
@@ -404,6 +405,7 @@ EXERCISES = (
             right=(Right(_right_sinusoidal_loops), Right(_right_sinusoidal_exp_log),
                    Right(_right_sinusoidal_torch_outer))),
     declare("04_positional", "shift_matrix", check_shift_matrix,
+            misconceptions=WRONG_SHIFT,
             promises=(
                 Breaks("PE(pos + k) = M_k @ PE(pos)", wrong_answer(WRONG_SHIFT, "rotation in the wrong direction"),
                        "rotation in the wrong direction"),
@@ -412,6 +414,7 @@ EXERCISES = (
             ),
             right=(Right(_right_shift_loops), Right(_right_shift_float32), Right(_right_shift_kron))),
     declare("04_positional", "exponential_basis", check_exponential_basis,
+            misconceptions=WRONG_EXPONENTIAL,
             promises=(
                 Breaks("f_i halves every h_i positions: f_i(h_i) = 0.5",
                        wrong_answer(WRONG_EXPONENTIAL, "missing ln 2"), "missing ln 2"),

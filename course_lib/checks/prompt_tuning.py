@@ -712,6 +712,7 @@ def _breaks_freeze_no_count(model):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("09_prompt_tuning", "freeze_model", check_freeze_model,
+            misconceptions=WRONG_FREEZE,
             promises=(
                 Breaks("eval mode", wrong_answer(WRONG_FREEZE, "left in training mode"), "left in training mode"),
                 Breaks("tied weight counted once", wrong_answer(WRONG_FREEZE, "tied weights counted twice"),
@@ -722,6 +723,7 @@ EXERCISES = (
             ),
             right=(Right(_right_freeze_ok), Right(_right_freeze_ptrs), Right(_right_freeze_modules))),
     declare("09_prompt_tuning", "prepend_soft_prompt", check_prepend_soft_prompt,
+            misconceptions=WRONG_PREPEND,
             promises=(
                 Breaks("P + T positions with the prompt in front",
                        wrong_answer(WRONG_PREPEND, "prompt appended after the tokens"),
@@ -735,6 +737,7 @@ EXERCISES = (
             ),
             right=(Right(_right_prepend_ok), Right(_right_prepend_loop), Right(_right_prepend_float32))),
     declare("09_prompt_tuning", "answer_only_labels", check_answer_only_labels,
+            misconceptions=WRONG_LABELS,
             promises=(
                 Breaks("(B, P + T) aligned with the prompted sequence",
                        wrong_answer(WRONG_LABELS, "soft-prompt positions left out"), "soft-prompt positions left out"),
@@ -745,6 +748,7 @@ EXERCISES = (
             ),
             right=(Right(_right_labels_ok), Right(_right_labels_where), Right(_right_labels_python))),
     declare("09_prompt_tuning", "option_log_likelihood", check_option_log_likelihood,
+            misconceptions=WRONG_LOGLIK,
             promises=(
                 Breaks("(B,) in the logits' dtype", _breaks_loglik_float64, "float32"),
                 Breaks("(B,) shape", _breaks_loglik_keepdim, "shape"),

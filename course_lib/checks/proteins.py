@@ -757,6 +757,7 @@ def _breaks_greedy_no_error(model, src_ids, src_keep, max_len):
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     declare("10_proteins", "encode_proteins", check_encode_proteins,
+            misconceptions=WRONG_ENCODE,
             promises=(
                 Breaks("ids are int64", _breaks_encode_int32, "int64"),
                 Breaks("keep is bool", _breaks_encode_keep_int, "bool"),
@@ -774,6 +775,7 @@ EXERCISES = (
             ),
             right=(Right(_right_encode_loop), Right(_right_encode_vocab_lookup), Right(_right_encode_regex_free))),
     declare("10_proteins", "kmer_vectors", check_kmer_vectors,
+            misconceptions=WRONG_KMER,
             promises=(
                 Breaks("float32", _breaks_kmer_float64, "float32"),
                 Breaks("a sequence without k-mers is a row of zeros", _breaks_kmer_nan_rows, "row of zeros"),
@@ -787,6 +789,7 @@ EXERCISES = (
             ),
             right=(Right(_right_kmer_dict), Right(_right_kmer_numpy), Right(_right_kmer_counter_rows))),
     declare("10_proteins", "favor_padded_attention", check_favor_padded_attention,
+            misconceptions=WRONG_FAVOR,
             promises=(
                 Breaks("padded keys contribute nothing", wrong_answer(WRONG_FAVOR, "key padding ignored"),
                        "key padding ignored"),
@@ -797,6 +800,7 @@ EXERCISES = (
             ),
             right=(Right(_right_favor_einsum), Right(_right_favor_loop_heads), Right(_right_favor_manual_features))),
     declare("10_proteins", "greedy_decode", check_greedy_decode,
+            misconceptions=WRONG_GREEDY,
             promises=(
                 Breaks("without the start token", wrong_answer(WRONG_GREEDY, "start token kept in the output"),
                        "start token"),
