@@ -1,5 +1,6 @@
-"""course_lib.checks.bpe: every known wrong answer is caught and named, a correct independent
-implementation passes, and calling the reference is an IntegrityError."""
+"""course_lib.checks.bpe: every known wrong answer is caught and named, and calling the reference is an
+IntegrityError (right alternatives and promise-breaking answers are declared in course_lib/checks/bpe.py:
+tests/test_exercises.py)."""
 from __future__ import annotations
 
 import pytest

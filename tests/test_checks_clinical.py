@@ -1,4 +1,5 @@
-"""The lesson 08 checks: every known wrong answer is named, correct answers pass, the reference is refused."""
+"""The lesson 08 checks: every known wrong answer is named, the reference is refused (right alternatives and
+promise-breaking answers are declared in course_lib/checks/clinical.py: tests/test_exercises.py)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
-"""The lesson 07 checks: correct independent answers pass, every known wrong answer fails
+"""The lesson 07 checks (right alternatives and promise-breaking answers are declared in
+course_lib/checks/efficient.py: tests/test_exercises.py): every known wrong answer fails
 with its misconception named, the quadratic form is caught by its memory, calling the
 reference is an IntegrityError, and a blank stub reports "not implemented yet"."""
 from __future__ import annotations

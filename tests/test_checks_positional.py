@@ -1,4 +1,5 @@
-"""The lesson 04 checks: every known wrong answer is named, correct answers pass, the reference is refused."""
+"""The lesson 04 checks: every known wrong answer is named, the reference is refused (right alternatives and
+promise-breaking answers are declared in course_lib/checks/positional.py: tests/test_exercises.py)."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,6 @@
-"""The lesson 09 checks: correct answers written differently pass (float32 too), every known wrong answer
-is named, the reference is refused, the stub fails."""
+"""The lesson 09 checks: every known wrong answer is named, the reference is refused, the stub fails (right
+alternatives and promise-breaking answers are declared in course_lib/checks/prompt_tuning.py:
+tests/test_exercises.py)."""
 from __future__ import annotations
 
 
