@@ -36,9 +36,13 @@ def wrong(table, fn_name: str, name: str | None = None):
     return found[0]
 
 
-def wrong_answer_params(*pairs) -> list:
-    """One pytest param (check, wrong) per known wrong answer, for each (check, its WRONG_* list)."""
-    return [pytest.param(check, w, id=f"{check.__name__}:{w.name}") for check, wrongs in pairs for w in wrongs]
+def declared_wrong_answers(assignment: str) -> list:
+    """One pytest param (check, wrong) per misconception the exercises of ``assignment`` declare, for each of their
+    checks (``course_lib/checks/<topic>.py``, ``EXERCISES``)."""
+    from course_lib.checks import registry
+
+    return [pytest.param(registry.resolve(q), w, id=f"{q.rsplit('.', 1)[1]}:{w.name}")
+            for e in registry.exercises(assignment) for q in e.checks for w in e.misconceptions]
 
 
 def assert_named_alone(check, answer, name: str, *, same_output: frozenset = frozenset(), may_pass: bool = False,

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from course_lib import blocks as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import blocks as chk
-from named import assert_named_alone, wrong_answer_params
+from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/blocks.py; each keeps full
@@ -25,15 +25,13 @@ def test_checks_leave_global_rng_alone():
 
 
 # ---------------------------------------------------------------- every named misconception
-WRONG_ANSWERS = wrong_answer_params((chk.check_layer_norm, chk.WRONG_LAYER_NORM),
-                                   (chk.check_feed_forward, chk.WRONG_FEED_FORWARD),
-                                   (chk.check_encoder_layer_forward, chk.WRONG_ENCODER_LAYER))
+WRONG_ANSWERS = declared_wrong_answers("05_blocks")
 
 
-@pytest.mark.parametrize("hidden", [False, True])
+# the visible test; every declared misconception's hidden test: tests/test_exercises.py
 @pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
-def test_each_wrong_answer_is_named(check, wrong, hidden):
-    assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
+def test_each_wrong_answer_is_named(check, wrong):
+    assert_named_alone(check, wrong.fn, wrong.name)
 
 
 def test_required_misconceptions_are_named():

@@ -12,7 +12,7 @@ import pytest
 from course_lib import efficient as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import efficient as C
-from named import assert_named_alone
+from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/efficient.py; each keeps full
@@ -25,17 +25,13 @@ positive_random_features = C._right_positive_random_features
 
 
 # ---------------------------------------------------------------- every known wrong answer is named
-WRONGS = ([(C.check_elu_feature_map, w) for w in C.WRONG_ELU]
-          + [(C.check_linear_attention, w) for w in C.WRONG_LINEAR]
-          + [(C.check_causal_linear_attention, w) for w in C.WRONG_CAUSAL]
-          + [(C.check_linear_attention_step, w) for w in C.WRONG_STEP]
-          + [(C.check_positive_random_features, w) for w in C.WRONG_FEATURES])
+WRONGS = declared_wrong_answers("07_efficient")
 
 
-@pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check, wrong", WRONGS, ids=[f"{c.__name__}-{w.name}" for c, w in WRONGS])
-def test_wrong_answers_are_named(check, wrong, hidden):
-    assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
+# the visible test; every declared misconception's hidden test: tests/test_exercises.py
+@pytest.mark.parametrize("check, wrong", WRONGS)
+def test_wrong_answers_are_named(check, wrong):
+    assert_named_alone(check, wrong.fn, wrong.name)
 
 
 @pytest.mark.parametrize("hidden", [False, True])

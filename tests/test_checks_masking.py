@@ -8,7 +8,7 @@ import pytest
 from course_lib import masking
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import masking as C
-from named import assert_named_alone
+from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/masking.py; each keeps full
@@ -20,21 +20,17 @@ CHECKS = [(C.check_causal_mask, "causal_mask"), (C.check_padding_mask, "padding_
           (C.check_combine_masks, "combine_masks"), (C.check_to_additive, "to_additive"),
           (C.check_masked_softmax, "masked_softmax")]
 
-WRONGS = [(C.check_causal_mask, w) for w in C.WRONG_CAUSAL] + \
-         [(C.check_padding_mask, w) for w in C.WRONG_PADDING] + \
-         [(C.check_combine_masks, w) for w in C.WRONG_COMBINE] + \
-         [(C.check_to_additive, w) for w in C.WRONG_ADDITIVE] + \
-         [(C.check_masked_softmax, w) for w in C.WRONG_MASKED_SOFTMAX]
+WRONGS = declared_wrong_answers("02_masking")
 
 
-@pytest.mark.parametrize("hidden", [False, True])
-@pytest.mark.parametrize("check,wrong", WRONGS, ids=[f"{c.__name__}-{w.name}" for c, w in WRONGS])
-def test_each_misconception_is_named(check, wrong, hidden):
-    assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
+# the visible test; every declared misconception's hidden test: tests/test_exercises.py
+@pytest.mark.parametrize("check,wrong", WRONGS)
+def test_each_misconception_is_named(check, wrong):
+    assert_named_alone(check, wrong.fn, wrong.name)
 
 
 def test_required_misconceptions_exist():
-    names = {w.name for _, w in WRONGS}
+    names = {p.values[1].name for p in WRONGS}
     assert {"mask inverted", "mask after softmax", "NaN on a fully masked row",
             "large negative instead of -inf"} <= names
 

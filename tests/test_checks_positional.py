@@ -10,7 +10,7 @@ import pytest
 from course_lib import positional as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import positional as chk
-from named import assert_named_alone, wrong_answer_params
+from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/positional.py; each keeps full
@@ -20,15 +20,13 @@ exponential_loops = chk._right_exponential_loops
 
 
 # ---------------------------------------------------------------- every named misconception
-WRONG_ANSWERS = wrong_answer_params((chk.check_sinusoidal_encoding, chk.WRONG_SINUSOIDAL),
-                                   (chk.check_shift_matrix, chk.WRONG_SHIFT),
-                                   (chk.check_exponential_basis, chk.WRONG_EXPONENTIAL))
+WRONG_ANSWERS = declared_wrong_answers("04_positional")
 
 
-@pytest.mark.parametrize("hidden", [False, True])
+# the visible test; every declared misconception's hidden test: tests/test_exercises.py
 @pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
-def test_each_wrong_answer_is_named(check, wrong, hidden):
-    assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
+def test_each_wrong_answer_is_named(check, wrong):
+    assert_named_alone(check, wrong.fn, wrong.name)
 
 
 def test_required_misconceptions_are_named():

@@ -10,7 +10,7 @@ import torch
 from course_lib import prompt_tuning as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import prompt_tuning as chk
-from named import assert_named_alone, wrong_answer_params
+from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/prompt_tuning.py; each keeps
@@ -18,16 +18,13 @@ from named import assert_named_alone, wrong_answer_params
 freeze_ok = chk._right_freeze_ok
 
 
-WRONG_ANSWERS = wrong_answer_params((chk.check_prepend_soft_prompt, chk.WRONG_PREPEND),
-                                   (chk.check_answer_only_labels, chk.WRONG_LABELS),
-                                   (chk.check_option_log_likelihood, chk.WRONG_LOGLIK),
-                                   (chk.check_freeze_model, chk.WRONG_FREEZE))
+WRONG_ANSWERS = declared_wrong_answers("09_prompt_tuning")
 
 
-@pytest.mark.parametrize("hidden", [False, True])
+# the visible test; every declared misconception's hidden test: tests/test_exercises.py
 @pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
-def test_each_wrong_answer_is_named(check, wrong, hidden):
-    assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
+def test_each_wrong_answer_is_named(check, wrong):
+    assert_named_alone(check, wrong.fn, wrong.name)
 
 
 @pytest.mark.parametrize("check, name", [(chk.check_prepend_soft_prompt, "prepend_soft_prompt"),

@@ -9,7 +9,7 @@ from course_lib import proteins as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import proteins as chk
 from course_lib.efficient import favor_features_torch
-from named import assert_named_alone, wrong_answer_params
+from named import assert_named_alone, declared_wrong_answers
 
 # the independent right answers are declared with the exercises (course_lib/checks/proteins.py; each keeps full
 # marks: tests/test_exercises.py); the tests below build their wrong answers from them
@@ -20,16 +20,13 @@ greedy_rowwise = chk._right_greedy_rowwise
 
 
 # ---------------------------------------------------------------- every named misconception
-WRONG_ANSWERS = wrong_answer_params((chk.check_encode_proteins, chk.WRONG_ENCODE),
-                                   (chk.check_kmer_vectors, chk.WRONG_KMER),
-                                   (chk.check_favor_padded_attention, chk.WRONG_FAVOR),
-                                   (chk.check_greedy_decode, chk.WRONG_GREEDY))
+WRONG_ANSWERS = declared_wrong_answers("10_proteins")
 
 
-@pytest.mark.parametrize("hidden", [False, True])
+# the visible test; every declared misconception's hidden test: tests/test_exercises.py
 @pytest.mark.parametrize("check, wrong", WRONG_ANSWERS)
-def test_each_wrong_answer_is_named(check, wrong, hidden):
-    assert_named_alone(check, wrong.fn, wrong.name, hidden=hidden)
+def test_each_wrong_answer_is_named(check, wrong):
+    assert_named_alone(check, wrong.fn, wrong.name)
 
 
 @pytest.mark.parametrize("hidden", [False, True])

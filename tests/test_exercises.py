@@ -4,7 +4,8 @@
 * every right alternative keeps full marks, in the visible and in the hidden test;
 * every promise of the reference's docstring has an answer that breaks it, which loses points with a
   message holding the declared words;
-* the declared misconceptions are the known wrong answers its checks name;
+* the declared misconceptions are the known wrong answers its checks name, and the hidden test names each one
+  and no other;
 * lessons 01-07 give each exercise at least three right alternatives (issue 10: another dtype, einsum or a
   loop, another valid formulation);
 * the students' edition of the checks ships none of the declared answers (right, breaking, wrong).
@@ -16,7 +17,7 @@ import pytest
 
 from conftest import check_tables
 from course_lib.checks import registry
-from named import assert_promise_broken
+from named import assert_named_alone, assert_promise_broken
 
 
 def _id(e, fn) -> str:
@@ -27,6 +28,16 @@ RIGHT = [pytest.param(e, check, r.fn, id=_id(e, r.fn)) for e in registry.exercis
          for r in e.right]
 BREAKS = [pytest.param(e, check, b, id=f"{e.assignment[:2]}.{e.name}:{b.promise}") for e in registry.exercises()
           for check in e.checks for b in e.breaks]
+
+
+WRONG = [pytest.param(e, check, w, id=f"{e.assignment[:2]}.{e.name}:{w.name}") for e in registry.exercises()
+         for check in e.checks for w in e.misconceptions]
+
+
+@pytest.mark.parametrize("e, check, w", WRONG)
+def test_the_hidden_test_names_every_declared_misconception_and_no_other(e, check, w):
+    """(What the visible test names, with each lesson's finer points: tests/test_checks_<topic>.py.)"""
+    assert_named_alone(registry.resolve(check), e.answer(w), w.name, hidden=True)
 
 
 @pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])

@@ -70,8 +70,8 @@ def test_every_exercise_has_known_wrong_answers():
 @pytest.mark.parametrize("exercise,qualified,wrong", PAIRS)
 def test_a_wrong_answer_gets_one_message_live_in_grading_and_in_the_bundle(exercise, qualified, wrong, monkeypatch):
     check = registry.resolve(qualified)
-    live = _message(lambda: check(wrong.fn))
-    kernel, replayed = _recorded_then_replayed(check, wrong.fn, hidden=False)
+    live = _message(lambda: check(exercise.answer(wrong)))
+    kernel, replayed = _recorded_then_replayed(check, exercise.answer(wrong), hidden=False)
     if live is None:  # a visible test need not catch every wrong answer; then it passes in every mode
         assert kernel is None and replayed is None, (kernel, replayed)
     else:
@@ -89,7 +89,7 @@ def test_a_wrong_answer_gets_one_message_live_in_grading_and_in_the_bundle(exerc
     store = _STORES[qualified]
     with transcript.using("stored") as state:
         state.store = store
-        stored = _message(lambda: check(wrong.fn))
+        stored = _message(lambda: check(exercise.answer(wrong)))
     assert stored == live, f"live:\n{live}\nstudents' bundle:\n{stored}"
 
 
@@ -105,8 +105,8 @@ def hidden_feed():
 def test_a_wrong_answer_gets_one_message_from_the_hidden_test_live_and_in_grading(exercise, qualified, wrong,
                                                                                    hidden_feed):
     check = registry.resolve(qualified)
-    live = _message(lambda: check(wrong.fn, hidden=True))
-    kernel, replayed = _recorded_then_replayed(check, wrong.fn, hidden=True)
+    live = _message(lambda: check(exercise.answer(wrong), hidden=True))
+    kernel, replayed = _recorded_then_replayed(check, exercise.answer(wrong), hidden=True)
     assert live is not None, f"the hidden test passed the wrong answer '{wrong.name}'"
     assert replayed == live, f"live:\n{live}\nverifier:\n{replayed}"
     if " raised " not in live:
@@ -114,7 +114,7 @@ def test_a_wrong_answer_gets_one_message_from_the_hidden_test_live_and_in_gradin
     # a crash: in the grading kernel the hidden inputs come from the feed (core.run_hidden_from_feed), and the
     # kernel must go on making its calls after the crash for the verifier to name it from the other outputs
     with transcript.using("record") as state:
-        _message(lambda: core._run_feed_calls(hidden_feed[f"{check.__module__}.{check.__name__}"][0], wrong.fn))
+        _message(lambda: core._run_feed_calls(hidden_feed[f"{check.__module__}.{check.__name__}"][0], exercise.answer(wrong)))
         calls = state.calls
     records = json.loads(json.dumps(calls, ensure_ascii=False).encode("utf-8"))
     fed, _ = transcript.replay(check, {"hidden": True}, records)

@@ -696,11 +696,17 @@ def _breaks_ce_zeroes_the_target(logits, target):
     return out
 
 
+def _with_no_operations(distance_fn):
+    """A known wrong distance as a student's ``edit_distance``: (distance, operations) (the check compares the
+    distance first and names the misconception from it)."""
+    return lambda a, b: (distance_fn(a, b), "")
+
+
 # ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
 EXERCISES = (
     # soft_edit_distance(a, b, 0) == edit_distance(a, b)[0] (tests/test_consensus.py)
     declare("11_read_consensus", "edit_distance", check_edit_distance, equivalents=("soft_edit_distance",),
-            misconceptions=WRONG_EDIT_DISTANCE,
+            misconceptions=WRONG_EDIT_DISTANCE, wrong_as_answer=_with_no_operations,
             promises=(
                 Breaks("D[i, 0] = i, D[0, j] = j",
                        _breaks_with_ops(wrong_answer(WRONG_EDIT_DISTANCE, "first row/column initialised to 0")),

@@ -11,7 +11,10 @@ Each lesson's checks module (``course_lib/checks/<topic>.py``) ends with its ``E
 * ``misconceptions``: the known wrong answers its checks name (the ``WRONG_*`` list of ``Wrong(name, fn,
   message)`` the check uses: ``tests/test_exercises.py`` holds the two the same); each must get its message
   alone, live, recorded and replayed, and from the bundle's stored values
-  (``tests/test_messages_across_modes.py``);
+  (``tests/test_messages_across_modes.py``), and the hidden test must name it and no other
+  (``tests/test_exercises.py``). ``wrong_as_answer`` turns a known wrong answer into a student's answer
+  where the check compares something else than the function's whole output (lesson 11's ``edit_distance``:
+  the wrong answers compute the distance, a student returns (distance, operations));
 * ``equivalents``: other ``course_lib.<topic>`` functions that compute the same answer (or the private
   machinery that does the whole computation): withheld from the students' and the kernel's editions with
   the reference, and forbidden while a student's answer runs (``tests/test_registry.py``);
@@ -66,6 +69,11 @@ class Exercise:
     misconceptions: tuple[Wrong, ...] = ()  # the known wrong answers its checks name
     breaks: tuple[Breaks, ...] = ()  # the docstring's promises, each with an answer that breaks it
     right: tuple[Right, ...] = ()  # right alternatives
+    wrong_as_answer: Callable | None = None  # a known wrong answer's function -> a student's answer
+
+    def answer(self, wrong: Wrong) -> Callable:
+        """The known wrong answer ``wrong`` as a student would hand it in."""
+        return wrong.fn if self.wrong_as_answer is None else self.wrong_as_answer(wrong.fn)
 
     @property
     def module(self) -> str:
@@ -84,7 +92,7 @@ class Exercise:
 
 def declare(assignment: str, name: str, *checks: Callable, equivalents: tuple[str, ...] = (),
             misconceptions: Iterable[Wrong] = (), promises: tuple[Breaks, ...] = (),
-            right: tuple[Right, ...] = ()) -> Exercise:
+            right: tuple[Right, ...] = (), wrong_as_answer: Callable | None = None) -> Exercise:
     """The exercise ``name`` of ``assignment``, graded by ``checks`` (functions of the lesson's checks module,
     ``course_lib.checks.<topic>``); its reference is ``course_lib.<topic>.<name>``, its ``equivalents`` are
     names in the same module. The topic is the lesson's (``registry.LESSONS``), so a checks module loaded
@@ -110,7 +118,8 @@ def declare(assignment: str, name: str, *checks: Callable, equivalents: tuple[st
     return Exercise(assignment=assignment, name=name, reference=f"course_lib.{topic}.{name}",
                     checks=tuple(f"course_lib.checks.{topic}.{fn.__name__}" for fn in checks),
                     equivalents=tuple(f"course_lib.{topic}.{e}" for e in equivalents),
-                    misconceptions=misconceptions, breaks=tuple(promises), right=tuple(right))
+                    misconceptions=misconceptions, breaks=tuple(promises), right=tuple(right),
+                    wrong_as_answer=wrong_as_answer)
 
 
 def wrong_answer(table, name: str, fn_name: str | None = None) -> Callable:
