@@ -282,8 +282,10 @@ class _ReplaceWrongFns(ast.NodeTransformer):
         from course_lib.checks.exercise import ANSWER_ARGUMENT
 
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id in ANSWER_ARGUMENT:
-            at = ANSWER_ARGUMENT[node.func.id]
+        # Right(...) or exercise.Right(...): by name either way
+        called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+        if called in ANSWER_ARGUMENT:
+            at = ANSWER_ARGUMENT[called]
             if len(node.args) > at:
                 node.args[at] = ast.Name(_STUB_NAME, ast.Load())
             for kw in node.keywords:

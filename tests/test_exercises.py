@@ -90,8 +90,10 @@ def test_the_students_edition_ships_no_declared_answer(topic):
                                                           module=f"course_lib.checks.{topic}"))
         declared = 0
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ANSWER_ARGUMENT:
-                answer = node.args[ANSWER_ARGUMENT[node.func.id]]
+            called = getattr(node.func, "id", None) or getattr(node.func, "attr", None) if isinstance(node, ast.Call) \
+                else None
+            if called in ANSWER_ARGUMENT:
+                answer = node.args[ANSWER_ARGUMENT[called]]
                 assert isinstance(answer, ast.Name) and answer.id == bundle._STUB_NAME, ast.unparse(node)
                 declared += 1
         assert declared >= len(registry.exercises(
@@ -100,6 +102,16 @@ def test_the_students_edition_ships_no_declared_answer(topic):
                 and not (len(n.body) <= 2 and isinstance(n.body[-1], ast.Return)
                          and isinstance(n.body[-1].value, ast.Name) and n.body[-1].value.id == bundle._STUB_NAME)]
         assert not kept, f"course_lib.checks.{topic}: the students' edition keeps the bodies of {kept}"
+
+
+def test_an_answer_declared_through_the_module_is_stubbed_too():
+    from grading import bundle
+
+    source = ("from course_lib.checks import exercise\n"
+              "EXERCISES = (exercise.Right(lambda x: x + 1), exercise.Breaks('p', lambda x: x, 'w'))\n")
+    tree = ast.parse(bundle.student_edition_of_checks(source))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") in ("Right", "Breaks")]
+    assert len(calls) == 2 and not any(isinstance(n, ast.Lambda) for n in ast.walk(tree)), ast.unparse(tree)
 
 
 def test_a_declaration_says_what_is_missing():
