@@ -274,7 +274,7 @@ def fold_hidden(source: str, module: str = "course_lib.checks") -> str:
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
-class _ReplaceWrongFns(ast.NodeTransformer):
+class _StubDeclaredAnswers(ast.NodeTransformer):
     """Every answer a checks module declares (a known wrong one, ``Wrong``; a right alternative, ``Right``; a
     promise's breaking answer, ``Breaks``: near-solutions all) becomes the stub."""
 
@@ -326,7 +326,7 @@ def student_edition_of_checks(source: str, keep_hidden: bool = False, module: st
     """A lesson's checks with the hidden cases folded away (``hidden`` is False: :func:`fold_hidden`; kept with
     ``keep_hidden``) and every answer it declares (``Wrong``, ``Right``, ``Breaks``) replaced by a stub; private code
     only those used is stubbed (functions) or removed (tables)."""
-    tree = _ReplaceWrongFns().visit(ast.parse(source if keep_hidden else fold_hidden(source, module)))
+    tree = _StubDeclaredAnswers().visit(ast.parse(source if keep_hidden else fold_hidden(source, module)))
     stub = ast.parse(f"def {_STUB_NAME}(*args, **kwargs):\n"
                      f"    raise RuntimeError('the answers the checks declare (wrong, right, breaking a promise) are "
                      f"not shipped in the student edition')").body[0]

@@ -23,17 +23,13 @@ def named_in(message: str) -> set[str]:
     return names
 
 
-def _fn_name(fn) -> str:
-    return getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", repr(fn))  # a partial
-
-
 def wrong(table, fn_name: str, name: str | None = None):
     """The known wrong answer of a ``WRONG_*`` list implemented by ``fn_name`` (and named ``name``, where one
     implementation stands for two misconceptions): found by name, so a test does not depend on the list's
     order (issue 34)."""
-    found = [w for w in table if _fn_name(w.fn) == fn_name and (name is None or w.name == name)]
-    assert len(found) == 1, f"{fn_name} {name or ''}: {len(found)} known wrong answers of that name in the list"
-    return found[0]
+    from course_lib.checks.exercise import known_wrong
+
+    return known_wrong(table, name, fn_name)
 
 
 def declared_wrong_answers(assignment: str) -> list:

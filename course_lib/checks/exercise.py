@@ -122,11 +122,21 @@ def declare(assignment: str, name: str, *checks: Callable, equivalents: tuple[st
                     wrong_as_answer=wrong_as_answer)
 
 
-def wrong_answer(table, name: str, fn_name: str | None = None) -> Callable:
-    """The implementation of the known wrong answer named ``name`` in a ``WRONG_*`` list (and implemented by
-    ``fn_name``, where a name has variants): a promise's breaking answer found by name, not list position."""
-    found = [w for w in table if w.name == name and (fn_name is None or getattr(w.fn, "__name__", "") == fn_name)]
+def known_wrong(table, name: str | None = None, fn_name: str | None = None) -> Wrong:
+    """The one known wrong answer of a ``WRONG_*`` list named ``name`` and/or implemented by ``fn_name`` (a
+    partial's function counts by its own name): found by name, not by list position."""
+    def implemented_by(fn) -> str:
+        return getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "")
+
+    found = [w for w in table if (name is None or w.name == name)
+             and (fn_name is None or implemented_by(w.fn) == fn_name)]
     if len(found) != 1:
-        raise LookupError(f"{len(found)} known wrong answers named {name!r}"
-                          + (f" implemented by {fn_name}" if fn_name else "") + " in that list; expected one")
-    return found[0].fn
+        raise LookupError(f"{len(found)} known wrong answers named {name!r} implemented by {fn_name!r} in that list; "
+                          f"expected one")
+    return found[0]
+
+
+def wrong_answer(table, name: str, fn_name: str | None = None) -> Callable:
+    """The implementation of the known wrong answer named ``name`` (and implemented by ``fn_name``, where a name has
+    variants): a promise's breaking answer."""
+    return known_wrong(table, name, fn_name).fn
