@@ -1038,6 +1038,18 @@ def reference_by_dotted_name(ctx):
     '''}))
 
 
+def declared_right_answer(ctx):
+    """Issue 34: a right alternative the checks declare with the exercise (``course_lib/checks/exercise.py``),
+    reached through the registry found by a dotted name built at run time (the static scan flags an import of the
+    checks, and importlib): the judge's edition holds a solution there; the kernel's edition a stub."""
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
+        import pydoc
+
+        _registry = pydoc.locate(".".join(["course_lib", "checks", "regis" + "try"]))
+        softmax = _registry.exercise("01_attention", "softmax").right[0].fn
+    '''}))
+
+
 def module_written_then_imported(ctx):
     """A cell writes a module whose text copies the reference's code object and imports it: the code
     is a string literal where the scan reads it."""
@@ -1283,6 +1295,10 @@ HOSTILE = [
          feedback=("not released yet",)),
     Case("x73_reference_by_dotted_name", "blank; softmax is pydoc.locate of a dotted name built at run time: the "
          "students' edition's stub", 0.0, build=reference_by_dotted_name, feedback=("not released yet",)),
+    Case("x74_declared_right_answer", "blank; softmax is the first right alternative the checks declare for it, "
+         "found through the exercise registry (imported by a name built at run time): in the kernel's edition the stub "
+         "that raises", 0.0,
+         build=declared_right_answer, feedback=("not shipped in the student edition",)),
 ]
 
 CASES = HONEST + HOSTILE
