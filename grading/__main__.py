@@ -1,7 +1,9 @@
 """Command line of the grading tools.
 
     python -m grading grade [--assignment 01_attention ...] [--student ID ...] [--workers 2] [--demo auto|yes|no]
-                            [--resume] [--scheduler tcp://HOST:8786] [--engine auto|dask|processes]
+                            [--resume] [--scheduler tls://HOST:8786 --tls-ca-file ca.pem --tls-cert ME.pem
+                            --tls-key ME-key.pem] [--insecure] [--engine auto|dask|processes]
+    python -m grading cluster-certs --out DIR NAME [NAME ...]   (a course CA and one certificate per machine)
     python -m grading preflight [--kernel course-sandbox]
     python -m grading sandbox-install                     (the isolated grading kernel, see grading/sandbox.py)
     python -m grading demo --assignment 01_attention     (write the demo class into grading/demo_class/submitted/)
@@ -28,6 +30,12 @@ grading.without_iri_grammar()
 from grading import demo, pipeline, preflight, sandbox  # noqa: E402
 
 
+class cluster_env:  # noqa: N801 - the names grading/cluster.py reads, without importing Dask for every command
+    SCHEDULER_ENV = "COURSE_DASK_SCHEDULER"
+    TLS_ENV = {"ca": "COURSE_DASK_TLS_CA_FILE", "cert": "COURSE_DASK_TLS_CERT", "key": "COURSE_DASK_TLS_KEY"}
+    INSECURE_ENV = "COURSE_DASK_INSECURE"
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["site"]:  # its own options (grading/site.py)
@@ -52,9 +60,18 @@ def main(argv=None) -> int:
                    help="skip submissions already graded from the same files (compared by content), after an "
                         "interrupted or failed run")
     g.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                   help="grade on the Dask cluster of this running scheduler (e.g. tcp://lab01:8786; default: "
-                        "$COURSE_DASK_SCHEDULER, else a local cluster of --workers processes); README, "
-                        "'Grading on several machines'")
+                   help="grade on the Dask cluster of this running scheduler (e.g. tls://lab01:8786; default: "
+                        "$COURSE_DASK_SCHEDULER, else a local cluster of --workers processes); "
+                        "grading/docs/scale-out.md")
+    for flag, key, what in (("--tls-ca-file", "ca", "the course's CA certificate (ca.pem)"),
+                            ("--tls-cert", "cert", "this machine's certificate (NAME.pem)"),
+                            ("--tls-key", "key", "this machine's key (NAME-key.pem)")):
+        g.add_argument(flag, metavar="PATH", dest=f"tls_{key}", default=os.environ.get(cluster_env.TLS_ENV[key]),
+                       help=f"for a tls:// scheduler: {what} (default ${cluster_env.TLS_ENV[key]}); made by "
+                            "`python -m grading cluster-certs`")
+    g.add_argument("--insecure", action="store_true", default=os.environ.get(cluster_env.INSECURE_ENV) == "1",
+                   help="accept a tcp:// scheduler address that is not loopback (unencrypted, unauthenticated: "
+                        "only on a network you trust)")
     g.add_argument("--engine", choices=["auto", "dask", "processes"],
                    default=os.environ.get("COURSE_GRADING_ENGINE", "auto"),
                    help="dask: one Dask task per submission, on a LocalCluster of --workers processes or on "
@@ -71,6 +88,13 @@ def main(argv=None) -> int:
     p.add_argument("--kernel", default=os.environ.get("COURSE_KERNEL", "course-sandbox"))
 
     sub.add_parser("sandbox-install", help="install the course-sandbox kernelspec into this environment")
+
+    c = sub.add_parser("cluster-certs", help="make a course CA and one TLS certificate per machine for grading "
+                                             "over tls:// (grading/certs.py, grading/docs/scale-out.md)")
+    c.add_argument("names", nargs="+", metavar="NAME", help="a machine's host name or IP address (repeatable)")
+    c.add_argument("--out", required=True, help="folder to write ca.pem, ca-key.pem, NAME.pem, NAME-key.pem into "
+                                                "(an existing CA there is reused)")
+    c.add_argument("--days", type=int, default=365, help="validity of the certificates (default 365)")
 
     d = sub.add_parser("demo", help="write the demo class's submissions (into grading/demo_class/submitted/)")
     d.add_argument("--assignment", action="append")
@@ -96,10 +120,28 @@ def main(argv=None) -> int:
             return bundle.main(["--out", args.out] if args.out else [])
         if args.command == "report":
             return report.run(args)
+        if args.command == "cluster-certs":
+            from grading import certs
+
+            return certs.main(args)
         if args.command == "grade":
             if args.workers < 1:
                 parser.error(f"--workers must be at least 1, got {args.workers}")
             os.environ["COURSE_KERNEL"] = args.kernel
+            scheduler = args.scheduler or os.environ.get(cluster_env.SCHEDULER_ENV)
+            for key, value in (("ca", args.tls_ca), ("cert", args.tls_cert), ("key", args.tls_key)):
+                if value:
+                    os.environ[cluster_env.TLS_ENV[key]] = os.path.abspath(value)
+            if args.insecure:
+                os.environ[cluster_env.INSECURE_ENV] = "1"
+            if scheduler:  # before anything is graded: a tcp:// address off loopback, or tls:// without files
+                from grading import cluster
+
+                try:
+                    cluster.check_address(scheduler, insecure=args.insecure)
+                except cluster.ClusterError as err:
+                    print(f"error: {err}", file=sys.stderr)
+                    return 2
             opts = pipeline.Options(
                 assignments=args.assignment or preflight.list_assignments(), workers=args.workers,
                 demo=args.demo, resume=args.resume, feedback=not args.no_feedback, kernel=args.kernel,

@@ -27,6 +27,15 @@ the client's (:func:`fingerprint`: the course's files, Python, torch, nbgrader, 
 that differs is refused by name. A worker killed in the middle of a submission: Dask gives the task to
 another worker (up to ``distributed.scheduler.allowed-failures`` times); a task that fails on every try
 comes back as the grader's fault, never as a 0.
+
+Security (issue 61): an address off loopback is ``tls://`` with the course's certificates
+(:func:`security`, made by ``python -m grading cluster-certs``: one CA, one certificate per machine, mutual
+authentication), or refused unless the instructor says ``--insecure``; the scheduler's environment is
+checked like the workers'. Faults: every worker the scheduler loses and every task it hands to another
+worker is printed (:class:`FaultReporter`); a worker removes its own stale private folders (those of a
+dead process of this user) when it starts, a nanny's restart included (:class:`CourseWorkerPlugin`), and
+its kernels' output goes to a log in its private folder, not to the worker's log. What this module does
+not do: start a scheduler or workers on other machines (grading/docs/scale-out.md gives the commands).
 """
 from __future__ import annotations
 
@@ -46,6 +55,12 @@ SCHEDULER_ENV = "COURSE_DASK_SCHEDULER"
 TASK_RETRIES = 2  # a task that raised (not a killed worker: Dask retries those itself) is tried again
 # the environment a worker must share with the client (the rest, e.g. the machine's name, may differ)
 FINGERPRINT_KEYS = ("course", "python", "torch", "nbgrader", "dask", "sandbox", "kernel")
+# what the scheduler must share: it unpickles the tasks (grading's functions) and runs Dask's protocol
+SCHEDULER_KEYS = ("course", "python", "dask", "cloudpickle")
+# the course's certificates for tls:// (grading/docs/scale-out.md); the command's options set them
+TLS_ENV = {"ca": "COURSE_DASK_TLS_CA_FILE", "cert": "COURSE_DASK_TLS_CERT", "key": "COURSE_DASK_TLS_KEY"}
+INSECURE_ENV = "COURSE_DASK_INSECURE"  # "1": a tcp:// address off loopback is accepted (--insecure)
+WORKER_PREFIX = "course-dask-worker-"  # a worker's private folder: WORKER_PREFIX<pid>-<random>
 
 
 # the client's seconds by step in the last autograde() (start: the cluster's; check: the environments;
@@ -56,6 +71,74 @@ LAST_TIMES: dict = {}
 
 class ClusterError(RuntimeError):
     """The cluster cannot grade (no scheduler, no worker, a worker whose environment differs)."""
+
+
+# ------------------------------------------------------------------ the scheduler's address and the course's certificates
+def _host_of(address: str) -> str:
+    """``tls://lab01:8786`` -> ``lab01``; ``tcp://[::1]:8786`` -> ``::1``."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    if rest.startswith("["):
+        return rest[1:].split("]", 1)[0]
+    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
+
+
+def is_loopback(host: str) -> bool:
+    """``127.0.0.1``, ``::1``, ``localhost``: True; ``lab01``, ``10.0.0.5``, ``0.0.0.0``: False."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def tls_files(environ=None) -> dict:
+    """{ca, cert, key}: the paths the command's --tls-ca-file, --tls-cert, --tls-key set (empty if none)."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[v] for k, v in TLS_ENV.items() if environ.get(v)}
+
+
+def check_address(address: str, insecure: bool = False, files: dict | None = None) -> None:
+    """Raise ClusterError unless the scheduler's address is safe to send student work and code to:
+    ``tls://`` with the course's three files (CA, this machine's certificate and key), or ``tcp://`` on
+    loopback, or ``tcp://`` anywhere when the instructor said ``--insecure``."""
+    files = tls_files() if files is None else files
+    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
+    host = _host_of(address)
+    if scheme == "tls":
+        missing = [f"--{'tls-ca-file' if k == 'ca' else 'tls-' + k} (${TLS_ENV[k]})" for k in TLS_ENV if k not in files]
+        if missing:
+            raise ClusterError(f"{address} is a TLS address but no {', '.join(missing)} was given: the client "
+                               "proves itself to the scheduler with a certificate signed by the course's CA "
+                               "(`python -m grading cluster-certs`, grading/docs/scale-out.md)")
+        for k, path in files.items():
+            if not os.path.isfile(path):
+                raise ClusterError(f"the TLS file {path!r} (${TLS_ENV[k]}) does not exist")
+        return
+    if scheme != "tcp":
+        raise ClusterError(f"unsupported scheduler address {address!r}: expected tls://HOST:PORT (or tcp:// on "
+                           "loopback)")
+    if not is_loopback(host) and not insecure:
+        raise ClusterError(
+            f"refusing the unencrypted address {address}: {host} is not this machine (loopback), and over "
+            "tcp:// anyone who reaches the port can send any Python to the workers, which run student code "
+            "(as root with warm kernels), and every submission crosses the network in clear text. Use "
+            "tls://HOST:PORT with the course's certificates (`python -m grading cluster-certs`, "
+            "grading/docs/scale-out.md), or say --insecure on a network you trust")
+
+
+def security(files: dict | None = None):
+    """Dask's ``Security`` for the client, from the course's files (mutual TLS: the scheduler checks this
+    certificate against the course's CA, this client checks the scheduler's); None without files."""
+    files = tls_files() if files is None else files
+    if not files:
+        return None
+    from distributed.security import Security
+
+    return Security(tls_ca_file=files["ca"], tls_client_cert=files["cert"], tls_client_key=files["key"],
+                    require_encryption=True)
 
 
 # ------------------------------------------------------------------ the environment a worker must share
@@ -107,7 +190,7 @@ def fingerprint() -> dict:
         box = f"none (kernel {kernel})"
     _FINGERPRINT.update(course=digest.hexdigest()[:16], python=".".join(map(str, sys.version_info[:2])),
                         torch=version("torch"), nbgrader=version("nbgrader"), dask=version("distributed"),
-                        sandbox=box, kernel=kernel, host=os.uname().nodename, pid=str(os.getpid()))
+                        cloudpickle=version("cloudpickle"), sandbox=box, kernel=kernel, host=os.uname().nodename, pid=str(os.getpid()))
     return dict(_FINGERPRINT)
 
 
@@ -115,6 +198,27 @@ def differences(mine: dict, theirs: dict) -> list[str]:
     """The fields of FINGERPRINT_KEYS where a worker (``theirs``) differs from the client (``mine``)."""
     return [f"{k}: worker has {theirs.get(k)!r}, the client {mine.get(k)!r}"
             for k in FINGERPRINT_KEYS if theirs.get(k) != mine.get(k)]
+
+
+def check_scheduler(client, mine: dict) -> dict:
+    """The scheduler's fingerprint against the client's (:data:`SCHEDULER_KEYS`: it unpickles every task, so
+    it must import the same ``grading``); raise ClusterError naming what differs, or why it could not
+    answer (``grading`` not installed there)."""
+    try:
+        theirs = client.run_on_scheduler(fingerprint)
+    except Exception as err:  # noqa: BLE001 - e.g. ModuleNotFoundError on the scheduler: named
+        raise ClusterError(
+            f"the Dask scheduler could not run the course's environment check ({type(err).__name__}: {err}); "
+            "it unpickles every task, so it needs this course installed in its Python (`pip install -e .` in "
+            "the course's checkout, grading/docs/scale-out.md); nothing was graded") from err
+    bad = [f"{k}: scheduler has {theirs.get(k)!r}, the client {mine.get(k)!r}"
+           for k in SCHEDULER_KEYS if theirs.get(k) != mine.get(k)]
+    if bad:
+        raise ClusterError(
+            f"the Dask scheduler ({theirs.get('host')}) has an environment that differs from this one; nothing "
+            "was graded. Start it from the same course version and environment (grading/docs/scale-out.md):\n  "
+            + "; ".join(bad))
+    return theirs
 
 
 def check_workers(client, mine: dict) -> dict:
@@ -277,6 +381,80 @@ def _quiet() -> None:
     _WORKER["quiet"] = True
 
 
+def _kernels_out_of_the_log() -> None:
+    """A worker started by ``dask worker``: what its kernels write (ipykernel's connection banner, about 10
+    lines per submission) goes to ``kernels.log`` in its private folder (removed with it), while the worker's
+    own messages (Dask's log, Python's warnings) still go where its stderr went. The kernels inherit file
+    descriptors 1 and 2; the worker's log handlers and ``sys.stderr`` get a copy of the original stderr."""
+    if _WORKER.get("quiet"):
+        return
+    import logging
+
+    keep = os.fdopen(os.dup(2), "w", buffering=1)
+    loggers = [logging.getLogger()] + [logging.getLogger(n) for n in list(logging.root.manager.loggerDict)]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", []):
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                if isinstance(handler, logging.StreamHandler) and handler.stream.fileno() in (1, 2):
+                    handler.setStream(keep)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    log = os.open(os.path.join(_worker_folder(), "kernels.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    sys.stderr = keep
+    _WORKER["quiet"] = True
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat's 22nd field), None when no
+    such process: with the pid, it names one process (a pid is reused, a start time with it is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def remove_stale_folders(tmp: str | None = None) -> list[str]:
+    """Remove the private folders (:data:`WORKER_PREFIX`) that a worker process of this user left in
+    ``tmp`` (default: this process's temporary folder) when it was killed: a student's submission may be in
+    one. A folder is stale when the process that made it (pid and start time, in its ``owner`` file) is
+    gone; another user's folder, a link, or a live worker's folder is left alone. Returns the removed paths.
+    e.g. ``course-dask-worker-4242-k3j1/owner`` holds ``4242 98765``; no process 4242 started at 98765 ->
+    removed."""
+    import stat
+
+    tmp = tmp or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(WORKER_PREFIX):
+            continue
+        path = os.path.join(tmp, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            with open(os.path.join(path, "owner")) as fh:
+                pid, started = fh.read().split()
+        except (OSError, ValueError):
+            # no owner file: made before it was written, or half made; stale only when its pid is gone
+            pid, started = name[len(WORKER_PREFIX):].split("-", 1)[0], None
+            if not pid.isdigit() or _process_start(int(pid)) is not None:
+                continue
+        if int(pid) == os.getpid() or (started is not None and _process_start(int(pid)) == started):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
 def _worker_folder() -> str:
     if "folder" not in _WORKER:
         from grading import warm
@@ -285,11 +463,47 @@ def _worker_folder() -> str:
         # and its kernels and template with it (their own PR_SET_PDEATHSIG, bwrap --die-with-parent)
         with contextlib.suppress(OSError):
             warm.prctl(warm.PR_SET_PDEATHSIG, signal.SIGKILL)
-        _WORKER["folder"] = tempfile.mkdtemp(prefix="course-dask-worker-")
+        remove_stale_folders()  # a killed predecessor's (a worker started without the plugin cleans here)
+        folder = tempfile.mkdtemp(prefix=f"{WORKER_PREFIX}{os.getpid()}-")
+        with open(os.path.join(folder, "owner"), "w") as fh:
+            fh.write(f"{os.getpid()} {_process_start(os.getpid())}\n")
+        _WORKER["folder"] = folder
         import atexit
 
         atexit.register(_worker_cleanup)
     return _WORKER["folder"]
+
+
+try:  # the plugin's base; an install without Dask grades with the forked workers and never uses it
+    from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPlugin
+except ImportError:  # pragma: no cover - Dask is in the grade extra
+    _WorkerPlugin = object
+
+
+class CourseWorkerPlugin(_WorkerPlugin):
+    """Registered by the grading command on every worker of the scheduler, and by the scheduler on every worker
+    that joins later (a nanny's restart of a killed worker included): at the worker's start it removes the
+    stale private folders a killed worker of this user left (:func:`remove_stale_folders`) and, on a worker
+    of ``dask worker``, sends its kernels' output to a log in its private folder
+    (:func:`_kernels_out_of_the_log`). Names what it removed in the worker's log."""
+
+    name = "course-grading"
+    idempotent = True
+
+    def setup(self, worker=None):
+        import logging
+
+        removed = remove_stale_folders()
+        if removed:
+            logging.getLogger("distributed.worker").warning(
+                "course grading: removed %d stale private folder(s) of killed workers: %s",
+                len(removed), ", ".join(removed))
+        if not _WORKER.get("local"):
+            _worker_folder()
+            _kernels_out_of_the_log()
+
+    def teardown(self, worker=None):
+        pass
 
 
 def _worker_cleanup() -> None:
@@ -592,6 +806,7 @@ class Cluster:
         self.warm_env: dict = {}  # a local cluster's template of warm kernels, shared by its workers
         self._template = None
         if self.local:
+            _WORKER["local"] = True  # inherited by the forked workers: they quiet their kernels per task
             self._start_template(assignments or [], kernel)
             _preload()  # before the fork: the workers start with it imported
             # fork: the workers start from this process, which has imported what they import (nbgrader,
@@ -612,13 +827,19 @@ class Cluster:
             self.client = Client(self.cluster)
             where = f"a local Dask cluster of {workers} worker process(es)"
         else:
+            check_address(scheduler, insecure=os.environ.get(INSECURE_ENV) == "1")
+            sec = security() if scheduler.startswith("tls://") else None
             try:
-                self.client = Client(scheduler, timeout="30s")
+                self.client = Client(scheduler, timeout="30s", **({"security": sec} if sec else {}))
             except OSError as err:
                 raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: {err} (start it with "
-                                   "`dask scheduler`, README 'Grading on several machines')") from err
+                                   "`dask scheduler`, grading/docs/scale-out.md; over tls:// the scheduler and "
+                                   "this client need certificates of the same course CA)") from err
             n = len(self.client.scheduler_info().get("workers", {}))
             where = f"the Dask scheduler at {scheduler} ({n} worker(s))"
+        # every worker, and each that joins later (a nanny's restart): stale folders removed, kernels' output
+        # out of the worker's log
+        self.client.register_plugin(CourseWorkerPlugin(), name=CourseWorkerPlugin.name)
         link = self.client.dashboard_link if _has_dashboard() else None
         log(f"[cluster] grading on {where}" + (f"; dashboard {link}" if link else
                                                 "; dashboard: install bokeh to see it")
@@ -701,22 +922,86 @@ def scheduler_address(option: str | None) -> str | None:
     return option or os.environ.get(SCHEDULER_ENV) or None
 
 
+def task_failure(future, err: BaseException) -> str:
+    """Why a grading task came back without a result, as the run reports it (never a student's 0):
+    workers died while running it (KilledWorker), it raised in the worker on every try, or it never ran
+    (the scheduler or a worker could not even load it: e.g. ``grading`` not installed there)."""
+    from distributed import KilledWorker
+
+    what = f"{type(err).__name__}: {err}"
+    if isinstance(err, KilledWorker):
+        return ("the workers grading it died more times than the scheduler allows (killed or out of memory; "
+                f"distributed.scheduler.allowed-failures, 3 by default): {what}")
+    tb = None
+    with contextlib.suppress(Exception):
+        tb = future.traceback()
+    import traceback as tbmod
+
+    frames = [f.name for f in tbmod.extract_tb(tb)] if tb is not None else []
+    if "grade_submission" in frames:
+        return f"the grading task raised on every try ({TASK_RETRIES + 1} tries): {what}"
+    return (f"the grading task never ran (the scheduler or a worker could not load it; is the course "
+            f"installed there, grading/docs/scale-out.md?): {what}")
+
+
+class FaultReporter:
+    """Prints, as the scheduler reports it, each worker it lost and the submissions that worker was grading
+    (the scheduler gives them to another worker), e.g.
+    ``[cluster] lost worker tls://10.0.0.7:40123 (lab07, pid 811): retrying 01_attention/s02_blank on
+    another worker (its try 2)``. ``tasks``: {task key: (assignment, student)}, filled as they are sent."""
+
+    def __init__(self, client, workers: dict, write=print):
+        self.client, self.write = client, write
+        self.names = {addr: f"{fp.get('host')}, pid {fp.get('pid')}" for addr, fp in (workers or {}).items()}
+        self.tasks: dict = {}
+        self.tries: dict = {}
+        self.lost: list[str] = []
+        client.subscribe_topic("all", self._event)
+
+    def _event(self, event) -> None:
+        _, msg = event
+        if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+            return
+        addr = msg.get("worker", "?")
+        ours = [k for k in (*msg.get("processing-tasks", ()), *msg.get("lost-computed-tasks", ()))
+                if k in self.tasks]
+        who = f"{addr} ({self.names[addr]})" if addr in self.names else str(addr)
+        self.lost.append(addr)
+        if not ours:
+            self.write(f"[cluster] lost worker {who}" + (" (it closed)" if msg.get("expected") else "")
+                       + ": it was grading nothing of this run")
+            return
+        parts = []
+        for k in sorted(ours):
+            self.tries[k] = self.tries.get(k, 1) + 1
+            a, s = self.tasks[k]
+            parts.append(f"{a}/{s} (its try {self.tries[k]})")
+        self.write(f"[cluster] lost worker {who}" + (" (it closed)" if msg.get("expected") else "")
+                   + f": retrying on another worker {', '.join(parts)}")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.unsubscribe_topic("all")
+
+
 def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str, db_url: str, kernel: str,
               feedback: bool, held: list[str], env_extra: dict | None, one_at_a_time: bool,
               on_result, on_submit=None, log=print) -> dict:
     """Grade ``tasks`` on the cluster; ``on_submit(assignment, student)`` is called as a task is sent,
     ``on_result(assignment, student, result)`` stores each result as it is recorded. Returns
-    {(assignment, student): result}. One tqdm bar per assignment."""
+    {(assignment, student): result}. Progress: grading/progress.py (one bar for the run, or plain lines
+    in a log); each worker the scheduler loses and each task it retries elsewhere: printed (FaultReporter)."""
     from distributed import as_completed
-    from tqdm import tqdm
 
     from grading import worker
+    from grading.progress import Progress
 
     client = cluster.client
     times = {"start": cluster.start_seconds}
     t = time.perf_counter()
     mine = fingerprint()
-    check_workers(client, mine)
+    check_scheduler(client, mine)
+    theirs = check_workers(client, mine)
     times["check"] = time.perf_counter() - t
     t = time.perf_counter()
     api = worker.load_api()
@@ -735,10 +1020,8 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
     # the workers write the feedback pages of the submissions that no person has graded yet (record())
     by_hand = hand_graded_tasks(db_url, tasks) if feedback else set()
     times["seeds"] = time.perf_counter() - t
-    bars = {a: tqdm(total=sum(1 for t in tasks if t[0] == a), desc=a, unit="sub", position=i, leave=True,
-                    file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
-            for i, a in enumerate(assignments)}
-    failed = dict.fromkeys(assignments, 0)
+    progress = Progress({a: sum(1 for t in tasks if t[0] == a) for a in assignments})
+    faults = FaultReporter(client, theirs, progress.write)
 
     def submit(a, s):
         t = time.perf_counter()
@@ -748,9 +1031,11 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
                    "warm": cluster.warm_env if kernel == "course-sandbox" else {}}
         if on_submit is not None:
             on_submit(a, s)
+        progress.started(a)
         payload["gradebook_z"] = seed(a)
-        future = client.submit(grade_submission, payload, key=f"grade-{a}-{s}-{time.time_ns()}",
-                               pure=False, retries=TASK_RETRIES)
+        key = f"grade-{a}-{s}-{time.time_ns()}"
+        faults.tasks[key] = (a, s)
+        future = client.submit(grade_submission, payload, key=key, pure=False, retries=TASK_RETRIES)
         times["send"] = times.get("send", 0.0) + time.perf_counter() - t
         return future
 
@@ -790,8 +1075,7 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
                 times["fetch"] = times.get("fetch", 0.0) + time.perf_counter() - t
             except Exception as err:  # noqa: BLE001 - the task failed on every try: the grader's, never a 0
                 returned = {"result": {"assignment": a, "student": s, "autograde_ok": False,
-                                       "grader_fault": f"the grading task failed on every try ({TASK_RETRIES + 1} "
-                                                       f"tries or killed workers): {type(err).__name__}: {err}"}}
+                                       "grader_fault": task_failure(future, err)}}
             if "refused" in returned:
                 returned = {"result": {"assignment": a, "student": s, "autograde_ok": False,
                                        "grader_fault": returned["refused"]}}
@@ -800,16 +1084,13 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
             on_result(a, s, result)
             times["store"] = times.get("store", 0.0) + time.perf_counter() - t
             results[(a, s)] = result
-            if result.get("grader_fault") or not result.get("autograde_ok"):
-                failed[a] += 1
-                bars[a].set_postfix(failed=failed[a], refresh=False)
-            bars[a].update(1)
+            progress.finished(a, failed=bool(result.get("grader_fault") or not result.get("autograde_ok")))
             future.release()
             waited = time.perf_counter()
     finally:
         engines.close()
-        for bar in bars.values():
-            bar.close()
+        faults.close()
+        progress.close()
         for f in list(futures):
             f.cancel()
         shutil.rmtree(os.path.dirname(api.config.KernelManager.ip), ignore_errors=True)
