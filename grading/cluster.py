@@ -47,6 +47,7 @@ import signal
 import sys
 import tempfile
 import time
+import warnings
 import zlib
 
 from grading import NOTEBOOKS_DIR, PACKAGE_DIR, REPO_DIR, failures
@@ -587,7 +588,9 @@ def grade_submission(task: dict) -> dict:
             # the feedback page too when the client asks (``task["feedback"]``: the course's gradebook holds no
             # hand grade for this submission, so this worker's gradebook, with the same automatic grades, gives
             # the same page)
-            result = worker.grade_one(api, a, s, feedback=bool(task.get("feedback")))
+            with warnings.catch_warnings():  # SQLAlchemy's note on nbgrader's new submission, 6 lines each
+                warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
+                result = worker.grade_one(api, a, s, feedback=bool(task.get("feedback")))
             shutil.rmtree(os.path.dirname(api.config.KernelManager.ip), ignore_errors=True)
     finally:
         grading.GRADING_DIR, worker.GRADING_DIR, sandbox.GRADING_DIR = saved

@@ -489,7 +489,7 @@ def autograde_processes(tasks: list[tuple[str, str]], workers: int, feedback: bo
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                     start_new_session=True)
             try:
-                _, err = proc.communicate()
+                err = _wait_with_progress(proc, todo)
             except BaseException:
                 _stop_workers(proc)
                 _discard_interrupted(todo, _INTERRUPT["at"] or time.time())
@@ -506,6 +506,38 @@ def autograde_processes(tasks: list[tuple[str, str]], workers: int, feedback: bo
             results[(a, s)] = {"assignment": a, "student": s, "autograde_ok": False,
                                "error": "no result recorded (worker killed?); re-run with --resume"}
     return results
+
+
+def _wait_with_progress(proc: subprocess.Popen, todo: list[tuple[str, str]]) -> str:
+    """Wait for the forked workers (their stderr read by a thread) while showing the run's progress
+    (grading/progress.py) from what they write: a claim file when a submission starts, its result when it is
+    done. Returns their stderr."""
+    import threading
+
+    from grading.progress import Progress
+
+    out: dict = {}
+    reader = threading.Thread(target=lambda: out.update(err=proc.communicate()[1]), daemon=True)
+    reader.start()
+    progress = Progress({a: sum(1 for t in todo if t[0] == a) for a in dict.fromkeys(a for a, _ in todo)})
+    left = list(todo)
+    try:
+        while left:
+            ended = proc.poll() is not None  # then one last look: results written just before the end
+            for a, s in list(left):
+                if os.path.exists(os.path.join(RESULTS, a, f".claim-{s}")):
+                    progress.started(a)
+                result = read_result(a, s) if os.path.exists(os.path.join(RESULTS, a, f"{s}.json")) else None
+                if result is not None:
+                    left.remove((a, s))
+                    progress.finished(a, failed=bool(result.get("grader_fault") or not result.get("autograde_ok")))
+            if ended:
+                break
+            time.sleep(0.5)
+        reader.join()
+    finally:
+        progress.close()
+    return out.get("err") or ""
 
 
 def read_grades(path: str | None = None) -> dict:
