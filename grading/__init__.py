@@ -1,7 +1,8 @@
 """Instructor tooling around nbgrader: preflight, parallel autograding, demo class, feedback.
 
-Run from the repository root:  python -m grading grade   (see README.md).
-This package is not installed and never imported by student kernels.
+Run:  python -m grading grade   (see README.md). Installed with course_lib (pyproject.toml), so a Dask
+scheduler and its workers import it from any folder (grading/docs/scale-out.md); never imported by
+student kernels.
 """
 import os
 import sys

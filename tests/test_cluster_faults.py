@@ -1,0 +1,92 @@
+"""Cheap checks of issue 61's pieces (grading/cluster.py, grading/progress.py) without a class run: a killed
+worker's private folder is removed by the next worker and a live one's is not; the progress of a run in a log
+is plain lines, per assignment from its own first submission; a grading task that raised says so."""
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, REPO)
+
+
+def make_folder(tmp, pid, started):
+    folder = tmp / f"course-dask-worker-{pid}-abcd"
+    (folder / "course" / "submitted" / "s01").mkdir(parents=True)
+    (folder / "course" / "submitted" / "s01" / "attention.ipynb").write_text("{}")
+    if started is not None:
+        (folder / "owner").write_text(f"{pid} {started}\n")
+    return folder
+
+
+def test_a_dead_workers_folder_is_removed_and_a_live_ones_kept(tmp_path):
+    from grading import cluster
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live_start = cluster._process_start(live.pid)
+        assert live_start is not None
+        gone = make_folder(tmp_path, dead.pid, "12345")
+        (tmp_path / "x").mkdir()
+        gone_no_owner = make_folder(tmp_path / "x", dead.pid, None)  # killed before it wrote its owner file
+        kept = make_folder(tmp_path, live.pid, live_start)
+        # the pid is alive but it is another process (a reused pid): its start time differs, so stale
+        reused = tmp_path / f"course-dask-worker-{live.pid}-efgh"
+        reused.mkdir()
+        (reused / "owner").write_text(f"{live.pid} 1\n")
+        other = tmp_path / "course-kernel-lib-zzz"  # not a worker's folder
+        other.mkdir()
+        removed = cluster.remove_stale_folders(str(tmp_path))
+        assert sorted(removed) == sorted([str(gone), str(reused)]), removed
+        assert kept.exists() and other.exists() and not gone.exists() and not reused.exists()
+        assert cluster.remove_stale_folders(str(tmp_path / "x")) == [str(gone_no_owner)]
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_progress_in_a_log_is_plain_lines_per_assignment_from_its_first_start():
+    from grading.progress import Progress
+
+    now = [0.0]
+    out = io.StringIO()
+    p = Progress({"01_attention": 2, "02_masking": 3}, stream=out, clock=lambda: now[0], every=2)
+    now[0] = 1.0
+    p.started("01_attention")
+    now[0] = 3.0
+    p.finished("01_attention")
+    p.finished("01_attention", failed=True)
+    now[0] = 100.0  # 02_masking starts late: its time counts from its own first submission
+    p.started("02_masking")
+    now[0] = 106.0
+    for _ in range(3):
+        p.finished("02_masking")
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert lines == ["[progress] 01_attention: 2 of 2 graded in 2.0 s, 1 failed",
+                     "[progress] 2 of 5 graded, 1 failed, 3.0 s, about 4.5 s left",
+                     "[progress] 4 of 5 graded, 1 failed, 1 min 46 s, about 26.5 s left",
+                     "[progress] 02_masking: 3 of 3 graded in 6.0 s",
+                     "[progress] 5 of 5 graded, 1 failed, 1 min 46 s"], lines
+    assert "\x1b" not in out.getvalue() and "\r" not in out.getvalue()
+
+
+def test_a_task_that_raised_on_every_try_says_so_not_killed():
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+
+    from grading import cluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as lc, \
+            Client(lc) as client:
+        future = client.submit(cluster.grade_submission, {"no": "assignment"}, retries=0)
+        with pytest.raises(KeyError) as err:
+            future.result()
+        text = cluster.task_failure(future, err.value)
+    assert text.startswith("the grading task raised on every try"), text
+    assert "killed" not in text, text
