@@ -191,7 +191,8 @@ def fingerprint() -> dict:
         box = f"none (kernel {kernel})"
     _FINGERPRINT.update(course=digest.hexdigest()[:16], python=".".join(map(str, sys.version_info[:2])),
                         torch=version("torch"), nbgrader=version("nbgrader"), dask=version("distributed"),
-                        cloudpickle=version("cloudpickle"), sandbox=box, kernel=kernel, host=os.uname().nodename, pid=str(os.getpid()))
+                        cloudpickle=version("cloudpickle"), sandbox=box, kernel=kernel, host=os.uname().nodename, pid=str(os.getpid()),
+                        user="root" if os.geteuid() == 0 else f"uid {os.geteuid()}")
     return dict(_FINGERPRINT)
 
 
@@ -220,6 +221,18 @@ def check_scheduler(client, mine: dict) -> dict:
             "was graded. Start it from the same course version and environment (grading/docs/scale-out.md):\n  "
             + "; ".join(bad))
     return theirs
+
+
+def privilege_line(theirs: dict) -> str:
+    """Which user the workers run as, and what root exposes (grading/docs/scale-out.md, 'Least privilege')."""
+    users = sorted({fp.get("user", "?") for fp in theirs.values()})
+    roots = sum(1 for fp in theirs.values() if fp.get("user") == "root")
+    line = f"[cluster] the workers run as: {', '.join(users)}"
+    if roots:
+        line += (f"; {roots} of {len(theirs)} as root, needed only for warm kernels (setns into the sandbox's "
+                 "namespaces): any task their scheduler accepts runs as root there, so only TLS keeps others out; "
+                 "run them as an unprivileged user (cold kernels, the same sandbox) where that matters")
+    return line
 
 
 def check_workers(client, mine: dict) -> dict:
@@ -502,6 +515,12 @@ class CourseWorkerPlugin(_WorkerPlugin):
         if not _WORKER.get("local"):
             _worker_folder()
             _kernels_out_of_the_log()
+            if os.geteuid() == 0:
+                logging.getLogger("distributed.worker").warning(
+                    "course grading: this worker runs as root, which only warm kernels need (setns into the "
+                    "sandbox's namespaces); any task its scheduler accepts runs as root here. Run it as an "
+                    "unprivileged user (cold kernels, the same sandbox) unless its scheduler is reached over "
+                    "tls:// only (grading/docs/scale-out.md, 'Least privilege')")
 
     def teardown(self, worker=None):
         pass
@@ -1005,6 +1024,8 @@ def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str,
     mine = fingerprint()
     check_scheduler(client, mine)
     theirs = check_workers(client, mine)
+    if not cluster.local:
+        log(privilege_line(theirs))
     times["check"] = time.perf_counter() - t
     t = time.perf_counter()
     api = worker.load_api()

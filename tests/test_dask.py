@@ -90,6 +90,9 @@ def local_course(tmp_path_factory, class_dir):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "[cluster] grading on a local Dask cluster of 2 worker process(es)" in proc.stdout
     assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
+    # not a terminal: plain progress lines, no cursor movement (issue 61)
+    assert "\x1b" not in proc.stdout + proc.stderr and "\r" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    assert f"[progress] {ASSIGNMENT}: 3 of 3 graded in" in proc.stderr, proc.stderr[-2000:]
     grades = read_grades(root)
     assert set(grades) == set(STUDENTS) and grades["s01_correct"][0] == 9.0, grades
     return root, grades, proc
@@ -98,6 +101,18 @@ def local_course(tmp_path_factory, class_dir):
 @pytest.fixture(scope="module")
 def local_run(local_course):
     return local_course[1]
+
+
+def test_the_forked_workers_show_the_same_plain_progress_and_grades(tmp_path_factory, class_dir, local_run):
+    """--engine processes: the progress read from the workers' claims and results, as plain lines in a log."""
+    root, tmp = fresh_root(tmp_path_factory, class_dir, "processes")
+    proc = subprocess.run(grade_cmd("--engine", "processes"), cwd=REPO, env=env_for(root, tmp), capture_output=True,
+                          text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert read_grades(root) == local_run
+    assert "\x1b" not in proc.stdout + proc.stderr and "\r" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    assert f"[progress] {ASSIGNMENT}: 3 of 3 graded in" in proc.stderr, proc.stderr[-2000:]
+    assert "[progress] 3 of 3 graded" in proc.stderr, proc.stderr[-2000:]
 
 
 def test_the_engine_dask_by_default_the_forked_workers_when_asked_or_without_dask(monkeypatch):
