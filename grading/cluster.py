@@ -238,7 +238,13 @@ def privilege_line(theirs: dict) -> str:
 def check_workers(client, mine: dict) -> dict:
     """Every worker's fingerprint against the client's; raise ClusterError naming each worker that differs.
     Returns {address: fingerprint}."""
-    theirs = client.run(fingerprint)
+    try:
+        theirs = client.run(fingerprint)
+    except Exception as err:  # noqa: BLE001 - e.g. ModuleNotFoundError on a worker: named
+        raise ClusterError(
+            f"a Dask worker could not run the course's environment check ({type(err).__name__}: {err}); every "
+            "worker needs this course installed in its Python (`pip install -e .` in the course's checkout, "
+            "grading/docs/scale-out.md); nothing was graded") from err
     if not theirs:
         raise ClusterError("the scheduler has no worker: start `dask worker ADDRESS` on the grading machines")
     bad = {addr: differences(mine, fp) for addr, fp in theirs.items() if differences(mine, fp)}

@@ -90,3 +90,37 @@ def test_a_task_that_raised_on_every_try_says_so_not_killed():
         text = cluster.task_failure(future, err.value)
     assert text.startswith("the grading task raised on every try"), text
     assert "killed" not in text, text
+
+
+def test_a_scheduler_whose_environment_differs_is_named_with_what_differs():
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+
+    from grading import cluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as lc, \
+            Client(lc) as client:
+        mine = cluster.fingerprint()
+        assert cluster.check_scheduler(client, mine)["course"] == mine["course"]
+        with pytest.raises(cluster.ClusterError) as err:
+            cluster.check_scheduler(client, dict(mine, course="0000", dask="2001.1"))
+    text = str(err.value)
+    assert "the Dask scheduler" in text and "nothing was graded" in text, text
+    assert f"course: scheduler has {mine['course']!r}, the client '0000'" in text, text
+    assert f"dask: scheduler has {mine['dask']!r}, the client '2001.1'" in text, text
+
+
+def test_progress_on_a_terminal_is_one_bar_for_the_run_and_one_per_started_assignment():
+    from grading.progress import Progress
+
+    out = io.StringIO()
+    p = Progress({"01_attention": 2, "02_masking": 1}, stream=out, tty=True)
+    assert p.bar is not None and p.bar.total == 3 and p.bars == {}
+    p.started("01_attention")
+    assert list(p.bars) == ["01_attention"]  # 02_masking's bar (its clock) starts with its first submission
+    p.finished("01_attention")
+    p.finished("01_attention", failed=True)
+    p.finished("02_masking")
+    assert list(p.bars) == ["01_attention", "02_masking"] and p.bar.n == 3
+    p.close()
+    assert "all" in out.getvalue() and "failed=1" in out.getvalue()

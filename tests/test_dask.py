@@ -318,6 +318,9 @@ def test_a_worker_killed_while_it_grades_loses_no_grade(tmp_path_factory, class_
     survivors = set(client_pids(cluster).values())
     assert in_flight and in_flight <= set(STUDENTS), in_flight
     assert all(done[s]["worker_pid"] in survivors for s in in_flight), (in_flight, done, survivors)
+    # the instructor is told which worker was lost and which submissions went to another (issue 61)
+    lost = [line for line in output.splitlines() if line.startswith(f"[cluster] lost worker {victim}")]
+    assert lost and all(f"{ASSIGNMENT}/{s} (its try 2)" in lost[0] for s in in_flight), output[-3000:]
     assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
 
 

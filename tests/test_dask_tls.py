@@ -256,3 +256,36 @@ def test_loopback_and_tls_addresses_pass_the_check(tmp_path):
     for bad in ("tcp://0.0.0.0:8786", "tcp://lab01:8786", "lab01:8786"):
         with pytest.raises(cluster.ClusterError, match="refusing the unencrypted address"):
             cluster.check_address(bad, files={})
+
+
+@pytest.mark.slow
+def test_a_scheduler_that_cannot_import_the_course_is_named_before_anything_is_graded(tmp_path, tls_class):
+    """A scheduler started from a Python where ``grading`` does not import (here: a folder on its PYTHONPATH
+    whose ``grading`` fails as a missing package would) unpickles no task: the command says so and why."""
+    shadow = tmp_path / "shadow" / "grading"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'grading'\", name='grading')\n")
+    port = free_port()
+    log = open(tmp_path / "scheduler.log", "w")
+    scheduler = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "dask"), "scheduler", "--host",
+                                  "127.0.0.1", "--port", str(port), "--no-dashboard"], cwd=tmp_path,
+                                 env=clean_env(PYTHONPATH=str(shadow.parent)), stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while f"tcp://127.0.0.1:{port}" not in (tmp_path / "scheduler.log").read_text():
+            assert scheduler.poll() is None and time.monotonic() < deadline, (tmp_path / "scheduler.log").read_text()
+            time.sleep(0.3)
+        tmp = tempfile.mkdtemp(prefix="dkt-", dir="/tmp")
+        proc = subprocess.run([sys.executable, "-m", "grading", "grade", "--assignment", ASSIGNMENT, "--demo", "no",
+                               "--scheduler", f"tcp://127.0.0.1:{port}"], cwd=tmp,
+                              env=clean_env(COURSE_ROOT=str(tls_class), TMPDIR=tmp), capture_output=True, text=True,
+                              timeout=600)
+        shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        os.killpg(scheduler.pid, signal.SIGKILL)
+        scheduler.wait()
+        log.close()
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "the Dask scheduler could not run the course's environment check" in proc.stderr, proc.stderr[-2000:]
+    assert "No module named 'grading'" in proc.stderr and "nothing was graded" in proc.stderr, proc.stderr[-2000:]
