@@ -82,7 +82,7 @@ def test_a_task_that_raised_on_every_try_says_so_not_killed():
 
     from grading import cluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as lc, \
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as lc, \
             Client(lc) as client:
         future = client.submit(cluster.grade_submission, {"no": "assignment"}, retries=0)
         with pytest.raises(KeyError) as err:
@@ -98,7 +98,7 @@ def test_a_scheduler_whose_environment_differs_is_named_with_what_differs():
 
     from grading import cluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as lc, \
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as lc, \
             Client(lc) as client:
         mine = cluster.fingerprint()
         assert cluster.check_scheduler(client, mine)["course"] == mine["course"]
