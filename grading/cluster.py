@@ -569,6 +569,19 @@ def _environment(values: dict):
                 os.environ[k] = v
 
 
+START_TOPIC = "course-grading-start"  # a grading task's every try, as the client hears it (FaultReporter)
+
+
+def _announce_start() -> None:
+    """Tell the client (through the scheduler's events) that this try of the running task has started here:
+    a second start of the same task is a retry, which the command prints, whatever caused it."""
+    with contextlib.suppress(Exception):  # not on a Dask worker (a direct call): nothing to tell
+        from distributed import get_worker
+
+        w = get_worker()
+        w.log_event(START_TOPIC, {"key": str(w.get_current_task()), "worker": w.address})
+
+
 def grade_submission(task: dict) -> dict:
     """A Dask task: grade one submission in a course folder private to this worker process; return plain
     data (``result``: as ``grading.worker.grade_one`` records it; ``autograded``: {path: bytes}).
@@ -579,6 +592,7 @@ def grade_submission(task: dict) -> dict:
     import grading
     from grading import sandbox, worker
 
+    _announce_start()
     a, s = task["assignment"], task["student"]
     started_at = time.time()
     gradebook = task["gradebook"] if "gradebook" in task else zlib.decompress(task["gradebook_z"])
@@ -976,7 +990,10 @@ class FaultReporter:
     """Prints, as the scheduler reports it, each worker it lost and the submissions that worker was grading
     (the scheduler gives them to another worker), e.g.
     ``[cluster] lost worker tls://10.0.0.7:40123 (lab07, pid 811): retrying 01_attention/s02_blank on
-    another worker (its try 2)``. ``tasks``: {task key: (assignment, student)}, filled as they are sent."""
+    another worker (its try 2)``, and each try after the first of a task, whatever caused it (a lost worker, the
+    task raised), where it started: ``[cluster] retried 01_attention/s02_blank: try 2 started on worker
+    tls://10.0.0.8:40511 (lab08, pid 902)``. ``tasks``: {task key: (assignment, student)}, filled as they are
+    sent."""
 
     def __init__(self, client, workers: dict, write=print):
         self.client, self.write = client, write
@@ -984,7 +1001,21 @@ class FaultReporter:
         self.tasks: dict = {}
         self.tries: dict = {}
         self.lost: list[str] = []
+        self.starts: dict = {}
         client.subscribe_topic("all", self._event)
+        client.subscribe_topic(START_TOPIC, self._started)
+
+    def _started(self, event) -> None:
+        _, msg = event
+        key = msg.get("key") if isinstance(msg, dict) else None
+        if key not in self.tasks:
+            return
+        self.starts[key] = self.starts.get(key, 0) + 1
+        if self.starts[key] > 1:
+            a, s = self.tasks[key]
+            addr = msg.get("worker", "?")
+            who = f"{addr} ({self.names[addr]})" if addr in self.names else str(addr)
+            self.write(f"[cluster] retried {a}/{s}: try {self.starts[key]} started on worker {who}")
 
     def _event(self, event) -> None:
         _, msg = event
@@ -1010,6 +1041,8 @@ class FaultReporter:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.client.unsubscribe_topic("all")
+        with contextlib.suppress(Exception):
+            self.client.unsubscribe_topic(START_TOPIC)
 
 
 def autograde(cluster: Cluster, tasks: list[tuple[str, str]], *, submitted: str, db_url: str, kernel: str,

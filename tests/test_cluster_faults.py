@@ -4,6 +4,7 @@ is plain lines, per assignment from its own first submission; a grading task tha
 import io
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -124,3 +125,27 @@ def test_progress_on_a_terminal_is_one_bar_for_the_run_and_one_per_started_assig
     assert list(p.bars) == ["01_attention", "02_masking"] and p.bar.n == 3
     p.close()
     assert "all" in out.getvalue() and "failed=1" in out.getvalue()
+
+
+def test_a_task_tried_again_after_it_raised_is_printed():
+    """Each try of a grading task announces itself; the command prints the second and later ones."""
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+
+    from grading import cluster
+
+    lines = []
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as lc, \
+            Client(lc) as client:
+        faults = cluster.FaultReporter(client, {}, lines.append)
+        faults.tasks["grade-01_attention-s02_blank-1"] = ("01_attention", "s02_blank")
+        future = client.submit(cluster.grade_submission, {"no": "assignment"}, key="grade-01_attention-s02_blank-1",
+                               retries=2)
+        with pytest.raises(KeyError):
+            future.result()
+        deadline = time.monotonic() + 30
+        while len(lines) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        faults.close()
+    assert [line.split(" started on")[0] for line in lines] == [
+        "[cluster] retried 01_attention/s02_blank: try 2", "[cluster] retried 01_attention/s02_blank: try 3"], lines

@@ -202,6 +202,9 @@ def test_the_lab_machine_commands_grade_over_tls_and_survive_a_killed_worker(tmp
         lost = [line for line in output.splitlines() if line.startswith(f"[cluster] lost worker {victim}")]
         assert lost, f"no line names the lost worker {victim}:\n{output[-3000:]}"
         assert in_flight and all(f"{ASSIGNMENT}/{s} (its try 2)" in lost[0] for s in in_flight), (in_flight, lost)
+        for s in in_flight:  # and where the next try started: not on the killed worker
+            again = [line for line in output.splitlines() if line.startswith(f"[cluster] retried {ASSIGNMENT}/{s}: try 2")]
+            assert len(again) == 1 and f"started on worker {victim}" not in again[0], output[-3000:]
         done = {}
         for s in STUDENTS:
             with open(tls_class / "logs" / "results" / ASSIGNMENT / f"{s}.json") as fh:
