@@ -14,6 +14,14 @@ NOTEBOOKS_DIR = os.path.join(REPO_DIR, "notebooks")
 GRADING_DIR = os.path.abspath(os.environ.get("COURSE_ROOT") or PACKAGE_DIR)
 
 
+def db_url() -> str:
+    """The gradebook URL exactly as nbgrader_config.py computes it (it follows ``COURSE_ROOT`` and
+    ``COURSE_DB_URL``)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=PACKAGE_DIR).load_config()
+    return config.CourseDirectory.db_url
+
 
 def without_iri_grammar() -> None:
     """In this grading process, import jsonschema without its grammar for the "iri" format (rfc3987_syntax,
