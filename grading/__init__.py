@@ -1,6 +1,6 @@
 """Instructor tooling around nbgrader: preflight, parallel autograding, demo class, feedback.
 
-Run from the repository root:  python -m grading grade   (see README.md).
+Run from the repository root:  python -m grading grade   (README.md; grading/docs/instructors.md).
 This package is not installed and never imported by student kernels.
 """
 import os
