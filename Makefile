@@ -44,7 +44,7 @@ setup: $(TEST_STAMP)
 
 $(GRADE_STAMP): pyproject.toml Makefile
 	@# the grading sandbox (grading/sandbox.py) uses bubblewrap
-	$(call apt,bwrap,bubblewrap,grading will run without isolation (see README))
+	$(call apt,bwrap,bubblewrap,grading will run without isolation (grading/docs/threat-model.md))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install "torch==2.13.0"
@@ -67,12 +67,10 @@ grade: $(GRADE_STAMP)
 
 # One OpenMP/torch thread per process: xdist already runs one worker per core (-n auto), and each worker's
 # kernels and grading runs would otherwise start as many threads again, which spin-wait on each other for the
-# same cores. Measured 2026-11-26 on this project's 2-core machine, `-n 2` over the lessons-07-12 bundle runs,
-# the nbval runs of lessons 09, 10, 12 and test_grading.py: 361 s with one thread; with the default two, 34 of
-# the 91 tests had run after 796 s (two kernels, lesson 09's in both runs, at 100% of a core for 11 min), and
-# it was stopped. The whole suite with one thread: 18 min 55 s (README).
+# same cores (measured: a subset of the suite took 361 s with one thread, and was a third done after 796 s with
+# two; the commit that set it has the run).
 test: $(TEST_STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder tests notebooks --nbval-lax --nbval-current-env
+	OMP_NUM_THREADS=1 COURSE_COST_MAP=tests/cost_map.json $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder tests notebooks --nbval-lax --nbval-current-env
 
 $(SITE_STAMP): $(LAB_STAMP)
 	$(PY) -m pip install -e ".[lab,data,grade,site]"

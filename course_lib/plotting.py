@@ -23,7 +23,7 @@ CLINICAL_SENTENCE = "patient denies chest pain but reports shortness of breath".
 
 
 def _as_matrix(weights) -> np.ndarray:
-    from course_lib.checks.core import to_numpy
+    from course_lib.arrays import to_numpy
 
     w = to_numpy(weights)
     if w.ndim != 2:
@@ -156,7 +156,7 @@ def head_heatmaps(weights, queries: Sequence[str], keys: Sequence[str] | None = 
     own names when ``weights`` holds a selection of a layer's heads, e.g. ["head 3", "head 1"].
     Returns (figure, array of Axes). Cells are not annotated, to keep small panels readable.
     """
-    from course_lib.checks.core import to_numpy
+    from course_lib.arrays import to_numpy
 
     w = to_numpy(weights)
     if w.ndim != 3:
@@ -286,7 +286,7 @@ def encoding_heatmap(pe, *, ax=None, title: str = "Sinusoidal positional encodin
 
     Rows are positions (top = position 0), columns feature indices. Returns the Axes.
     """
-    from course_lib.checks.core import to_numpy
+    from course_lib.arrays import to_numpy
 
     m = to_numpy(pe)
     if m.ndim != 2:
@@ -307,7 +307,7 @@ def basis_plot(distances, features, labels: Sequence[str] | None = None, *, ax=N
 
     ``distances`` (N,), ``features`` (N, n). Returns the Axes.
     """
-    from course_lib.checks.core import to_numpy
+    from course_lib.arrays import to_numpy
 
     r, f = to_numpy(distances), to_numpy(features)
     if r.ndim != 1 or f.ndim != 2 or f.shape[0] != r.shape[0]:
@@ -377,7 +377,7 @@ def similarity_heatmap(similarity, labels: Sequence[str], *, ax=None,
     >>> ax.get_xlabel()
     'text'
     """
-    from course_lib.checks.core import to_numpy
+    from course_lib.arrays import to_numpy
 
     s = to_numpy(similarity)
     labels = list(labels)

@@ -1,8 +1,8 @@
 """Instructor tooling around nbgrader: preflight, parallel autograding, demo class, feedback.
 
-Run:  python -m grading grade   (see README.md). Installed with course_lib (pyproject.toml), so a Dask
-scheduler and its workers import it from any folder (grading/docs/scale-out.md); never imported by
-student kernels.
+Run:  python -m grading grade   (README.md; grading/docs/instructors.md). Installed with course_lib
+(pyproject.toml), so a Dask scheduler and its workers import it from any folder
+(grading/docs/scale-out.md); never imported by student kernels.
 """
 import os
 import sys
@@ -14,6 +14,14 @@ NOTEBOOKS_DIR = os.path.join(REPO_DIR, "notebooks")
 # unless COURSE_ROOT points elsewhere (the tests grade in a temporary folder).
 GRADING_DIR = os.path.abspath(os.environ.get("COURSE_ROOT") or PACKAGE_DIR)
 
+
+def db_url() -> str:
+    """The gradebook URL exactly as nbgrader_config.py computes it (it follows ``COURSE_ROOT`` and
+    ``COURSE_DB_URL``)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=PACKAGE_DIR).load_config()
+    return config.CourseDirectory.db_url
 
 
 def without_iri_grammar() -> None:

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight, sandbox, warm
+from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, db_url, demo, preflight, sandbox, warm
 from grading import intake as intake_mod
 from grading import failures
 from grading.failures import RESULTS, failure_reason, needs_second_pass, status_of
@@ -194,14 +194,6 @@ def release_assignments(assignments: list[str], use_demo: bool) -> None:
         elif os.path.exists(path):
             os.remove(path)
     generate_assignments(assignments)
-
-
-def db_url() -> str:
-    """The gradebook URL exactly as nbgrader_config.py computes it."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=PACKAGE_DIR).load_config()
-    return config.CourseDirectory.db_url
 
 
 def set_course_root(root: str) -> None:
@@ -969,13 +961,13 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
         grades = write_grades_csv(export, students, assignments, statuses)
     log("")
     mismatches = print_table(assignments, students, grades, expected, results)
-    failures = [(k, failure_reason(r)) for k, r in sorted(results.items()) if failure_reason(r)]
-    failures += [((a, s), f"not graded: {refused[s]}") for a in assignments for s in students if s in refused]
+    problems = [(k, failure_reason(r)) for k, r in sorted(results.items()) if failure_reason(r)]
+    problems += [((a, s), f"not graded: {refused[s]}") for a in assignments for s in students if s in refused]
     log("")
-    if failures:
-        log(f"[report] {len(failures)} submission(s) with problems (integrity findings, crashes, timeouts, "
+    if problems:
+        log(f"[report] {len(problems)} submission(s) with problems (integrity findings, crashes, timeouts, "
             "or not gradable; each scored on what ran):")
-        for (a, s), why in failures:
+        for (a, s), why in problems:
             log(f"  {a}/{s}: {why}")
     for line in intake_mod.report_lines([f for f in intake_findings if not opts.students or f["student"] in opts.students]):
         log(line)

@@ -48,6 +48,7 @@ import sys
 import time
 
 from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR
+from grading import db_url as course_db_url
 from grading.failures import PROBLEM_ERRORS
 
 REPORT_DIR_NAME = "report"
@@ -141,9 +142,7 @@ def collect(root: str = GRADING_DIR, db_url: str | None = None) -> dict:
     from nbgrader.api import Gradebook
 
     if db_url is None:
-        from grading import pipeline
-
-        db_url = pipeline.db_url()
+        db_url = course_db_url()
     if db_url.startswith("sqlite:///"):
         path = db_url[len("sqlite:///"):].split("?", 1)[0]
         if not os.path.isfile(path):  # nbgrader would create an empty one

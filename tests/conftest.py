@@ -17,6 +17,8 @@ if REPO not in sys.path:  # the grading tools are a plain package at the reposit
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+import cost_map_plugin  # noqa: E402  (tests/cost_map_plugin.py: the suite's cost, and the files' order)
+
 
 def source_notebooks():
     """(assignment, path) of every source notebook, in lesson order."""
@@ -108,27 +110,19 @@ def pytest_configure(config):
     from grading import edition
 
     edition.ensure()
+    if not config.pluginmanager.is_registered(cost_map_plugin):
+        config.pluginmanager.register(cost_map_plugin, "cost_map_plugin")
     if not config.pluginmanager.is_registered(prose_numbers_plugin) \
             and not config.pluginmanager.has_plugin("prose_numbers_plugin"):
         config.pluginmanager.register(prose_numbers_plugin, "prose_numbers_plugin")
 
 
-# Seconds each slow test file took (setup + calls, summed; junit times) in `make test` on this project's 2-core
-# machine (the dict's comment says when). pytest-xdist (--dist loadfile) hands out whole files, one
-# at a time to whichever worker is nearly done; by default it first sorts them by their NUMBER of tests,
-# which put these slow files (few tests each) last, one of them running alone at the end while the other
-# worker idled. `make test` passes --no-loadscope-reorder, so files go in collection order: the longest
-# first (longest-processing-time-first scheduling). Files not listed keep their order.
-SLOW_FILES = {  # seconds per file in a full `make test` (2026-11-26, commit e549bce, OMP_NUM_THREADS=1, 2 cores)
-    "tests/test_bundle_lessons_b.py": 293, "tests/test_adversarial.py": 265, "tests/test_interrupt.py": 123,
-    "tests/test_grading.py": 114, "tests/test_bundle_released.py": 109, "tests/test_real_class.py": 101,
-    "tests/test_dask.py": 101, "notebooks/09_prompt_tuning/prompt_tuning.ipynb": 93, "tests/test_resume.py": 91,
-    "tests/test_postgres.py": 88, "tests/test_kernel_edition.py": 87, "tests/test_class_mess.py": 81,
-    "notebooks/10_proteins/proteins.ipynb": 58, "tests/test_bundle_lessons_a.py": 51, "tests/test_browser.py": 50,
-    "tests/test_verify.py": 45, "tests/test_proteins_shipped.py": 43, "notebooks/12_long_range_dna/long_range_dna.ipynb": 38,
-    "tests/test_record_replay.py": 36, "tests/test_bundle.py": 31, "tests/test_lesson12_seeds.py": 31,
-    "tests/test_prompt_tuning.py": 28, "tests/test_hpo_questions.py": 23,
-}
+# pytest-xdist (--dist loadfile) hands out whole files, one at a time to whichever worker is nearly done; by
+# default it first sorts them by their NUMBER of tests, which put the slow files (few tests each) last, one of
+# them running alone at the end while the other worker idled. `make test` passes --no-loadscope-reorder, so
+# files go in collection order: the longest first (longest-processing-time-first scheduling), by the seconds
+# each took in the last full run, which the suite writes itself (tests/cost_map.json, tests/cost_map_plugin.py).
+SLOW_FILES = cost_map_plugin.file_seconds(os.path.join(REPO, "tests", "cost_map.json"))
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -220,6 +220,32 @@ def test_a_read_only_gradebook_stops_the_run_and_keeps_the_grades(tmp_path):
     assert not (tmp_path / "logs" / "results" / ASSIGNMENT / "dana.json").exists(), "a result (a zero) was recorded"
 
 
+def test_a_gradebook_that_refuses_the_students_stops_the_run_naming_it(tmp_path):
+    """The release writes the gradebook, then adding the class's students fails (a trigger makes the student
+    table refuse every row, as a gradebook turned read-only between the two steps would): the run stops with
+    the named error "could not write the gradebook", a non-zero exit and the previous grades.csv intact (this
+    branch once raised UnboundLocalError: a local list shadowed the ``failures`` module)."""
+    import sqlite3
+
+    from nbgrader.api import Gradebook
+
+    place(tmp_path, "dana")
+    (tmp_path / "grades.csv").write_text("previous grades\n")
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url):  # nbgrader's own schema, so the run finds its tables
+        pass
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        db.execute("CREATE TRIGGER refuse BEFORE INSERT ON student "
+                   "BEGIN SELECT RAISE(ABORT, 'attempt to write a readonly database'); END")
+    proc = run_grading(["grade", "--assignment", ASSIGNMENT], tmp_path, env_extra={"COURSE_DB_URL": url})
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: could not write the gradebook: the gradebook is read-only"), proc.stderr[-3000:]
+    assert "UnboundLocalError" not in proc.stderr, proc.stderr[-3000:]
+    assert (tmp_path / "grades.csv").read_text() == "previous grades\n"
+    assert not (tmp_path / "logs" / "results" / ASSIGNMENT / "dana.json").exists(), "a result was recorded"
+
+
 def test_an_unwritable_output_folder_stops_the_run_naming_it(tmp_path):
     place(tmp_path, "dana")
     (tmp_path / "grades.csv").write_text("previous grades\n")

@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from course_lib.checks import transcript as _transcript
+from course_lib.arrays import to_numpy
+from course_lib.checks.errors import IntegrityError, NotImplementedYet
 
 # Comparison primitives are bound at import time, so a submission that later
 # monkeypatches np.allclose or builtins cannot change what the checks compute.
@@ -71,12 +73,6 @@ __all__ = [
 ]
 
 
-class IntegrityError(AssertionError):
-    """The submission called something the exercise asks it to implement itself."""
-
-
-class NotImplementedYet(AssertionError):
-    """The stub still raises NotImplementedError."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,24 +100,6 @@ class Wrong:
         edition replaces it by a stub, and its stored outputs must be found under the same key."""
         text = self.message if not self.variant else f"{self.message}\n{self.variant}"
         return f"{self.name} #{hashlib.sha1(text.encode()).hexdigest()[:10]}"
-
-
-def to_numpy(x: Any) -> np.ndarray:
-    """Array view of a numpy array, torch tensor, list or scalar, as float64 where numeric."""
-    try:
-        import torch
-
-        if _isinstance(x, torch.Tensor):
-            x = x.detach().to("cpu")
-            if x.is_floating_point():
-                x = x.to(torch.float64)
-            return x.numpy()
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
-    arr = _asarray(x)
-    if arr.dtype.kind in "iuf":
-        arr = arr.astype(_float64)
-    return arr
 
 
 def _describe(x: Any) -> str:

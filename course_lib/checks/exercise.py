@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Iterable
 
+from course_lib.checks import lessons
 from course_lib.checks.core import Wrong
 
 
@@ -95,11 +96,9 @@ def declare(assignment: str, name: str, *checks: Callable, equivalents: tuple[st
             right: tuple[Right, ...] = (), wrong_as_answer: Callable | None = None) -> Exercise:
     """The exercise ``name`` of ``assignment``, graded by ``checks`` (functions of the lesson's checks module,
     ``course_lib.checks.<topic>``); its reference is ``course_lib.<topic>.<name>``, its ``equivalents`` are
-    names in the same module. The topic is the lesson's (``registry.LESSONS``), so a checks module loaded
+    names in the same module. The topic is the lesson's (``lessons.LESSONS``), so a checks module loaded
     from its file under another name (the students' edition, in a test) declares the same exercises."""
-    from course_lib.checks import registry
-
-    topic = registry.lesson(assignment).module.rsplit(".", 1)[1]
+    topic = lessons.lesson(assignment).module.rsplit(".", 1)[1]
     if not checks or not all(callable(fn) and getattr(fn, "__name__", "").startswith("check_") for fn in checks):
         raise ValueError(f"{assignment}.{name}: declare its check functions (check_*), got {checks!r}")
     if len({fn.__module__ for fn in checks}) != 1:

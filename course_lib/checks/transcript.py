@@ -55,6 +55,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from course_lib.checks.errors import IntegrityError, NotImplementedYet
+
 RECORD_MIME = "application/vnd.course-check-record+json"
 MODES = ("live", "record", "replay", "capture", "stored")
 MAX_RECORD_BYTES = 32 * 1024 * 1024  # one check's record, encoded (the grader's intake has its own, smaller bound)
@@ -499,9 +501,7 @@ def _answer(entry: Any, exercise: str, label: str, args: tuple, kwargs: dict) ->
                           "changed, or the test's inputs are not deterministic)")
     if "raised" in entry:
         raised = entry["raised"] if isinstance(entry["raised"], dict) else {}
-        from course_lib.checks import core
-
-        cls = {"IntegrityError": core.IntegrityError, "NotImplementedYet": core.NotImplementedYet}.get(
+        cls = {"IntegrityError": IntegrityError, "NotImplementedYet": NotImplementedYet}.get(
             raised.get("class"), AssertionError)
         failure = cls(str(raised.get("message", f"{exercise}: your function raised on input '{label}'")))
         if raised.get("cause"):
