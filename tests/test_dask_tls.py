@@ -198,6 +198,8 @@ def test_the_lab_machine_commands_grade_over_tls_and_survive_a_killed_worker(tmp
             rows = [r for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT]
         assert {r["student_id"]: float(r["score"]) for r in rows} == {s: expected[s] for s in STUDENTS}, output[-3000:]
         assert f"[cluster] grading on the Dask scheduler at {address} (2 worker(s))" in output, output[-3000:]
+        user = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+        assert f"[cluster] the workers run as: {user}" in output, output[-3000:]
         # the fault lines: which worker, which submission went to another worker
         lost = [line for line in output.splitlines() if line.startswith(f"[cluster] lost worker {victim}")]
         assert lost, f"no line names the lost worker {victim}:\n{output[-3000:]}"
