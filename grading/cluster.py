@@ -449,6 +449,8 @@ def remove_stale_folders(tmp: str | None = None) -> list[str]:
 
     tmp = tmp or tempfile.gettempdir()
     removed = []
+    if _process_start(os.getpid()) is None:  # no /proc (not Linux): no way to tell a live worker; remove nothing
+        return removed
     try:
         names = os.listdir(tmp)
     except OSError:
