@@ -472,9 +472,33 @@ def remove_stale_folders(tmp: str | None = None) -> list[str]:
                 continue
         if int(pid) == os.getpid() or (started is not None and _process_start(int(pid)) == started):
             continue
+        unmount_below(path)
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
+
+
+def mounts_below(path: str) -> list[str]:
+    """The mount points strictly below ``path`` (/proc/self/mounts), deepest first: e.g. a kernel's IPC
+    tmpfs (grading/sandbox.py ``bound_ipc_folder``) that a killed worker could not unmount."""
+    prefix = os.path.realpath(path).rstrip("/") + "/"
+    try:
+        with open("/proc/self/mounts") as fh:
+            points = [line.split()[1].encode().decode("unicode_escape") for line in fh if len(line.split()) > 1]
+    except OSError:
+        return []
+    return sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True)
+
+
+def unmount_below(path: str) -> None:
+    """As root: detach the mounts below ``path`` (a dead worker's kernels' IPC tmpfs), so it can be removed."""
+    if os.geteuid() != 0:
+        return
+    from grading import sandbox
+
+    for point in mounts_below(path):
+        with contextlib.suppress(OSError):
+            sandbox.release_ipc_folder(point)
 
 
 def _worker_folder() -> str:
@@ -540,7 +564,10 @@ def _worker_cleanup() -> None:
         template.terminate()
         with contextlib.suppress(Exception):
             template.wait(timeout=10)
-    shutil.rmtree(_WORKER.pop("folder", ""), ignore_errors=True)
+    folder = _WORKER.pop("folder", "")
+    if folder:
+        unmount_below(folder)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _warm_template(assignments: list[str], kernel: str) -> dict:
@@ -625,7 +652,15 @@ def grade_submission(task: dict) -> dict:
     try:
         with _environment(env):
             grading.GRADING_DIR = worker.GRADING_DIR = sandbox.GRADING_DIR = root
-            api = worker.load_api()
+            # a worker of `dask worker`: its kernels' IPC folder inside its private folder, so that a successor
+            # removes (and unmounts) it if this worker is killed (a local cluster's run folder is short-lived)
+            saved_tmp = tempfile.tempdir
+            if not task.get("local"):
+                tempfile.tempdir = _worker_folder()
+            try:
+                api = worker.load_api()
+            finally:
+                tempfile.tempdir = saved_tmp
             # the feedback page too when the client asks (``task["feedback"]``: the course's gradebook holds no
             # hand grade for this submission, so this worker's gradebook, with the same automatic grades, gives
             # the same page)

@@ -225,6 +225,11 @@ def test_the_lab_machine_commands_grade_over_tls_and_survive_a_killed_worker(tmp
             assert not left_of_students(shell.tmp), (shell.folder.name, left_of_students(shell.tmp))
             stale = [n for n in os.listdir(shell.tmp) if n.startswith(f"course-dask-worker-{victim_pid}-")]
             assert not stale, f"the killed worker's private folder is still there: {stale}"
+        from grading import cluster
+
+        for w in workers:  # the surviving workers' kernels are gone: no kernel's IPC tmpfs is left mounted
+            assert not [p for p in cluster.mounts_below(w.tmp) if f"course-dask-worker-{victim_pid}-" in p], \
+                cluster.mounts_below(w.tmp)
         assert any("removed 1 stale private folder" in w.output() for w in workers), \
             "\n".join(w.output()[-1500:] for w in workers)
     finally:
