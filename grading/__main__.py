@@ -77,7 +77,7 @@ def main(argv=None) -> int:
                    help="dask: one Dask task per submission, on a LocalCluster of --workers processes or on "
                         "--scheduler; processes: worker processes forked on this machine (grading/worker.py); "
                         "auto (default; $COURSE_GRADING_ENGINE): dask, on a LocalCluster unless a scheduler is "
-                        "given (processes when Dask is not installed); README 'Grading on several machines'")
+                        "given (processes when Dask is not installed); grading/docs/scale-out.md")
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     g.add_argument("--no-second-pass", action="store_true",
                    help="do not re-grade timeouts and ungraded submissions alone with more time")

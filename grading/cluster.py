@@ -19,7 +19,7 @@ The split (issue 36):
 ``--scheduler ADDRESS`` or ``COURSE_DASK_SCHEDULER`` connects to a running scheduler; without one (the
 default) the command starts a ``LocalCluster`` of N single-threaded worker processes (``--workers N``),
 forked from it after the imports they share, with one template of warm kernels for all of them (as the
-forked workers of grading/worker.py, ``--engine processes``, share one) (README, "Grading on several
+forked workers of grading/worker.py, ``--engine processes``, share one) (grading/docs/scale.md, "Grading on several
 machines"). A worker writes the feedback page too when the course's gradebook holds no hand grade for
 the submission (its own gradebook then gives the same page); the client writes the others, and the
 grades, as the one writer. Before anything is graded every worker's environment is compared with
@@ -253,7 +253,7 @@ def check_workers(client, mine: dict) -> dict:
         raise ClusterError(
             f"{len(bad)} of {len(theirs)} Dask worker(s) have an environment that differs from this one and would "
             "not grade the same way; nothing was graded. Install the same course version and environment on them "
-            "(README, 'Grading on several machines'), or stop them:\n" + "\n".join(lines))
+            "(grading/docs/scale-out.md), or stop them:\n" + "\n".join(lines))
     return theirs
 
 

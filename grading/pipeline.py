@@ -73,7 +73,7 @@ def engine_for(engine: str, scheduler: str | None) -> str:
     cluster); ``processes`` forks the workers of grading/worker.py on this machine and cannot use a
     scheduler; ``auto`` (the default): dask, on a LocalCluster when no scheduler is given, unless Dask
     is not installed (a lean install without the ``grade`` extra): then the forked workers. On one
-    machine the two are measured within 10% of each other (README, 'Grading on several machines')."""
+    machine the two are measured within 10% of each other (grading/docs/scale-out.md)."""
     if engine not in ("auto", "dask", "processes"):
         raise ValueError(f"unknown engine {engine!r}: expected auto, dask or processes")
     if engine == "processes" and scheduler:
