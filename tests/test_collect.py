@@ -181,6 +181,9 @@ def test_the_command_names_what_it_left_out_and_exits_1(tmp_path):
     root.mkdir()
     roster = write_roster(tmp_path / "roster.csv")
     download = write_zip(tmp_path / "submissions.zip", canvas_files(FAKE))
+    dry = run_collect(["--lms", "canvas", "--assignment", ASSIGNMENT, "--roster", roster, "--dry-run", download], root)
+    assert dry.returncode == 1 and "attention.ipynb: would be collected" in dry.stdout, dry.stdout + dry.stderr
+    assert os.listdir(root) == [], f"--dry-run wrote {os.listdir(root)}"
     proc = run_collect(["--lms", "canvas", "--assignment", ASSIGNMENT, "--roster", roster, download], root)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "NOT COLLECTED strangerzed_99999_900103_attention.ipynb: no roster row has canvas_id 99999" in proc.stderr
