@@ -44,6 +44,7 @@ a change of installed packages (torch, ...) does not invalidate the cache: ``--r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import datetime
 import hashlib
@@ -164,7 +165,7 @@ def cache_key(path: str, course_lib: str = COURSE_LIB_DIR) -> str:
 
 def with_cached_outputs(path: str, cached: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The current notebook at ``path`` with the outputs of the cached run on its code cells (same code, same
-    order: the cache key says so)."""
+    order: the cache key says so). A fresh run goes through here too, so a page is the same either way."""
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     ran = [c for c in cached.cells if c.cell_type == "code"]
@@ -172,6 +173,11 @@ def with_cached_outputs(path: str, cached: nbformat.NotebookNode) -> nbformat.No
         raise ValueError(f"the cached run of {path} has other code cells than the notebook: the cache is corrupt")
     for cell, done in zip(code, ran):
         cell.outputs, cell.execution_count = done.outputs, done.execution_count
+        if "execution" in done.metadata:  # nbclient's timestamps
+            cell.metadata["execution"] = done.metadata["execution"]
+    for key in ("language_info", "widgets"):  # what the run's kernel reported, and the widgets' state
+        if key in cached.metadata:
+            nb.metadata[key] = cached.metadata[key]
     return nb
 
 
@@ -229,13 +235,13 @@ def execute_all(todo: list[tuple[str, str]], cache: Cache, timeout: int = DEFAUL
         t0 = time.monotonic()
         nb, error = execute(path, timeout)
         seconds = time.monotonic() - t0
-        executed[rel] = nb
         cache.record(rel, key, seconds, error)
         if error is None:
             cache.put(key, nb)
+            executed[rel] = with_cached_outputs(path, nb)
             log(f"[site] {i}/{len(todo)} {rel}: done in {seconds:.0f} s", flush=True)
         else:
-            failed[rel] = error
+            executed[rel], failed[rel] = nb, error
             log(f"[site] {i}/{len(todo)} {rel}: FAILED after {seconds:.0f} s ({error.splitlines()[0]}); "
                 f"its page shows what ran, the other lessons still build", flush=True)
     return executed, failed
@@ -306,33 +312,68 @@ def _index(variant: str, pages: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def build(variant: str, executed: dict[str, nbformat.NotebookNode], out: str,
-          failed: dict[str, str] | None = None) -> str:
-    """Write the Sphinx source of ``variant`` and build it; return the folder of ``index.html``. A lesson of
-    ``failed`` gets a note with its error at the top of its page."""
-    src = os.path.join(out, variant, "source")
-    html = os.path.join(out, variant, "html")
-    shutil.rmtree(os.path.join(out, variant), ignore_errors=True)
-    os.makedirs(src)
-    copy_mathjax(os.path.join(src, "_static"))
-    pages = []
+def _source_files(variant: str, executed: dict[str, nbformat.NotebookNode],
+                  failed: dict[str, str] | None) -> dict[str, str]:
+    """{path in the Sphinx source folder: text} of ``variant``: its notebooks, index.md and conf.py."""
+    files, pages = {}, []
     for rel, nb in executed.items():
         a, name = rel.split("/")
         nb = nb if variant == "instructor" else students_edition(nb)
         if failed and rel in failed:
             nb = copy.deepcopy(nb)
             nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0, _failure_note(failed[rel]))
-        os.makedirs(os.path.join(src, a), exist_ok=True)
-        nbformat.write(nb, os.path.join(src, a, name))
+        files[f"{a}/{name}"] = nbformat.writes(nb)
         pages.append((a, f"{a}/{name[:-len('.ipynb')]}"))
-    with open(os.path.join(src, "index.md"), "w") as fh:
-        fh.write(_index(variant, pages))
-    with open(os.path.join(src, "conf.py"), "w") as fh:
-        fh.write(CONF.format(title=TITLE, html_title=f"{TITLE} ({variant})", mathjax_script=MATHJAX_SCRIPT))
+    files["index.md"] = _index(variant, pages)
+    files["conf.py"] = CONF.format(title=TITLE, html_title=f"{TITLE} ({variant})", mathjax_script=MATHJAX_SCRIPT)
+    return files
+
+
+def _tools() -> str:
+    """The versions of what turns the sources into pages (a new one builds the pages again)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for dist in ("sphinx", "myst-nb", "myst-parser", "furo", "django-static-mathjax"):
+        try:
+            out.append(f"{dist}=={version(dist)}")
+        except PackageNotFoundError:
+            out.append(f"{dist}: not installed")
+    return " ".join(out)
+
+
+def build(variant: str, executed: dict[str, nbformat.NotebookNode], out: str,
+          failed: dict[str, str] | None = None, log=print) -> str:
+    """Write the Sphinx source of ``variant`` and build it; return the folder of ``index.html``. A lesson of
+    ``failed`` gets a note with its error at the top of its page. When the sources and the tools are those of
+    the last complete build (``<variant>/built.sha256``), the pages are kept as they are: Sphinx is not run."""
+    folder = os.path.join(out, variant)
+    src, html = os.path.join(folder, "source"), os.path.join(folder, "html")
+    stamp = os.path.join(folder, "built.sha256")
+    files = _source_files(variant, executed, failed)
+    h = hashlib.sha256(_tools().encode())
+    for path in sorted(files):
+        h.update(b"\0" + path.encode() + b"\0" + hashlib.sha256(files[path].encode()).digest())
+    digest = h.hexdigest()
+    with contextlib.suppress(OSError):
+        if open(stamp).read().strip() == digest and os.path.isfile(os.path.join(html, "index.html")):
+            log(f"[site] {variant}: pages up to date (same sources as the last build), Sphinx not run", flush=True)
+            return html
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(src)
+    copy_mathjax(os.path.join(src, "_static"))
+    for path, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(src, path)), exist_ok=True)
+        with open(os.path.join(src, path), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", src, html],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"sphinx-build failed for the {variant} site:\n{proc.stderr[-4000:]}")
+    with open(stamp, "w") as fh:
+        fh.write(digest + "\n")
+    log(f"[site] {variant}: pages built in {time.monotonic() - t0:.0f} s", flush=True)
     return html
 
 

@@ -146,11 +146,15 @@ def test_a_second_build_with_nothing_changed_executes_nothing(site, capsys):
     runs, cached = _cache_state(site)
     assert [r["notebook"] for r in runs] == ["01_attention/attention.ipynb"] and runs[0]["ok"], runs
     assert len(cached) == 1, f"one executed notebook should be cached, found {sorted(cached)}"
+    pages = {p: p.stat().st_mtime_ns for p in site.glob("*/html/**/*.html")}
     capsys.readouterr()
     assert site_mod.main(["--lessons", "01", "--out", str(site)]) == 0
     printed = capsys.readouterr().out
     assert "01_attention/attention.ipynb: cached (not executed" in printed, printed
     assert "executing" not in printed, f"the second build executed a notebook:\n{printed}"
+    for variant in ("instructor", "students"):
+        assert f"{variant}: pages up to date" in printed, f"the {variant} pages were built again:\n{printed}"
+    assert {p: p.stat().st_mtime_ns for p in site.glob("*/html/**/*.html")} == pages, "pages were rewritten"
     assert _cache_state(site) == (runs, cached), "the second build executed lesson 01 again (cache log or file changed)"
     text = (site / "students" / "html" / "01_attention" / "attention.html").read_text()
     assert re.findall(r"<img [^>]*>", text), "the cached outputs did not reach the rebuilt page"
@@ -227,7 +231,12 @@ def test_a_failing_or_timed_out_notebook_is_reported_and_the_others_build(tmp_pa
                                                        ("03_slow/slow.ipynb", False)], runs
     assert len(cached) == 1, f"only the good notebook may be cached: {sorted(cached)}"
 
+    capsys.readouterr()
     assert site_mod.main(args[:-2] + ["--timeout", "5", "--lessons", "01,02"]) == 1
+    printed = capsys.readouterr().out
+    assert "instructor: pages built" in printed and "students: pages built" in printed, \
+        f"another set of lessons must build the pages again:\n{printed}"
+    assert not (out / "students" / "html" / "03_slow").exists(), "a lesson left out of the build kept its page"
     again, _ = _cache_state(out)
     assert [r["notebook"] for r in again[len(runs):]] == ["02_fails/fails.ipynb"], \
         f"the second build should execute the failed notebook again and reuse the good one: {again[len(runs):]}"
