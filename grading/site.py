@@ -1,7 +1,7 @@
 """The rendered edition of the course: a static site of the twelve lessons with their outputs.
 
     python -m grading site [--variant instructor|students|both] [--lessons 01,02] [--out DIR]
-                           [--timeout 900] [--rebuild]
+                           [--timeout 900] [--rebuild] [--cache DIR]
     make site
 
 Two variants, built offline with Sphinx and MyST-NB (furo theme: navigation between lessons,
@@ -28,6 +28,9 @@ built from what ran with a note at its top, it is not cached (the next build tri
 other lessons still build and the command exits 1. MyST-NB's own ``nb_execution_mode = "cache"``
 is not used: jupyter-cache keys a notebook by its code alone (a change to ``course_lib`` would
 not execute it again), and the students' variant must show the instructor's run.
+A variant whose Sphinx sources (the notebooks as written for it, ``index.md``, ``conf.py``) and tools
+(Sphinx, MyST-NB, furo, MathJax versions) have the digest of its last complete build (``<variant>/built.sha256``)
+is not built again: a build with nothing changed runs neither a notebook nor Sphinx.
 
 Formulas are typeset by MathJax 3 served from the site itself (``_static/mathjax/``, copied from
 the ``django-static-mathjax`` package of the ``site`` extra, which ships MathJax's files and has
