@@ -13,7 +13,7 @@ deleted or rewritten.
     python -m grading report [--threshold 50] [--roster grading/roster.csv] [--lms-ids nbgrader]
                                                          (class report, LMS files, similarity; grading/report.py)
     python -m grading site [--variant both] [--lessons 01,02]  (the rendered course: grading/site.py)
-    python -m grading collect --lms canvas|moodle --assignment 01_attention DOWNLOAD [--roster grading/roster.csv]
+    python -m grading collect --lms canvas|moodle DOWNLOAD [--assignment 01_attention] [--roster grading/roster.csv]
                                                          (an LMS's submissions download into grading/submitted/:
                                                           grading/collect.py)
 """

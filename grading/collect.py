@@ -1,6 +1,6 @@
 """Collect a class's submissions from an LMS download into ``grading/submitted/<student>/<assignment>/``.
 
-    python -m grading collect --lms canvas|moodle --assignment 01_attention DOWNLOAD [--roster grading/roster.csv]
+    python -m grading collect --lms canvas|moodle DOWNLOAD [--assignment 01_attention] [--roster grading/roster.csv]
                               [--replace] [--dry-run]
 
 ``DOWNLOAD`` is the ZIP the LMS gives for one assignment (or the folder it was unpacked into); it is
@@ -19,6 +19,8 @@ file the LMS grade files use, ``grading/lms.py``) says which nbgrader id each LM
   student is matched by full name: the roster's ``name`` with case, punctuation and word order ignored
   ("Doe, Jane" matches "Jane Doe"); two roster rows with the same name match no one.
 
+Without ``--assignment``, the assignment is the one whose notebooks the submitted files are named after
+(a download is for one assignment; two or none is an error asking for ``--assignment``).
 Each notebook of the assignment (``notebooks/<assignment>/*.ipynb``) goes to
 ``grading/submitted/<student>/<assignment>/<notebook>``. Every file of the download that is not collected is
 reported by name with the reason (no roster row, not a notebook of the assignment, two files for the same
@@ -69,6 +71,7 @@ class Entry:
     student: str = ""
     dest: str = ""
     late: bool = False
+    assignment: str = ""
     _data: bytes | None = field(default=None, repr=False)
 
 
@@ -173,22 +176,58 @@ def notebooks_of(assignment: str, notebooks_dir: str = NOTEBOOKS_DIR) -> list[st
     return names
 
 
-def collect(lms_name: str, download: str, assignment: str, roster: dict, submitted: str, *,
+def _original(lms_name: str, name: str) -> str | None:
+    """The file name the student submitted, read from an entry's name in the download (no roster needed)."""
+    if lms_name == "canvas":
+        m = CANVAS.match(os.path.basename(name))
+        return m["file"] if m else None
+    parts = name.split("/")
+    for i, part in enumerate(parts):
+        m = MOODLE.match(part)
+        if m and m["plugin"] == "file":
+            return m["file"] or ("/".join(parts[i + 1:]) or None)
+    return None
+
+
+def infer_assignment(lms_name: str, names: list[str], notebooks_dir: str = NOTEBOOKS_DIR) -> str:
+    """The one assignment whose notebooks the download's submitted files are named after (``attention.ipynb``,
+    or Canvas's ``attention-1.ipynb``): an LMS download is for one assignment."""
+    owner = {}
+    for a in sorted(os.listdir(notebooks_dir)):
+        if os.path.isdir(os.path.join(notebooks_dir, a)):
+            for f in os.listdir(os.path.join(notebooks_dir, a)):
+                if f.endswith(".ipynb"):
+                    owner.setdefault(f, set()).add(a)
+    found = set()
+    for name in names:
+        original = _original(lms_name, name)
+        if original:
+            again = RESUBMITTED.match(original)
+            found |= owner.get(original, set()) or (owner.get(again["stem"] + again["ext"], set()) if again else set())
+    if len(found) != 1:
+        raise CollectError(f"cannot tell which assignment this download is for: its notebooks belong to "
+                           f"{sorted(found) or 'no assignment'}; name it with --assignment")
+    return found.pop()
+
+
+def collect(lms_name: str, download: str, assignment: str | None, roster: dict, submitted: str, *,
             replace: bool = False, dry_run: bool = False, notebooks_dir: str = NOTEBOOKS_DIR,
             max_bytes: int | None = None) -> list[Entry]:
-    """Copy the download's notebooks of ``assignment`` into ``submitted``; return every entry of the download with
-    what became of it. Reads the download only."""
+    """Copy the download's notebooks of ``assignment`` (None: the one its notebooks are named after) into
+    ``submitted``; return every entry of the download with what became of it. Reads the download only."""
     if lms_name not in LMS:
         raise CollectError(f"unknown LMS {lms_name!r}: expected one of {', '.join(LMS)}")
+    read = _read_download(download, max_bytes or int(os.environ.get("COURSE_INTAKE_MAX_BYTES", 50_000_000)))
+    if assignment is None:
+        assignment = infer_assignment(lms_name, [e.name for e, _ in read], notebooks_dir)
     wanted = notebooks_of(assignment, notebooks_dir)
     bad = sorted(sid for sid in roster if UNSAFE_ID.search(sid) or sid in (".", ".."))
     if bad:
         raise CollectError(f"roster ids that cannot be folder names or that nbgrader reads as patterns "
                            f"([, ], *, ?, /, \\, a leading dot): {bad}")
-    max_bytes = max_bytes or int(os.environ.get("COURSE_INTAKE_MAX_BYTES", 50_000_000))
     match = _match_canvas if lms_name == "canvas" else _match_moodle
     entries, targets = [], {}
-    for e, data in _read_download(download, max_bytes):
+    for e, data in read:
         entries.append(e)
         if data is None:
             continue
@@ -202,6 +241,7 @@ def collect(lms_name: str, download: str, assignment: str, roster: dict, submitt
         if notebook not in wanted:
             e.why = f"{original!r} is not a notebook of {assignment} (expected {', '.join(wanted)})"
             continue
+        e.assignment = assignment
         e.dest = os.path.join(submitted, e.student, assignment, notebook)
         e._data = data
         targets.setdefault(e.dest, []).append(e)
@@ -253,7 +293,9 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("download", help="the LMS's submissions download: a ZIP file or the folder it was unpacked into")
     p.add_argument("--lms", choices=LMS, required=True)
-    p.add_argument("--assignment", required=True, help="the assignment this download is for, e.g. 01_attention")
+    p.add_argument("--assignment", default=None,
+                   help="the assignment this download is for, e.g. 01_attention (default: the one whose notebooks "
+                        "the submitted files are named after)")
     p.add_argument("--roster", default=os.path.join(GRADING_DIR, "roster.csv"),
                    help="roster CSV (default grading/roster.csv; README, 'The roster')")
     p.add_argument("--submitted", default=os.path.join(GRADING_DIR, "submitted"), help=argparse.SUPPRESS)
@@ -268,6 +310,9 @@ def main(argv=None) -> int:
     except (CollectError, lms.RosterError, zipfile.BadZipFile, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    assignment = args.assignment or next((e.assignment for e in entries if e.assignment), None)
+    if assignment is None:  # nothing matched a notebook: name it from the download, for the messages
+        assignment = infer_assignment(args.lms, [e.name for e in entries])
     verb = "would be " if args.dry_run else ""
     for e in entries:
         late = " (LATE)" if e.late else ""
@@ -282,9 +327,9 @@ def main(argv=None) -> int:
     absent = sorted(set(roster) - set(students))
     if not args.dry_run:
         course = os.path.dirname(os.path.abspath(args.submitted))
-        log = write_log(entries, os.path.join(course, "logs", "collect"), args.lms, args.assignment, args.download)
+        log = write_log(entries, os.path.join(course, "logs", "collect"), args.lms, assignment, args.download)
         print(f"[collect] summary of every entry: {log}")
-    print(f"[collect] {args.assignment}: {len(students)} student(s) collected from {len(entries)} file(s); "
+    print(f"[collect] {assignment}: {len(students)} student(s) collected from {len(entries)} file(s); "
           f"{len(missed)} file(s) not collected" + (" (listed above)" if missed else "")
           + (f"; no submission from {len(absent)} roster student(s): {', '.join(absent)}" if absent else ""))
     return 1 if missed else 0

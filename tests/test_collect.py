@@ -184,8 +184,9 @@ def test_the_command_names_what_it_left_out_and_exits_1(tmp_path):
     dry = run_collect(["--lms", "canvas", "--assignment", ASSIGNMENT, "--roster", roster, "--dry-run", download], root)
     assert dry.returncode == 1 and "attention.ipynb: would be collected" in dry.stdout, dry.stdout + dry.stderr
     assert os.listdir(root) == [], f"--dry-run wrote {os.listdir(root)}"
-    proc = run_collect(["--lms", "canvas", "--assignment", ASSIGNMENT, "--roster", roster, download], root)
+    proc = run_collect(["--lms", "canvas", "--roster", roster, download], root)  # the assignment from the names
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "[collect] 01_attention: 2 student(s) collected from 4 file(s)" in proc.stdout, proc.stdout
     assert "NOT COLLECTED strangerzed_99999_900103_attention.ipynb: no roster row has canvas_id 99999" in proc.stderr
     assert "NOT COLLECTED doealice_48211_900101_notes.txt" in proc.stderr, proc.stderr
     assert "(LATE)" in proc.stdout and "no submission from 3 roster student(s): carol, dan, erin" in proc.stdout, \
@@ -195,6 +196,10 @@ def test_the_command_names_what_it_left_out_and_exits_1(tmp_path):
     assert {e["name"] for e in json.load(open(logs[0]))["entries"]} == set(canvas_files(FAKE))
     bad = run_collect(["--lms", "canvas", "--assignment", "99_nothing", "--roster", roster, download], root)
     assert bad.returncode == 2 and "no assignment '99_nothing'" in bad.stderr, bad.stderr
+    notes = write_zip(tmp_path / "notes.zip", {"doealice_48211_900101_notes.txt": b"notes\n"})
+    unknown = run_collect(["--lms", "canvas", "--roster", roster, notes], root)
+    assert unknown.returncode == 2 and "cannot tell which assignment" in unknown.stderr \
+        and "--assignment" in unknown.stderr, unknown.stderr
 
 
 # ====================================================================== collected, then graded (slow)
@@ -237,3 +242,14 @@ def test_canvas_and_moodle_downloads_of_the_demo_class_are_collected_and_graded(
     got = {s: float(rows[s]["score"]) for s in DEMO_OF if s in rows}
     assert got == {s: expected[DEMO_OF[s]] for s in DEMO_OF}, f"scores {got}, expected the demo's {expected}"
     assert set(rows) == set(DEMO_OF), f"grades.csv should list exactly the collected class: {sorted(rows)}"
+
+
+def test_a_roster_id_that_cannot_be_a_folder_is_refused_before_anything_is_written(tmp_path):
+    from grading import collect, lms
+
+    roster = lms.read_roster(write_roster(tmp_path / "roster.csv", ROSTER + [("al[ei]ce", "Ali Ce", "1"),
+                                                                              ("../up", "Up Per", "2")]))
+    download = write_zip(tmp_path / "s.zip", canvas_files(FAKE))
+    with pytest.raises(collect.CollectError, match=r"reads as patterns.*\['\.\./up', 'al\[ei\]ce'\]"):
+        collect.collect("canvas", download, ASSIGNMENT, roster, str(tmp_path / "submitted"))
+    assert not (tmp_path / "submitted").exists()
