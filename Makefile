@@ -72,11 +72,13 @@ grade: $(GRADE_STAMP)
 test: $(TEST_STAMP)
 	OMP_NUM_THREADS=1 COURSE_COST_MAP=tests/cost_map.json $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder tests notebooks --nbval-lax --nbval-current-env
 
-$(SITE_STAMP): $(LAB_STAMP)
+$(SITE_STAMP): $(LAB_STAMP) pyproject.toml
 	$(PY) -m pip install -e ".[lab,data,grade,site]"
 	touch $(SITE_STAMP)
 
-# executes the twelve notebooks once (default settings, several minutes), then builds both variants offline
+# executes the notebooks that changed since the last build (a cache keyed by each notebook's code and
+# course_lib: the first build runs all twelve, several minutes; one with nothing changed runs none), then
+# builds both variants, MathJax included, so they read offline (grading/docs/site-and-collect.md)
 site: $(SITE_STAMP)
 	$(PY) -m grading site
 

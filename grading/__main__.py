@@ -15,6 +15,9 @@ deleted or rewritten.
     python -m grading report [--threshold 50] [--roster grading/roster.csv] [--lms-ids nbgrader]
                                                          (class report, LMS files, similarity; grading/report.py)
     python -m grading site [--variant both] [--lessons 01,02]  (the rendered course: grading/site.py)
+    python -m grading collect --lms canvas|moodle DOWNLOAD [--assignment 01_attention] [--roster grading/roster.csv]
+                                                         (an LMS's submissions download into grading/submitted/:
+                                                          grading/collect.py)
 """
 from __future__ import annotations
 
@@ -42,6 +45,10 @@ def main(argv=None) -> int:
         from grading import site
 
         return site.main(argv[1:])
+    if argv[:1] == ["collect"]:  # its own options (grading/collect.py)
+        from grading import collect
+
+        return collect.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m grading", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -105,6 +112,8 @@ def main(argv=None) -> int:
     b.add_argument("--out", default=None, help="folder to write (replaced); default grading/bundle")
 
     sub.add_parser("site", help="build the rendered course, instructor's and students' variants (grading/site.py)")
+    sub.add_parser("collect", help="copy a Canvas or Moodle submissions download into grading/submitted/ "
+                                   "(grading/collect.py)")
 
     r = sub.add_parser("report", help="rebuild the class report, the LMS files and the similarity table from the "
                                       "gradebook, without grading again (grading/report.py)")

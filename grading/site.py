@@ -1,6 +1,7 @@
 """The rendered edition of the course: a static site of the twelve lessons with their outputs.
 
     python -m grading site [--variant instructor|students|both] [--lessons 01,02] [--out DIR]
+                           [--timeout 900] [--rebuild] [--cache DIR]
     make site
 
 Two variants, built offline with Sphinx and MyST-NB (furo theme: navigation between lessons,
@@ -17,15 +18,42 @@ Each notebook is executed once (nbclient, in its own folder, so it finds its dat
 the students' variant reuses those outputs. A figure's alt text is the one sentence in its
 cell's metadata (``mystnb.image.alt``), which MyST-NB writes into the ``<img>`` tag.
 
+Execution is cached by content (``<out>/.cache/``): the key is a sha256 of the notebook's code
+cells (their sources, in order, and the kernel's name), every file of ``course_lib`` and the other
+files of the lesson's folder. A notebook whose key has an executed copy in the cache is not run
+again: the cached outputs are put on the current notebook's code cells (so a prose edit shows at
+once without executing anything). Each execution is appended to ``.cache/executions.jsonl``.
+A notebook that raises or runs past ``--timeout`` seconds in one cell is reported, its page is
+built from what ran with a note at its top, it is not cached (the next build tries again), the
+other lessons still build and the command exits 1. MyST-NB's own ``nb_execution_mode = "cache"``
+is not used: jupyter-cache keys a notebook by its code alone (a change to ``course_lib`` would
+not execute it again), and the students' variant must show the instructor's run.
+A variant whose Sphinx sources (the notebooks as written for it, ``index.md``, ``conf.py``) and tools
+(Sphinx, MyST-NB, furo, MathJax versions) have the digest of its last complete build (``<variant>/built.sha256``)
+is not built again: a build with nothing changed runs neither a notebook nor Sphinx.
+
+Formulas are typeset by MathJax 3 served from the site itself (``_static/mathjax/``, copied from
+the ``django-static-mathjax`` package of the ``site`` extra, which ships MathJax's files and has
+no dependency): the pages read offline, opened from disk or from any server. Nothing else is loaded from
+the network either: MyST-NB's ipywidgets scripts (require.js and the widget manager, from CDNs) are left
+out, so an interactive widget (lesson 01's attention explorer) shows on the site as nothing: it needs a
+kernel, in JupyterLab.
+
 Publishing: the folder printed at the end is a plain static site (``index.html`` at its top):
 copy it to any web server, or push it to a ``gh-pages`` branch for GitHub Pages (README says
-how). Does NOT cover: executing with ``FULL_RUN = True`` (a long run: do it in JupyterLab).
+how). Does NOT cover: executing with ``FULL_RUN = True`` (a long run: do it in JupyterLab);
+a change of installed packages (torch, ...) does not invalidate the cache: ``--rebuild`` does.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import datetime
+import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,9 +61,16 @@ import time
 
 import nbformat
 
-from grading import GRADING_DIR, NOTEBOOKS_DIR
+from grading import GRADING_DIR, NOTEBOOKS_DIR, REPO_DIR
 
 DEFAULT_OUT = os.path.join(GRADING_DIR, "site")
+COURSE_LIB_DIR = os.path.join(REPO_DIR, "course_lib")
+CACHE_VERSION = "site-cache-1"  # bump when what a cached notebook holds changes
+DEFAULT_TIMEOUT = 900  # seconds per cell
+# what the site serves of MathJax 3 (its es5 folder): the component the pages load, the TeX extensions it
+# loads on demand (\require, autoload), its fonts, and its menu and accessibility modules (lazy)
+MATHJAX_SCRIPT = "tex-mml-chtml.js"
+MATHJAX_PARTS = (MATHJAX_SCRIPT, "input/tex/extensions", "output/chtml/fonts", "a11y", "ui")
 VARIANTS = ("instructor", "students")
 TITLE = "Transformers for Medicine"
 
@@ -45,9 +80,11 @@ author = "the course's instructors"
 extensions = ["myst_nb"]
 html_theme = "furo"
 html_title = {html_title!r}
-html_static_path = []
-nb_execution_mode = "off"          # executed by grading/site.py beforehand (nbclient)
+html_static_path = ["_static"]
+mathjax_path = "mathjax/{mathjax_script}"   # MathJax 3 served by the site (offline), not a CDN
+nb_execution_mode = "off"          # executed by grading/site.py beforehand (nbclient, cached by content)
 nb_merge_streams = True
+nb_ipywidgets_js = {{}}             # no require.js / widget manager from a CDN: a widget needs a kernel (JupyterLab)
 myst_enable_extensions = ["dollarmath", "amsmath"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 suppress_warnings = ["mystnb.unknown_mime_type", "myst.header", "misc.highlighting_failure"]
@@ -58,23 +95,24 @@ def _nbg(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
 
 
-def lessons(selected: list[str] | None = None) -> list[tuple[str, str]]:
+def lessons(selected: list[str] | None = None, notebooks: str = NOTEBOOKS_DIR) -> list[tuple[str, str]]:
     """(assignment, notebook path) of every lesson, in order; ``selected``: prefixes such as "01"."""
     out = []
-    for a in sorted(os.listdir(NOTEBOOKS_DIR)):
-        folder = os.path.join(NOTEBOOKS_DIR, a)
+    for a in sorted(os.listdir(notebooks)):
+        folder = os.path.join(notebooks, a)
         if not (os.path.isdir(folder) and a[:2].isdigit()):
             continue
         if selected and not any(a.startswith(s) for s in selected):
             continue
         out += [(a, os.path.join(folder, f)) for f in sorted(os.listdir(folder)) if f.endswith(".ipynb")]
     if selected and not out:
-        raise SystemExit(f"no lesson matches {selected}; the lessons are {sorted(os.listdir(NOTEBOOKS_DIR))}")
+        raise SystemExit(f"no lesson matches {selected}; the lessons are {sorted(os.listdir(notebooks))}")
     return out
 
 
-def execute(path: str, timeout: int = 900) -> nbformat.NotebookNode:
-    """The notebook executed top to bottom in its own folder (a cell that raises stops the build)."""
+def execute(path: str, timeout: int = DEFAULT_TIMEOUT) -> tuple[nbformat.NotebookNode, str | None]:
+    """The notebook executed top to bottom in its own folder, and None; or, when a cell raised or ran past
+    ``timeout`` seconds (or the kernel died), the notebook as far as it ran and what went wrong."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
@@ -83,13 +121,171 @@ def execute(path: str, timeout: int = 900) -> nbformat.NotebookNode:
     old = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
+    error = None
     try:
         NotebookClient(nb, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": os.path.dirname(path)}}).execute()
+    except Exception as err:  # noqa: BLE001 - any failure of one notebook is reported, the others still build
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()  # without terminal colours
+        what = f"{err.ename}: {err.evalue}" if getattr(err, "ename", None) else (lines[0] if lines else "")
+        # first line: what happened, in one line; then the end of nbclient's report (the cell and its traceback)
+        error = f"{type(err).__name__} ({what})\n" + "\n".join(lines[-15:])
     finally:
         os.environ.clear()
         os.environ.update(old)
+    return nb, error
+
+
+# ---------------------------------------------------------------- the execution cache
+def _files_digest(h, folder: str, skip_ext: tuple[str, ...] = ()) -> None:
+    """Feed ``h`` every regular file under ``folder`` (relative path and bytes, sorted), links not followed."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".ipynb_checkpoints"))
+        for f in sorted(files):
+            full = os.path.join(root, f)
+            if f.endswith((".pyc",) + skip_ext) or not os.path.isfile(full) or os.path.islink(full):
+                continue
+            h.update(os.path.relpath(full, folder).encode() + b"\0")
+            with open(full, "rb") as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+
+
+def cache_key(path: str, course_lib: str = COURSE_LIB_DIR) -> str:
+    """sha256 of what a notebook's outputs depend on: its code cells' sources in order, its kernel's name,
+    every file of ``course_lib`` and the lesson folder's other files. Markdown, metadata and outputs are not
+    in it (editing prose does not execute the notebook again)."""
+    nb = nbformat.read(path, as_version=4)
+    h = hashlib.sha256(CACHE_VERSION.encode() + b"\0")
+    kernel = nb.metadata.get("kernelspec", {}).get("name", "python3")
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    h.update(json.dumps({"kernel": kernel, "code": code}, sort_keys=True).encode())
+    h.update(b"\0course_lib\0")
+    _files_digest(h, course_lib)
+    h.update(b"\0lesson\0")
+    _files_digest(h, os.path.dirname(path), skip_ext=(".ipynb",))
+    return h.hexdigest()
+
+
+def with_cached_outputs(path: str, cached: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The current notebook at ``path`` with the outputs of the cached run on its code cells (same code, same
+    order: the cache key says so). A fresh run goes through here too, so a page is the same either way."""
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    ran = [c for c in cached.cells if c.cell_type == "code"]
+    if [c.source for c in code] != [c.source for c in ran]:
+        raise ValueError(f"the cached run of {path} has other code cells than the notebook: the cache is corrupt")
+    for cell, done in zip(code, ran):
+        cell.outputs, cell.execution_count = done.outputs, done.execution_count
+        if "execution" in done.metadata:  # nbclient's timestamps
+            cell.metadata["execution"] = done.metadata["execution"]
+    for key in ("language_info", "widgets"):  # what the run's kernel reported, and the widgets' state
+        if key in cached.metadata:
+            nb.metadata[key] = cached.metadata[key]
     return nb
+
+
+class Cache:
+    """Executed notebooks by cache key in ``folder`` (``<key>.ipynb``) and a log of every execution."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        os.makedirs(folder, exist_ok=True)
+        self.log = os.path.join(folder, "executions.jsonl")
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.folder, f"{key}.ipynb")
+
+    def get(self, key: str) -> nbformat.NotebookNode | None:
+        try:
+            return nbformat.read(self.path(key), as_version=4)
+        except (OSError, ValueError):  # missing, or half-written by a killed build: execute again
+            return None
+
+    def put(self, key: str, nb: nbformat.NotebookNode) -> None:
+        tmp = self.path(key) + f".{os.getpid()}.tmp"
+        nbformat.write(nb, tmp)
+        os.replace(tmp, self.path(key))
+
+    def record(self, notebook: str, key: str, seconds: float, error: str | None) -> None:
+        entry = {"notebook": notebook, "key": key, "seconds": round(seconds, 1), "ok": error is None,
+                 "error": error, "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        with open(self.log, "a") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+    def executions(self) -> list[dict]:
+        """Every execution recorded, oldest first."""
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+
+def execute_all(todo: list[tuple[str, str]], cache: Cache, timeout: int = DEFAULT_TIMEOUT, reuse: bool = True,
+                log=print) -> tuple[dict[str, nbformat.NotebookNode], dict[str, str]]:
+    """{"<assignment>/<notebook>": executed notebook} for every lesson of ``todo``, from the cache where its
+    key is there, and {same: what went wrong} for those that failed (their notebooks as far as they ran).
+    ``reuse`` False (``--rebuild``): execute everything, and store the new runs."""
+    executed, failed = {}, {}
+    for i, (a, path) in enumerate(todo, 1):
+        rel = f"{a}/{os.path.basename(path)}"
+        key = cache_key(path)
+        hit = cache.get(key) if reuse else None
+        if hit is not None:
+            executed[rel] = with_cached_outputs(path, hit)
+            log(f"[site] {i}/{len(todo)} {rel}: cached (not executed; key {key[:12]})", flush=True)
+            continue
+        log(f"[site] {i}/{len(todo)} {rel}: executing (at most {timeout} s a cell) ...", flush=True)
+        t0 = time.monotonic()
+        nb, error = execute(path, timeout)
+        seconds = time.monotonic() - t0
+        cache.record(rel, key, seconds, error)
+        if error is None:
+            cache.put(key, nb)
+            executed[rel] = with_cached_outputs(path, nb)
+            log(f"[site] {i}/{len(todo)} {rel}: done in {seconds:.0f} s", flush=True)
+        else:
+            executed[rel], failed[rel] = nb, error
+            log(f"[site] {i}/{len(todo)} {rel}: FAILED after {seconds:.0f} s ({error.splitlines()[0]}); "
+                f"its page shows what ran, the other lessons still build", flush=True)
+    return executed, failed
+
+
+def _failure_note(error: str) -> nbformat.NotebookNode:
+    """The cell put at the top of a lesson whose execution failed (the error in a code block, never as markup)."""
+    fence = "````"
+    return nbformat.v4.new_markdown_cell(
+        "```{warning}\nThis lesson did not execute completely when the site was built: the outputs below stop "
+        f"where it failed.\n```\n\n{fence}text\n{error}\n{fence}\n")
+
+
+# ---------------------------------------------------------------- MathJax, served by the site
+def mathjax_folder() -> str:
+    """MathJax 3's es5 folder as the ``django-static-mathjax`` package installs it (the ``site`` extra)."""
+    try:
+        import mathjax
+    except ImportError:
+        raise SystemExit("the site serves MathJax itself: install the `site` extra (`pip install -e '.[site]'`, "
+                         "which installs django-static-mathjax; `make site` does it)") from None
+    folder = os.path.join(os.path.dirname(mathjax.__file__), "static", "mathjax", "es5")
+    if not os.path.isfile(os.path.join(folder, MATHJAX_SCRIPT)):
+        raise SystemExit(f"no {MATHJAX_SCRIPT} in {folder}: the installed `mathjax` module is not "
+                         "django-static-mathjax's MathJax 3 (pip install django-static-mathjax)")
+    return folder
+
+
+def copy_mathjax(static: str) -> str:
+    """Copy what the pages use of MathJax into ``static``/mathjax (its licence included); return that folder."""
+    src = mathjax_folder()
+    dest = os.path.join(static, "mathjax")
+    for part in MATHJAX_PARTS:
+        s, d = os.path.join(src, part), os.path.join(dest, part)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        if os.path.isdir(s):
+            shutil.copytree(s, d)
+        else:
+            shutil.copy2(s, d)
+    shutil.copy2(os.path.join(os.path.dirname(src), "LICENSE"), os.path.join(dest, "LICENSE"))
+    return dest
 
 
 def students_edition(executed: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -119,27 +315,68 @@ def _index(variant: str, pages: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def build(variant: str, executed: dict[str, nbformat.NotebookNode], out: str) -> str:
-    """Write the Sphinx source of ``variant`` and build it; return the folder of ``index.html``."""
-    src = os.path.join(out, variant, "source")
-    html = os.path.join(out, variant, "html")
-    shutil.rmtree(os.path.join(out, variant), ignore_errors=True)
-    os.makedirs(src)
-    pages = []
+def _source_files(variant: str, executed: dict[str, nbformat.NotebookNode],
+                  failed: dict[str, str] | None) -> dict[str, str]:
+    """{path in the Sphinx source folder: text} of ``variant``: its notebooks, index.md and conf.py."""
+    files, pages = {}, []
     for rel, nb in executed.items():
         a, name = rel.split("/")
         nb = nb if variant == "instructor" else students_edition(nb)
-        os.makedirs(os.path.join(src, a), exist_ok=True)
-        nbformat.write(nb, os.path.join(src, a, name))
+        if failed and rel in failed:
+            nb = copy.deepcopy(nb)
+            nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0, _failure_note(failed[rel]))
+        files[f"{a}/{name}"] = nbformat.writes(nb)
         pages.append((a, f"{a}/{name[:-len('.ipynb')]}"))
-    with open(os.path.join(src, "index.md"), "w") as fh:
-        fh.write(_index(variant, pages))
-    with open(os.path.join(src, "conf.py"), "w") as fh:
-        fh.write(CONF.format(title=TITLE, html_title=f"{TITLE} ({variant})"))
+    files["index.md"] = _index(variant, pages)
+    files["conf.py"] = CONF.format(title=TITLE, html_title=f"{TITLE} ({variant})", mathjax_script=MATHJAX_SCRIPT)
+    return files
+
+
+def _tools() -> str:
+    """The versions of what turns the sources into pages (a new one builds the pages again)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for dist in ("sphinx", "myst-nb", "myst-parser", "furo", "django-static-mathjax"):
+        try:
+            out.append(f"{dist}=={version(dist)}")
+        except PackageNotFoundError:
+            out.append(f"{dist}: not installed")
+    return " ".join(out)
+
+
+def build(variant: str, executed: dict[str, nbformat.NotebookNode], out: str,
+          failed: dict[str, str] | None = None, log=print) -> str:
+    """Write the Sphinx source of ``variant`` and build it; return the folder of ``index.html``. A lesson of
+    ``failed`` gets a note with its error at the top of its page. When the sources and the tools are those of
+    the last complete build (``<variant>/built.sha256``), the pages are kept as they are: Sphinx is not run."""
+    folder = os.path.join(out, variant)
+    src, html = os.path.join(folder, "source"), os.path.join(folder, "html")
+    stamp = os.path.join(folder, "built.sha256")
+    files = _source_files(variant, executed, failed)
+    h = hashlib.sha256(_tools().encode())
+    for path in sorted(files):
+        h.update(b"\0" + path.encode() + b"\0" + hashlib.sha256(files[path].encode()).digest())
+    digest = h.hexdigest()
+    with contextlib.suppress(OSError):
+        if open(stamp).read().strip() == digest and os.path.isfile(os.path.join(html, "index.html")):
+            log(f"[site] {variant}: pages up to date (same sources as the last build), Sphinx not run", flush=True)
+            return html
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(src)
+    copy_mathjax(os.path.join(src, "_static"))
+    for path, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(src, path)), exist_ok=True)
+        with open(os.path.join(src, path), "w", encoding="utf-8") as fh:
+            fh.write(text)
+    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", src, html],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"sphinx-build failed for the {variant} site:\n{proc.stderr[-4000:]}")
+    with open(stamp, "w") as fh:
+        fh.write(digest + "\n")
+    log(f"[site] {variant}: pages built in {time.monotonic() - t0:.0f} s", flush=True)
     return html
 
 
@@ -148,6 +385,12 @@ def main(argv=None) -> int:
     p.add_argument("--variant", choices=VARIANTS + ("both",), default="both")
     p.add_argument("--lessons", default="", help="comma-separated lesson prefixes (default: all twelve)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT,
+                   help=f"seconds one cell may run before its notebook is reported as failed (default {DEFAULT_TIMEOUT})")
+    p.add_argument("--rebuild", action="store_true",
+                   help="execute every notebook again, cached or not (after installing other packages)")
+    p.add_argument("--cache", default=None, help="execution cache folder (default OUT/.cache)")
+    p.add_argument("--notebooks", default=NOTEBOOKS_DIR, help=argparse.SUPPRESS)  # the tests' own lessons
     args = p.parse_args(argv)
     try:
         import myst_nb  # noqa: F401
@@ -155,18 +398,25 @@ def main(argv=None) -> int:
         print("the site needs Sphinx, MyST-NB and furo: `pip install -e '.[site]'` (make site installs them)",
               file=sys.stderr)
         return 2
+    mathjax_folder()  # before executing anything: the site cannot be built without it
     selected = [s for s in args.lessons.split(",") if s] or None
-    executed = {}
-    todo = lessons(selected)
-    for i, (a, path) in enumerate(todo, 1):
-        t0 = time.monotonic()
-        print(f"[site] executing {i}/{len(todo)}: {a}/{os.path.basename(path)} ...", flush=True)
-        executed[f"{a}/{os.path.basename(path)}"] = execute(path)
-        print(f"[site]     done in {time.monotonic() - t0:.0f} s", flush=True)
+    todo = lessons(selected, args.notebooks)
+    cache = Cache(args.cache or os.path.join(args.out, ".cache"))
+    t0 = time.monotonic()
+    executed, failed = execute_all(todo, cache, args.timeout, reuse=not args.rebuild)
+    ran = len(cache.executions())
+    print(f"[site] notebooks ready in {time.monotonic() - t0:.0f} s (cache: {cache.folder}, "
+          f"{ran} execution(s) recorded)", flush=True)
     variants = VARIANTS if args.variant == "both" else (args.variant,)
     for v in variants:
-        html = build(v, executed, args.out)
+        html = build(v, executed, args.out, failed)
         print(f"[site] {v}: {os.path.join(html, 'index.html')}")
+    if failed:
+        print(f"[site] {len(failed)} of {len(todo)} notebook(s) did not execute completely (their pages say so; "
+              f"nothing of them is cached):", file=sys.stderr)
+        for rel, error in failed.items():
+            print(f"  {rel}: {error.splitlines()[0]}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -13,6 +13,8 @@ Headless Chromium (the Debian package, driven by Playwright) at 1200 px wide:
   (``python -m grading grade``, in the background while the browser works), opened from file://:
   the whole message shows without horizontal scrolling. The class report the same run wrote
   (``grading/report.py``) opens too: it names the misconception, its plots decode and have alt text.
+* The rendered course (``grading/site.py``, issue 64): lesson 01's page of the students' site opened
+  from file:// with the network off: MathJax, served by the site, typesets every formula.
 
 Skipped only when Chromium or the ``playwright`` package is missing. On failure, screenshots (and
 the server's and the grader's logs) go to the git-ignored ``tests/.browser-artifacts/``.
@@ -61,6 +63,7 @@ KERNEL_READY_S = 120  # a loaded 2-core machine: generous limits, and every wait
 CELL_S = 180
 VALIDATE_S = 300
 GRADING_S = 900
+MATHJAX_S = 60  # MathJax typesets lesson 01 in about a second
 
 # what the student types into the answer cell of exercise 4 (scaled_dot_product_attention_torch)
 WRONG = '''def scaled_dot_product_attention_torch(q, k, v, mask=None):
@@ -545,3 +548,59 @@ def _solution(course, grade_id: str, name: str):
     ns = {"np": np, "math": math}
     exec(course["solutions"][grade_id], ns)
     return ns[name]
+
+
+# ---------------------------------------------------------------- the rendered course, offline (issue 64 item 1)
+@pytest.fixture(scope="module")
+def students_site(work):
+    """The students' variant of the rendered course (grading/site.py), lesson 01 only."""
+    pytest.importorskip("myst_nb", reason="the site's packages (the `site` extra) are not installed")
+    out = work / "site"
+    proc = subprocess.run([sys.executable, "-m", "grading", "site", "--lessons", "01", "--variant", "students",
+                           "--out", str(out)], cwd=REPO, env=dict(os.environ, TMPDIR=str(work / "tmp")),
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out / "students" / "html"
+
+
+def test_the_rendered_lesson_typesets_its_formulas_with_the_network_off(browser, students_site):
+    """Issue 64 item 1: lesson 01's page of the students' site, opened from file:// with every other request
+    refused: MathJax (served by the site) typesets every formula (an mjx-container in each math span, no raw
+    \\( ... \\) left in the text), and the page asked for nothing outside the site."""
+    page_file = students_site / "01_attention" / "attention.html"
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, offline=True)
+    refused = []
+
+    def only_files(route):
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_files)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        with artifacts_on_failure("site-offline", page):
+            page.goto(page_file.as_uri(), wait_until="load")
+            spans = page.locator("span.math, div.math")
+            total = spans.count()
+            assert total > 5, f"lesson 01's page should hold formulas, found {total} math elements"
+            typeset = "Array.from(document.querySelectorAll('span.math, div.math'))" \
+                      ".filter(e => e.querySelector('mjx-container')).length"
+            try:
+                page.wait_for_function(f"() => {typeset} === {total}", timeout=MATHJAX_S * 1000)
+            except Exception:  # Playwright's timeout: say what was missing instead of its stack
+                pytest.fail(f"after {MATHJAX_S} s, {page.evaluate(typeset)} of {total} formulas were typeset; "
+                            f"MathJax loaded: {page.evaluate('typeof MathJax')}; requests refused (off the site): "
+                            f"{refused}")
+            assert page.locator("mjx-container").count() >= total
+            body = page.locator("article").inner_text()
+            raw = re.findall(r"\\\(.{0,40}|\\\[.{0,40}", body)
+            assert not raw, f"formulas left as raw LaTeX: {raw[:3]}"
+            assert page.evaluate("typeof MathJax === 'object' && MathJax.version.startsWith('3')"), \
+                "MathJax 3 did not load from the site"
+            assert not refused, f"the page asked the network for {refused}: the site must read offline"
+    finally:
+        context.close()

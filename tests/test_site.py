@@ -1,7 +1,11 @@
 """The rendered edition (grading/site.py): one lesson's pages in both variants, and alt text everywhere.
 
 The full build (twelve notebooks executed) is `make site`, outside `make test`; here lesson 01 is
-executed and built in both variants, which exercises every step of the full build.
+executed and built in both variants, which exercises every step of the full build, then built again
+with nothing changed (issue 64: nothing is executed, as the cache's log of executions shows). Three
+tiny notebooks of the test's own (one fine, one raising, one past the time limit) show that a failing
+notebook is reported and the others still build. MathJax is served by the site itself (the browser
+test, tests/test_browser.py, opens a page offline and finds the formulas typeset).
 """
 import glob
 import html as html_lib
@@ -48,6 +52,14 @@ def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
     assert site_mod.main(["--lessons", "01", "--out", str(out)]) == 0
     return out
+
+
+def _cache_state(out) -> tuple[list[dict], dict[str, float]]:
+    """The cache's log of executions and {cached notebook: mtime}."""
+    from grading import site as site_mod
+
+    cache = site_mod.Cache(str(out / ".cache"))
+    return cache.executions(), {p.name: p.stat().st_mtime_ns for p in (out / ".cache").glob("*.ipynb")}
 
 
 def _solution_lines(path: str) -> list[str]:
@@ -104,3 +116,127 @@ def test_students_site_holds_no_solution(site):
     # the same scan finds them in the instructor's variant (so it is able to find a leak)
     page = _text(str(site / "instructor" / "html" / "01_attention" / "attention.html"))
     assert all(ln in page for ln in solution), "the instructor's page should show every solution line"
+
+
+# ---------------------------------------------------------------- issue 64: offline MathJax, the execution cache
+def test_the_pages_load_mathjax_from_the_site_itself(site):
+    """Issue 64 item 1: the pages typeset formulas with the MathJax the site serves, never a CDN's."""
+    for variant in ("instructor", "students"):
+        html = site / variant / "html"
+        page = (html / "01_attention" / "attention.html").read_text()
+        assert page.count('class="math notranslate nohighlight"') > 5, "lesson 01's page holds no formula to typeset"
+        scripts = re.findall(r'<script [^>]*src="([^"]*)"', page)
+        mathjax = [s for s in scripts if "mathjax" in s.lower() or "tex-" in s]
+        assert len(mathjax) == 1 and mathjax[0].split("?")[0] == "../_static/mathjax/tex-mml-chtml.js", \
+            f"the {variant} page should load MathJax from _static/mathjax/ only, it loads {mathjax}"
+        assert (html / "_static" / "mathjax" / "tex-mml-chtml.js").stat().st_size > 500_000, "MathJax was not copied"
+        assert list((html / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff")), \
+            "MathJax's fonts were not copied"
+        for p in html.rglob("*.html"):
+            text = p.read_text()  # what a page loads: scripts, images, stylesheets (links to follow are fine)
+            remote = re.findall(r'src="(https?://[^"]+)"', text) + re.findall(r'<link [^>]*href="(https?://[^"]+)"', text)
+            assert not remote, f"{p.relative_to(html)} loads from the network: {remote}"
+
+
+def test_a_second_build_with_nothing_changed_executes_nothing(site, capsys):
+    """Issue 64 item 2: lesson 01 built again into the same folder: nothing is executed (the cache's log has no
+    new entry, the cached notebook is not rewritten) and the pages still show the outputs."""
+    from grading import site as site_mod
+
+    runs, cached = _cache_state(site)
+    assert [r["notebook"] for r in runs] == ["01_attention/attention.ipynb"] and runs[0]["ok"], runs
+    assert len(cached) == 1, f"one executed notebook should be cached, found {sorted(cached)}"
+    pages = {p: p.stat().st_mtime_ns for p in site.glob("*/html/**/*.html")}
+    capsys.readouterr()
+    assert site_mod.main(["--lessons", "01", "--out", str(site)]) == 0
+    printed = capsys.readouterr().out
+    assert "01_attention/attention.ipynb: cached (not executed" in printed, printed
+    assert "executing" not in printed, f"the second build executed a notebook:\n{printed}"
+    for variant in ("instructor", "students"):
+        assert f"{variant}: pages up to date" in printed, f"the {variant} pages were built again:\n{printed}"
+    assert {p: p.stat().st_mtime_ns for p in site.glob("*/html/**/*.html")} == pages, "pages were rewritten"
+    assert _cache_state(site) == (runs, cached), "the second build executed lesson 01 again (cache log or file changed)"
+    text = (site / "students" / "html" / "01_attention" / "attention.html").read_text()
+    assert re.findall(r"<img [^>]*>", text), "the cached outputs did not reach the rebuilt page"
+
+
+def _tiny_notebook(folder, name: str, cells) -> str:
+    v4 = nbformat.v4
+    nb = v4.new_notebook(cells=[v4.new_markdown_cell(c[3:]) if c.startswith("md:") else v4.new_code_cell(c)
+                                for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(folder / name))
+    return str(folder / name)
+
+
+def test_cache_key_follows_the_code_and_course_lib_only(tmp_path):
+    """The key changes with a code cell or a file of course_lib (or of the lesson folder), not with prose or outputs."""
+    from grading import site as site_mod
+
+    lib = tmp_path / "course_lib"
+    (lib / "sub").mkdir(parents=True)
+    (lib / "sub" / "attention.py").write_text("def f():\n    return 1\n")
+    path = _tiny_notebook(tmp_path / "01_x", "x.ipynb", ["md:# Title", "print(1)"])
+    key = site_mod.cache_key(path, str(lib))
+    assert site_mod.cache_key(path, str(lib)) == key, "the key is not deterministic"
+
+    nb = nbformat.read(path, 4)
+    nb.cells[0].source = "# Another title, the prose edited"
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    nbformat.write(nb, path)
+    assert site_mod.cache_key(path, str(lib)) == key, "prose or outputs changed the key: edits would re-execute"
+
+    (lib / "sub" / "attention.py").write_text("def f():\n    return 2\n")
+    key_lib = site_mod.cache_key(path, str(lib))
+    assert key_lib != key, "a change in course_lib did not change the key: a stale run would be shown"
+
+    nb.cells[1].source = "print(2)"
+    nbformat.write(nb, path)
+    assert site_mod.cache_key(path, str(lib)) != key_lib, "a changed code cell did not change the key"
+
+    key_code = site_mod.cache_key(path, str(lib))
+    (tmp_path / "01_x" / "data.csv").write_text("a,b\n")
+    assert site_mod.cache_key(path, str(lib)) != key_code, "a data file of the lesson did not change the key"
+
+
+def test_a_failing_or_timed_out_notebook_is_reported_and_the_others_build(tmp_path, capsys):
+    """Issue 64 item 2: one notebook raises, one runs past --timeout: both are named, their pages say so, the
+    good one builds; nothing of theirs is cached, so the next build tries them again and reuses the good one."""
+    pytest.importorskip("myst_nb", reason="the site's packages (the `site` extra) are not installed")
+    from grading import site as site_mod
+
+    nbs, out = tmp_path / "notebooks", tmp_path / "out"
+    _tiny_notebook(nbs / "01_ok", "ok.ipynb", ["md:# Fine\n\nThe scale $1/\\sqrt{d_k}$.", "print('fine output')"])
+    _tiny_notebook(nbs / "02_fails", "fails.ipynb", ["md:# Fails", "print('ran before')",
+                                                     "raise ValueError('boom on purpose')", "print('never ran')"])
+    _tiny_notebook(nbs / "03_slow", "slow.ipynb", ["md:# Slow", "import time\ntime.sleep(120)"])
+    args = ["--notebooks", str(nbs), "--out", str(out), "--timeout", "5"]
+    assert site_mod.main(args) == 1, "a build with failed notebooks should exit 1"
+    captured = capsys.readouterr()
+    assert "02_fails/fails.ipynb: CellExecutionError (ValueError: boom on purpose)" in captured.err, captured.err
+    assert "03_slow/slow.ipynb: CellTimeoutError" in captured.err, captured.err
+    assert "01_ok/ok.ipynb: done in" in captured.out, captured.out
+    for variant in ("instructor", "students"):
+        html = out / variant / "html"
+        ok = _text(str(html / "01_ok" / "ok.html"))
+        assert "fine output" in ok and "did not execute completely" not in ok, f"the good lesson's {variant} page"
+        fails = _text(str(html / "02_fails" / "fails.html"))
+        assert "did not execute completely" in fails and "boom on purpose" in fails, fails[:2000]
+        assert "ran before" in fails, "the failed page should show what ran before the failure"
+        slow = _text(str(html / "03_slow" / "slow.html"))
+        assert "did not execute completely" in slow and "timed out" in slow, slow[:2000]
+    runs, cached = _cache_state(out)
+    assert [(r["notebook"], r["ok"]) for r in runs] == [("01_ok/ok.ipynb", True), ("02_fails/fails.ipynb", False),
+                                                       ("03_slow/slow.ipynb", False)], runs
+    assert len(cached) == 1, f"only the good notebook may be cached: {sorted(cached)}"
+
+    capsys.readouterr()
+    assert site_mod.main(args[:-2] + ["--timeout", "5", "--lessons", "01,02"]) == 1
+    printed = capsys.readouterr().out
+    assert "instructor: pages built" in printed and "students: pages built" in printed, \
+        f"another set of lessons must build the pages again:\n{printed}"
+    assert not (out / "students" / "html" / "03_slow").exists(), "a lesson left out of the build kept its page"
+    again, _ = _cache_state(out)
+    assert [r["notebook"] for r in again[len(runs):]] == ["02_fails/fails.ipynb"], \
+        f"the second build should execute the failed notebook again and reuse the good one: {again[len(runs):]}"
