@@ -305,6 +305,24 @@ def students_edition(executed: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+DOCS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "docs")
+# The course's documentation (grading/docs/*.md), by part; the students' variant carries the students' part only.
+# Every page of the folder is in one part (tests/test_site.py), so a new page is placed on purpose.
+DOCS = {
+    "Students": ("students", "lessons", "fair"),
+    "Instructors": ("instructors", "site-and-collect", "after-grading-report", "after-grading", "class-mess",
+                    "scale", "scale-out", "threat-model", "sandbox", "kernel-data"),
+    "Contributors": ("contributors", "benchmarks"),
+}
+
+
+def doc_pages(variant: str, docs: str = DOCS_DIR) -> dict[str, list[str]]:
+    """{part: [page names that exist in ``docs``]} of ``variant`` (the students' variant: their part only)."""
+    parts = DOCS if variant == "instructor" else {"Students": DOCS["Students"]}
+    return {part: [n for n in names if os.path.isfile(os.path.join(docs, n + ".md"))]
+            for part, names in parts.items()}
+
+
 def _index(variant: str, pages: list[tuple[str, str]]) -> str:
     what = ("the instructor's edition: solutions included" if variant == "instructor" else
             "the students' edition: the exercises are left for you, the other cells show their outputs")
@@ -312,6 +330,10 @@ def _index(variant: str, pages: list[tuple[str, str]]) -> str:
              "```{toctree}", ":maxdepth: 1", ":caption: Lessons", ""]
     lines += [page for _, page in pages]
     lines += ["```", ""]
+    for part, names in doc_pages(variant).items():
+        if names:
+            lines += ["```{toctree}", ":maxdepth: 1", f":caption: {part}", ""]
+            lines += [f"docs/{n}" for n in names] + ["```", ""]
     return "\n".join(lines)
 
 
@@ -327,6 +349,10 @@ def _source_files(variant: str, executed: dict[str, nbformat.NotebookNode],
             nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0, _failure_note(failed[rel]))
         files[f"{a}/{name}"] = nbformat.writes(nb)
         pages.append((a, f"{a}/{name[:-len('.ipynb')]}"))
+    for names in doc_pages(variant).values():
+        for n in names:
+            with open(os.path.join(DOCS_DIR, n + ".md"), encoding="utf-8") as fh:
+                files[f"docs/{n}.md"] = fh.read()
     files["index.md"] = _index(variant, pages)
     files["conf.py"] = CONF.format(title=TITLE, html_title=f"{TITLE} ({variant})", mathjax_script=MATHJAX_SCRIPT)
     return files

@@ -240,3 +240,27 @@ def test_a_failing_or_timed_out_notebook_is_reported_and_the_others_build(tmp_pa
     again, _ = _cache_state(out)
     assert [r["notebook"] for r in again[len(runs):]] == ["02_fails/fails.ipynb"], \
         f"the second build should execute the failed notebook again and reuse the good one: {again[len(runs):]}"
+
+
+def test_every_docs_page_is_in_one_part_of_the_site():
+    """Each page of grading/docs/ is placed in one part (Students, Instructors, Contributors) of the site's
+    index: a new page is placed on purpose, never left out of the rendered course."""
+    from grading import site as site_mod
+
+    pages = {p[:-3] for p in os.listdir(site_mod.DOCS_DIR) if p.endswith(".md")}
+    placed = [n for names in site_mod.DOCS.values() for n in names]
+    assert len(placed) == len(set(placed)), f"a page in two parts: {placed}"
+    assert pages <= set(placed), f"pages of grading/docs/ in no part of the site (grading/site.py DOCS): " \
+                                 f"{sorted(pages - set(placed))}"
+    students = site_mod.doc_pages("students")
+    assert list(students) == ["Students"] and "students" in students["Students"]
+
+
+def test_the_docs_are_pages_of_the_site(site):
+    index = (site / "instructor" / "html" / "index.html").read_text()
+    for part in ("Students", "Instructors", "Contributors"):
+        assert part in index, f"the instructor's site has no {part} part"
+    assert (site / "instructor" / "html" / "docs" / "threat-model.html").is_file()
+    assert (site / "students" / "html" / "docs" / "students.html").is_file()
+    assert not (site / "students" / "html" / "docs" / "threat-model.html").exists(), \
+        "the students' site carries the instructors' pages"
