@@ -830,12 +830,13 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     else:
         log(f"[submissions] grading the class in {SUBMITTED} as it is")
 
+    linked = intake_mod.linked_students(SUBMITTED)  # a link as a student folder: a row, a page, a report line
     if _real_dir(SUBMITTED):
         for name in sorted(os.listdir(SUBMITTED)):
-            if not name.startswith(".") and not _real_dir(os.path.join(SUBMITTED, name)):
-                log(f"[intake] ignored submitted/{name}: not a folder (a link or a file), not graded")
-    students = student_folders()
-    refused = {s: why for s in students if (why := id_refusal(s))}
+            if not name.startswith(".") and name not in linked and not _real_dir(os.path.join(SUBMITTED, name)):
+                log(f"[intake] ignored submitted/{name}: not a folder (a file), not graded")
+    students = sorted(set(student_folders()) | set(linked))
+    refused = {s: why for s in students if (why := linked.get(s) or id_refusal(s))}
     for s, why in refused.items():
         log(f"[intake] {s}: not graded: {why}")
     # the class's assignments: those listed with --assignment, else those someone submitted (so the totals
@@ -923,6 +924,8 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
         for s in students:
             if s in refused:
                 statuses[(a, s)] = "not graded: " + refused[s]
+            elif (a, s) in held:
+                continue  # its notebook was held by intake: the finding is its status (apply_findings)
             elif (a, s) in results:
                 statuses[(a, s)] = status_of(results[(a, s)])
             elif (a, s) in class_tasks:

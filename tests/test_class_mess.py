@@ -235,7 +235,7 @@ def test_a_file_over_the_bound_stays_and_comes_back_when_the_bound_is_raised(tmp
     _write(str(folder / "attention.ipynb"), "{}")
     _write(str(folder / "scan.npy"), b"x" * 3000)
     dropped = intake_mod.intake(str(folder), str(tmp_path / "q"), max_bytes=2000)
-    assert [(d.path, d.moved) for d in dropped] == [("scan.npy", False)]
+    assert [(d.path, d.copied) for d in dropped] == [("scan.npy", True)]
     assert (folder / "scan.npy").read_bytes() == b"x" * 3000 == (tmp_path / "q" / "scan.npy").read_bytes()
     assert intake_mod.intake(str(folder), str(tmp_path / "q"), max_bytes=4000) == []  # raised: graded again
 
