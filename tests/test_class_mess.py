@@ -126,7 +126,8 @@ def test_a_deleted_test_cell_is_put_back_where_it_was(ctx):
 
 @pytest.mark.parametrize("source", ["from course_lib import attention", "import course_lib.plotting",
                                     "from course_lib.checks import attention", "from course_lib import *",
-                                    "%env", "!ls"])
+                                    "%env PYTHONPATH=.", "!ls", "%matplotlib module://backend_x",
+                                    "import sys\nsys.path.append(\"\")", "%load_ext mymodule"])
 def test_what_reaches_a_reference_or_the_kernel_is_still_a_finding(ctx, source):
     nb = correct(ctx)
     nb.cells.insert(len(nb.cells), new_code_cell(source))
