@@ -439,3 +439,176 @@ def test_honest_edits_and_restorations_read_as_notes_not_accusations(messy_run):
         > 60_000_000, "the notebook stays in submitted/ as handed in"
     with open(os.path.join(outcome.root, "submitted", "m05_bom", ASSIGNMENT, NOTEBOOK), "rb") as fh:
         assert fh.read(3) == BOM, "the byte-order mark is read past, never removed from the student's file"
+
+
+# ====================================================================== issue 66: links, habits, partial regrades
+# a student's notebook commonly holds these (Colab's first cell, an editor's settings): not run, noted, no cost
+HABITS = ["!pip install -q transformers", "%pip install rapidfuzz", "%config InlineBackend.figure_format = 'retina'",
+          "%load_ext autoreload\n%autoreload 2", "%env CUDA_VISIBLE_DEVICES=0", "%matplotlib widget",
+          "%%capture\n!pip install -q torch", "!python -m pip install numpy\n!nvidia-smi",
+          "if True:\n    !pip install -q einops"]
+
+
+@pytest.mark.parametrize("habit", HABITS)
+def test_a_notebook_habit_is_not_run_and_costs_nothing(ctx, habit):
+    nb = correct(ctx)
+    nb.cells.insert(1, new_code_cell(habit))
+    out, zeroed = _applied(ctx, nb)
+    assert zeroed == [], (habit, zeroed)
+    assert out.metadata[integrity.META_KEY] == [], out.metadata[integrity.META_KEY]
+    said = out.metadata[integrity.HABITS_KEY]
+    lines = [line.strip() for line in habit.splitlines() if line.strip().startswith(("!", "%"))]
+    assert len(said) == len(lines) and all("was not run" in s and "costs nothing" in s for s in said), said
+    ran = next(c for c in out.cells if c.cell_type == "code" and "not run in grading" in c.source).source
+    compile(ran, "cell", "exec")  # plain Python now: the kernel runs none of the habit's lines
+    assert not any(line.strip().startswith(("!", "%")) for line in ran.splitlines()), ran
+    assert "not run while grading" in out.cells[0].source and "integrity check failed" not in out.cells[0].source
+
+
+def test_the_matplotlib_backends_grading_runs_are_an_allowlist(ctx):
+    for arg in sorted(integrity.MATPLOTLIB_RUN):  # run as written, nothing noted
+        nb = correct(ctx)
+        nb.cells.insert(1, new_code_cell(f"%matplotlib {arg}".strip()))
+        _, findings, _ = _scan(ctx, nb)
+        assert findings == [], (arg, findings)
+    nb = correct(ctx)
+    nb.cells.insert(1, new_code_cell("%matplotlib module://my_backend"))
+    _, findings, _ = _scan(ctx, nb)
+    assert "module://my_backend" in findings[0] and "inline" in findings[0], findings
+
+
+@pytest.mark.parametrize("source, words", [
+    ("import sys\nsys.path.append('')", "edits sys.path"),
+    ("import os\nos.sys.path.insert(0, '.')", "edits sys.path"),
+    ("%env PYTHONPATH=.", "sets PYTHONPATH with %env"),
+    ("import site\nsite.addsitedir('.')", "site.addsitedir"),
+])
+def test_an_import_path_edit_is_a_finding(ctx, source, words):
+    nb = correct(ctx)
+    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
+    nb.cells.insert(at + 1, new_code_cell(source))
+    out, zeroed = _applied(ctx, nb)
+    assert any(words in f for f in out.metadata[integrity.META_KEY]), out.metadata[integrity.META_KEY]
+    assert zeroed and "softmax_visible" not in zeroed, zeroed  # the tests before it count
+
+
+def scratch_import(nb) -> None:
+    """After the softmax tests, a scratch cell tries a package the grading environment lacks."""
+    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
+    nb.cells.insert(at + 1, new_code_cell("import wandb  # tried at home\nwandb.init(project='x')\nprint('tried')"))
+
+
+def test_an_unavailable_import_costs_only_its_cell(ctx):
+    assert not integrity._installed("wandb"), "the test needs a package the grading environment lacks"
+    nb = correct(ctx)
+    scratch_import(nb)
+    out, zeroed = _applied(ctx, nb)
+    assert zeroed == [] and out.metadata[integrity.META_KEY] == [], out.metadata[integrity.META_KEY]
+    cell = next(c for c in out.cells if "wandb.init" in c.source)
+    assert cell.source.startswith("raise ModuleNotFoundError(") and "import wandb" not in cell.source, cell.source
+    with pytest.raises(ModuleNotFoundError, match="wandb"):
+        exec(compile(cell.source, "cell", "exec"), {})
+    assert any("wandb" in h and "costs only what that cell earns" in h for h in out.metadata[integrity.HABITS_KEY])
+
+
+def test_a_module_the_notebook_writes_is_never_imported_and_is_a_finding(ctx):
+    nb = correct(ctx)
+    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
+    nb.cells.insert(at + 1, new_code_cell("open('helper_m.py', 'w').write('x = 1')\nfrom helper_m import x"))
+    out, zeroed = _applied(ctx, nb)
+    assert any("helper_m, which is not installed" in f for f in out.metadata[integrity.META_KEY])
+    assert "attention_numpy_visible" in zeroed and "softmax_visible" not in zeroed, zeroed
+    assert "from helper_m import" not in next(c for c in out.cells if "helper_m.py" in c.source).source
+
+
+def restored_setup_with_import(nb) -> None:
+    """The locked setup cell edited with an import of the student's own (grading restores the cell)."""
+    cell = next(c for c in nb.cells if _gid(c) == "setup")
+    cell.source += "\nfrom scipy.special import softmax\nimport torch.nn.functional as F"
+
+
+def test_a_restored_setup_cell_with_an_added_import_costs_nothing(ctx):
+    nb = correct(ctx)
+    restored_setup_with_import(nb)
+    out, zeroed = _applied(ctx, nb)
+    assert zeroed == [] and out.metadata[integrity.META_KEY] == [], out.metadata[integrity.META_KEY]
+    assert out.metadata[integrity.NOTES_KEY] == ["cell setup: this locked cell was edited; the released cell was "
+                                                 "restored and run"]
+
+
+def _tree_digest(root) -> dict:
+    """Every entry under ``root`` (links not followed): kind, mode, link count, bytes or link target."""
+    import hashlib
+    import stat as st
+
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            path = os.path.join(dirpath, name)
+            info = os.lstat(path)
+            if st.S_ISLNK(info.st_mode):
+                what = "link -> " + os.readlink(path)
+            elif st.S_ISREG(info.st_mode):
+                with open(path, "rb") as fh:
+                    what = hashlib.sha256(fh.read()).hexdigest()
+            else:
+                what = "dir" if st.S_ISDIR(info.st_mode) else f"mode {info.st_mode:o}"
+            out[os.path.relpath(path, root)] = (what, info.st_mode, info.st_nlink, info.st_ino)
+    return out
+
+
+def test_intake_holds_links_in_place_and_reads_a_hard_linked_notebook(ctx, tmp_path):
+    snapshot = tmp_path / "snapshot"
+    _write(str(snapshot / NOTEBOOK), nbformat.writes(correct(ctx)))
+    _write(str(snapshot / "data.csv"), "1,2")
+    submitted = tmp_path / "submitted"
+    for student in ("hard", "soft"):
+        (submitted / student / ASSIGNMENT).mkdir(parents=True)
+    os.link(snapshot / NOTEBOOK, submitted / "hard" / ASSIGNMENT / NOTEBOOK)  # cp -al
+    os.link(snapshot / "data.csv", submitted / "hard" / ASSIGNMENT / "data.csv")
+    os.symlink(snapshot / NOTEBOOK, submitted / "soft" / ASSIGNMENT / NOTEBOOK)
+    os.symlink(snapshot, submitted / "linked")  # a student folder that is a link
+    before = _tree_digest(submitted)
+    findings = intake_mod.intake_class([(ASSIGNMENT, "hard"), (ASSIGNMENT, "soft")], [ASSIGNMENT],
+                                       submitted=str(submitted), intake_dir=str(tmp_path / "logs" / "intake"))
+    assert _tree_digest(submitted) == before, "intake moved, changed or deleted something in submitted/"
+    by = {(f["student"], f.get("path")): f for f in findings}
+    assert set(by) == {("hard", "data.csv"), ("soft", NOTEBOOK)}, findings  # the hard-linked notebook is read
+    soft = by[("soft", NOTEBOOK)]
+    assert soft["kind"] == "dropped" and "was not read" in soft["message"] and "stays in submitted/" in soft["message"]
+    assert "readlink -f attention.ipynb" in soft["fix"], soft["fix"]
+    assert intake_mod.held_tasks(findings) == {(ASSIGNMENT, "soft")}, "a link as the notebook: nothing to grade"
+    held = intake_mod.held_patterns(str(tmp_path))
+    assert sorted(os.path.relpath(p, submitted) for p in held) == [
+        os.path.join("hard", ASSIGNMENT, "data.csv"), os.path.join("soft", ASSIGNMENT, NOTEBOOK)], held
+    linked = intake_mod.linked_students(str(submitted))
+    assert list(linked) == ["linked"] and "symbolic link" in linked["linked"] and "(fix: " in linked["linked"]
+    assert str(snapshot) not in linked["linked"], "the link's target (a path of the grading machine) is not quoted"
+
+
+def test_nbgrader_reads_no_held_notebook(ctx, tmp_path):
+    """nbgrader globs every top-level notebook whatever its ignore list: the held ones are left out."""
+    from nbgrader.converters.base import BaseConverter
+
+    folder = tmp_path / "submitted" / "s" / ASSIGNMENT
+    _write(str(folder / NOTEBOOK), nbformat.writes(correct(ctx)))
+    os.symlink(folder / NOTEBOOK, folder / "other.ipynb")
+    intake_mod.write_held([str(folder / "other.ipynb")], str(tmp_path))
+    original = BaseConverter.init_notebooks
+    try:
+        intake_mod.skip_held_notebooks(str(tmp_path))
+        intake_mod.skip_held_notebooks(str(tmp_path))  # idempotent
+
+        class Dir:
+            root = str(tmp_path)
+
+        conv = type("Conv", (), {"coursedir": Dir(), "_format_source": lambda self, a, s: str(tmp_path / "submitted"
+                                                                                               / "*" / "*"),
+                                 "log": None})()
+        conv.coursedir.assignment_id = conv.coursedir.student_id = "*"
+        conv.coursedir.notebook_id = "*"
+        BaseConverter.init_notebooks(conv)
+        assert {k: sorted(os.path.basename(p) for p in v) for k, v in conv.assignments.items()} == \
+            {str(folder): [NOTEBOOK]}, conv.assignments
+    finally:
+        BaseConverter.init_notebooks = original
