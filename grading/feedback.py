@@ -162,8 +162,46 @@ class HideHiddenTests(Preprocessor):
         return cell, resources
 
 
+# the grader's private folders, as a kernel's traceback or a message quotes them: never on a student's page
+_RUN_FOLDER = re.compile(r"(?:/[^\s'\"/:]+)*/(?:course-grading|course-export|nbg-ipc|adv-tmp)-[A-Za-z0-9_]+")
+TMP_SHOWN = "(grader's temporary folder)"
+COURSE_SHOWN = "(course folder)"
+
+
+def without_grader_paths(text: str) -> str:
+    """``text`` with the grader's temporary folders and the course's own folder replaced by a name.
+
+    Example: ``"File /tmp/course-grading-ab12/ed/course_lib/checks/core.py, line 3"`` ->
+    ``"File (grader's temporary folder)/ed/course_lib/checks/core.py, line 3"``."""
+    from grading import GRADING_DIR, REPO_DIR
+
+    if not isinstance(text, str):
+        return text
+    text = _RUN_FOLDER.sub(TMP_SHOWN, text)
+    for folder, shown in ((GRADING_DIR, COURSE_SHOWN), (REPO_DIR, COURSE_SHOWN)):
+        folder = folder.rstrip(os.sep)
+        if len(folder) > 1:
+            text = text.replace(folder + os.sep, shown + "/").replace(folder, shown)
+    return text
+
+
+def _scrub_output(out) -> None:
+    """Every text an output shows (streams, errors, plain text and markup data), without grader paths."""
+    if "text" in out:
+        out["text"] = without_grader_paths("".join(out["text"]) if isinstance(out["text"], list) else out["text"])
+    if out.get("output_type") == "error":
+        out["evalue"] = without_grader_paths(str(out.get("evalue", "")))
+        out["traceback"] = [without_grader_paths(str(t)) for t in out.get("traceback", [])]
+    data = out.get("data", {})
+    for mime in ("text/plain", "text/html", "text/markdown", "text/latex"):
+        if mime in data:
+            value = data[mime]
+            data[mime] = without_grader_paths("".join(value) if isinstance(value, list) else value)
+
+
 class SafeOutputs(Preprocessor):
-    """What the page renders outside the sanitiser is made plain; the feedback folder holds only pages."""
+    """What the page renders outside the sanitiser is made plain; the feedback folder holds only pages;
+    no page shows the grader's temporary folders or the course's own (:func:`without_grader_paths`)."""
 
     enabled = Bool(True)
 
@@ -178,6 +216,9 @@ class SafeOutputs(Preprocessor):
         if tags is not None:
             cell.metadata["tags"] = [t for t in tags if isinstance(t, str) and re.fullmatch(r"[A-Za-z0-9_-]+", t)]
         cell.pop("attachments", None)
+        cell.source = without_grader_paths(cell.source)
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            _scrub_output(out)
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if gid is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", str(gid)):
             del cell.metadata["nbgrader"]  # the template quotes grade ids unescaped: only the gradebook's kind
@@ -299,7 +340,8 @@ class FeedbackSummary(Preprocessor):
                 continue
             errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
             if errors:
-                message = _ANSI.sub("", str(errors[-1].get("evalue", "")))[:800] or errors[-1].get("ename", "error")
+                message = without_grader_paths(_ANSI.sub("", str(errors[-1].get("evalue", ""))))[:800] \
+                    or errors[-1].get("ename", "error")
                 failed.append((str(meta.get("grade_id", "")), meta.get("score", 0), meta.get("points", 0), message))
         if not failed:
             text = "<p><b>Every autograded test passed.</b></p>"

@@ -677,6 +677,36 @@ def _source_notebook(assignment: str, notebook: str) -> list:
     return list(nbformat.read(path, as_version=4).cells)
 
 
+@functools.lru_cache(maxsize=1)
+def _lessons_by_grade_id() -> dict:
+    """grade id -> (assignment, notebook) of every source notebook (read as plain JSON)."""
+    import json
+
+    out: dict = {}
+    for folder in sorted(os.listdir(NOTEBOOKS_DIR)) if os.path.isdir(NOTEBOOKS_DIR) else []:
+        path = os.path.join(NOTEBOOKS_DIR, folder)
+        for f in sorted(os.listdir(path)) if os.path.isdir(path) else []:
+            if f.endswith(".ipynb"):
+                with open(os.path.join(path, f), encoding="utf-8") as fh:
+                    for cell in json.load(fh).get("cells", []):
+                        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                        if gid:
+                            out.setdefault(gid, (folder, f[:-6]))
+    return out
+
+
+def _lesson_of(grade_ids, assignment: str):
+    """(assignment, notebook) of another lesson whose cells these mostly are, or None."""
+    import collections
+
+    known = _lessons_by_grade_id()
+    counts = collections.Counter(known[g] for g in grade_ids if g in known and known[g][0] != assignment)
+    if not counts:
+        return None
+    lesson, n = counts.most_common(1)[0]
+    return lesson if n * 2 > len(grade_ids) else None
+
+
 def _gid(cell):
     meta = cell.metadata.get("nbgrader")
     return meta.get("grade_id") if isinstance(meta, dict) else None
@@ -695,8 +725,12 @@ class ScanSubmission(NbGraderPreprocessor):
                 source_cells = {c.name: (c.locked, c.source, c.cell_type) for c in stored.source_cells}
                 grade_cells = {c.name: c.max_score for c in stored.grade_cells}
                 solution_cells = {c.name for c in stored.solution_cells}
-        except MissingEntry:
-            nb.metadata[META_KEY] = [f"notebook {info['notebook']!r} is not part of assignment {info['assignment']!r}"]
+        except MissingEntry:  # a notebook beside the assignment's own: nothing of it is graded, no accusation
+            other = _lesson_of({_gid(c) for c in nb.cells} - {None}, info["assignment"])
+            nb.metadata[META_KEY] = []
+            nb.metadata[NOTES_KEY] = [f"notebook {info['notebook']!r} is not part of assignment {info['assignment']!r}"
+                                      + (f" (it is {other[0]}'s {other[1]}.ipynb: the wrong assignment's notebook)"
+                                         if other else "") + "; it is not graded"]
             return nb, resources
         source_nb = _source_notebook(info["assignment"], info["notebook"])
         order = [g for g in (_gid(c) for c in source_nb) if g in source_cells] or list(source_cells)
@@ -704,7 +738,19 @@ class ScanSubmission(NbGraderPreprocessor):
         self._adopt_cells_without_metadata(nb, source_nb, source_cells, grade_cells, solution_cells, notes)
 
         instructor = [c for c in source_nb if c.cell_type == "code"]
+        ids = {_gid(c) for c in nb.cells} - {None}
+        foreign = ids - set(source_cells)  # ("setup" is every lesson's)
+        other = _lesson_of(foreign, info["assignment"]) if len(foreign) > len(ids - foreign) else None
+        if other:
+            # the wrong assignment's notebook: that lesson's own cells are an instructor's, not the student's
+            # code; this assignment's cells are put back as released below and score what they earn
+            notes.append(f"this is {other[0]}'s notebook ({other[1]}.ipynb), not {info['assignment']}'s: the wrong "
+                         f"assignment's notebook was handed in, so none of {info['assignment']}'s answers are in it; "
+                         f"its cells were put back as released and scored as they ran (hand in {info['notebook']}"
+                         f".ipynb of {info['assignment']} and ask for a regrade)")
+            instructor = instructor + [c for c in _source_notebook(*other) if c.cell_type == "code"]
         instructor_sources = {_normalise(c.source) for c in instructor}
+        instructor_sources |= {_normalise(_without_hidden_tests(c.source)) for c in instructor}  # as released
         # the statements of the instructor's own cells (not answers): an edited demo cell keeps them
         shared = instructor_statements([c.source for c in instructor if not c.metadata.get("nbgrader", {}).get("solution")])
         # what the locked cells import as released (they are restored so): an import a student added to the
@@ -744,6 +790,8 @@ class ScanSubmission(NbGraderPreprocessor):
                     notes.append(f"cell {gid}: its type had been changed from {cell_type} to {cell.cell_type}; "
                                  "put back as released")
                 editable, solution = not locked, gid in solution_cells
+            elif gid is not None and other:  # said once, above
+                editable = _normalise(cell.source) not in instructor_sources
             elif gid is not None:
                 notes.append(f"cell {gid}: not a cell of this assignment (a notebook from elsewhere?); "
                              "run as an ordinary cell")

@@ -8,6 +8,7 @@ grade and the finding the report names.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import sys
@@ -380,18 +381,99 @@ def _messy_class(ctx) -> dict:
         "m09_folder": ({NOTEBOOK + "/attention.ipynb": ok}, 0.0, ("unreadable: attention.ipynb is a folder",)),
         "m11_big_file": ({NOTEBOOK: ok, "scan.bin": b"\0" * 51_000_000}, 9.0,
                          ("dropped: scan.bin (51,000,000 bytes", "it stays in submitted/", "raise COURSE_INTAKE_MAX_BYTES")),
+        # issue 66: a snapshot of the class (cp -al), links, notebook habits, a scratch import
+        "m12_hard_linked": ({NOTEBOOK: Link("hard", ok)}, 9.0, ()),
+        "m13_symlinked_notebook": ({NOTEBOOK: Link("soft", ok)}, 0.0,
+                                   ("dropped: attention.ipynb (symbolic link) was not read", "readlink -f")),
+        "m14_linked_folder": (LINKED_FOLDER, 0.0, ("not graded: submitted/m14_linked_folder is a symbolic link",)),
+        "m15_colab_pip": ({NOTEBOOK: edited(lambda nb: nb.cells.insert(1, new_code_cell(
+            "!pip install -q transformers torch\n%pip install rapidfuzz")))}, 9.0, ()),
+        "m16_config_magics": ({NOTEBOOK: edited(lambda nb: nb.cells.insert(1, new_code_cell(
+            "%load_ext autoreload\n%autoreload 2\n%config InlineBackend.figure_format = 'retina'\n"
+            "%env TOKENIZERS_PARALLELISM=false\n%matplotlib widget")))}, 9.0, ()),
+        "m17_scratch_import": ({NOTEBOOK: edited(scratch_import)}, 9.0, ()),
+        "m18_setup_import": ({NOTEBOOK: edited(restored_setup_with_import)}, 9.0, ()),
     }
+
+
+@dataclasses.dataclass
+class Link:
+    """A notebook in the submission that is a hard link (``cp -al``) or a symbolic link to a file elsewhere."""
+
+    kind: str  # "hard" or "soft"
+    text: str
+
+
+LINKED_FOLDER = "linked folder"  # the student's folder in submitted/ is a symbolic link to one elsewhere
+
+
+def _place(root: str, student: str, files) -> None:
+    submitted = os.path.join(root, "submitted")
+    if files == LINKED_FOLDER:
+        elsewhere = os.path.join(root, "elsewhere", student)
+        _write(os.path.join(elsewhere, ASSIGNMENT, NOTEBOOK), nbformat.writes(CORRECT[0]))
+        os.symlink(elsewhere, os.path.join(submitted, student))
+        return
+    for name, data in files.items():
+        path = os.path.join(submitted, student, ASSIGNMENT, name)
+        if isinstance(data, Link):
+            target = os.path.join(root, "snapshot", student, name)
+            _write(target, data.text)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            (os.link if data.kind == "hard" else os.symlink)(target, path)
+        else:
+            _write(path, data)
+
+
+CORRECT: list = []  # the correct notebook, once built (a linked folder holds it)
 
 
 @pytest.fixture(scope="module")
 def messy_run(ctx):
     submitted = os.path.join(ctx.root, "submitted")
+    CORRECT[:] = [correct(ctx)]
     cls = _messy_class(ctx)
+    os.makedirs(submitted, exist_ok=True)
     for student, (files, _, _) in cls.items():
-        for name, data in files.items():
-            _write(os.path.join(submitted, student, ASSIGNMENT, name), data)
+        _place(ctx.root, student, files)
     _write(os.path.join(submitted, "m10_missing", "02_masking", "masking.ipynb"), "{}")  # nothing for lesson 01
-    return cls, classrun.grade(ctx.root, workers=2, timeout=1200)
+    before = _tree_digest(submitted)
+    outcome = classrun.grade(ctx.root, workers=2, timeout=1500)
+    outcome.submitted_before = before
+    return cls, outcome
+
+
+@pytest.mark.slow
+def test_nothing_in_submitted_changes_links_included(messy_run):
+    _, outcome = messy_run
+    after = _tree_digest(os.path.join(outcome.root, "submitted"))
+    changed = sorted(k for k in set(after) | set(outcome.submitted_before)
+                     if after.get(k) != outcome.submitted_before.get(k))
+    assert changed == [], f"grading moved, changed or deleted in submitted/: {changed}"
+    assert os.path.islink(os.path.join(outcome.root, "submitted", "m13_symlinked_notebook", ASSIGNMENT, NOTEBOOK))
+
+
+@pytest.mark.slow
+def test_a_linked_student_folder_has_a_row_a_page_and_a_report_line(messy_run):
+    _, outcome = messy_run
+    assert outcome.grades.get("m14_linked_folder") == (0.0, outcome.grades["s01_correct"][1]), outcome.grades
+    page = os.path.join(outcome.root, "feedback", "m14_linked_folder", ASSIGNMENT, "not-graded.html")
+    with open(page, encoding="utf-8") as fh:
+        text = fh.read()
+    assert "is a symbolic link" in text and "What to do:" in text and "cp -r --dereference" in text, text
+    assert os.path.join(outcome.root, "elsewhere") not in text, "the link's target is a path of the grading machine"
+    assert any("m14_linked_folder: not graded" in line for line in outcome.report_lines("m14_linked_folder"))
+
+
+@pytest.mark.slow
+def test_notebook_habits_are_noted_not_charged(messy_run):
+    _, outcome = messy_run
+    for student, line in [("m15_colab_pip", "!pip install -q transformers torch"), ("m16_config_magics", "%config"),
+                          ("m17_scratch_import", "wandb")]:
+        text = outcome.feedback_text(student)
+        assert "not run while grading" in text and "integrity check failed" not in text, (student, text[:2000])
+        assert line in text, (student, line)
+    assert "restored as released" in outcome.feedback_text("m18_setup_import")
 
 
 @pytest.mark.slow
@@ -414,7 +496,7 @@ def test_every_submission_not_graded_completely_is_named_with_its_fix(messy_run)
         kinds = {(f["student"], f["kind"]) for f in json.load(fh)}
     assert kinds == {("m03_copy1", "extra"), ("m04_renamed", "misnamed"), ("m05_bom", "repaired"),
                      ("m06_truncated", "unreadable"), ("m09_folder", "unreadable"), ("m10_missing", "missing"),
-                     ("m11_big_file", "dropped")}, kinds
+                     ("m11_big_file", "dropped"), ("m13_symlinked_notebook", "dropped")}, kinds
 
 
 @pytest.mark.slow
@@ -612,3 +694,40 @@ def test_nbgrader_reads_no_held_notebook(ctx, tmp_path):
             {str(folder): [NOTEBOOK]}, conv.assignments
     finally:
         BaseConverter.init_notebooks = original
+
+
+def wrong_lesson(ctx) -> nbformat.NotebookNode:
+    """Lesson 02's notebook, answered, handed in as lesson 01's attention.ipynb."""
+    return nbformat.read(os.path.join(classrun.REPO, "notebooks", "02_masking", "masking.ipynb"), as_version=4)
+
+
+def test_a_wrong_lessons_notebook_is_named_so_not_called_cheating(ctx):
+    out, zeroed = _applied(ctx, wrong_lesson(ctx))
+    assert out.metadata[integrity.META_KEY] == [], out.metadata[integrity.META_KEY]
+    notes = out.metadata[integrity.NOTES_KEY]
+    assert any("this is 02_masking's notebook (masking.ipynb)" in n and "wrong assignment's notebook" in n
+               for n in notes), notes
+    assert not [n for n in notes if "not a cell of this assignment" in n], notes
+    assert zeroed == [] and "integrity check failed" not in out.cells[0].source
+
+
+def test_a_wrong_lessons_notebook_still_has_its_own_code_read(ctx):
+    nb = wrong_lesson(ctx)
+    nb.cells.append(new_code_cell("import ctypes"))
+    _, findings, _ = _scan(ctx, nb)
+    assert len(findings) == 1 and "ctypes" in findings[0], findings
+
+
+def test_pages_never_show_the_grader_s_paths():
+    from grading import GRADING_DIR, feedback
+
+    out = {"output_type": "error", "ename": "FileNotFoundError",
+           "evalue": f"[Errno 2] No such file: '{GRADING_DIR}/autograded/s/a/data.csv'",
+           "traceback": ["File /tmp/course-grading-k2j_x9/edition/course_lib/checks/core.py:41, in check"]}
+    stream = {"output_type": "stream", "name": "stdout", "text": "socket /tmp/nbg-ipc-ab12cd/kernel-1\n"}
+    for o in (out, stream):
+        feedback._scrub_output(o)
+    shown = json.dumps([out, stream])
+    assert GRADING_DIR not in shown and "course-grading-" not in shown and "nbg-ipc-" not in shown, shown
+    assert "(course folder)/autograded/s/a/data.csv" in out["evalue"]
+    assert out["traceback"] == ["File (grader's temporary folder)/edition/course_lib/checks/core.py:41, in check"]
