@@ -349,6 +349,11 @@ class FeedbackSummary(Preprocessor):
             items = "".join(f"<li><b>{quoted_text(gid)}</b> ({float(score):g} / {float(points):g}): "
                             f"<samp>{quoted_text(message)}</samp></li>" for gid, score, points, message in failed)
             text = f"<p><b>What to look at</b> ({len(failed)} failed test(s)):</p><ul>{items}</ul>"
+        others = other_notebooks(resources.get("nbgrader", {}))
+        if others:
+            text += ("<p><b>Your other notebooks</b> (only the assignment's own notebook is graded):</p><ul>"
+                     + "".join(f"<li>{quoted_text(m)}<br><b>What to do:</b> {quoted_text(fix)}</li>" for m, fix in others)
+                     + "</ul>")
         pending = resources.get("course_pending") or []
         if pending:
             text += ("<p><b>Pending</b>: " + ", ".join(f"{quoted_text(gid)} ({points:g} points)" for gid, points in pending)
@@ -357,6 +362,31 @@ class FeedbackSummary(Preprocessor):
         cell.metadata[SUMMARY_KEY] = True
         nb.cells.insert(0, cell)
         return nb, resources
+
+
+def other_notebooks(info: dict) -> list[tuple[str, str]]:
+    """(message, what to do) of each notebook intake found beside this submission's graded one (``extra``:
+    ``attention-Copy1.ipynb`` holding the work), from ``logs/intake/findings.json`` of this grading run;
+    [] where there is none or the file cannot be read (a remote worker)."""
+    from grading import GRADING_DIR
+    from grading.intake import FINDINGS_FILE
+
+    try:
+        with open(os.path.join(GRADING_DIR, "logs", "intake", FINDINGS_FILE), encoding="utf-8") as fh:
+            findings = json.load(fh)
+    except (OSError, ValueError):
+        return []
+    out = []
+    for f in findings if isinstance(findings, list) else []:
+        if isinstance(f, dict) and f.get("kind") == "extra" and f.get("student") == info.get("student") \
+                and f.get("assignment") == info.get("assignment"):
+            fix = str(f.get("fix", ""))
+            if fix.startswith("the work seems to be in"):
+                fix = fix.replace(" and regrade", " and ask your instructor to grade it again")
+            elif fix.startswith("nothing, unless"):
+                fix = "nothing, unless your work is in it: then tell your instructor"
+            out.append((str(f.get("message", "")), fix))
+    return out
 
 
 WRAP_CSS = """

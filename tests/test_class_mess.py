@@ -731,3 +731,14 @@ def test_pages_never_show_the_grader_s_paths():
     assert GRADING_DIR not in shown and "course-grading-" not in shown and "nbg-ipc-" not in shown, shown
     assert "(course folder)/autograded/s/a/data.csv" in out["evalue"]
     assert out["traceback"] == ["File (grader's temporary folder)/edition/course_lib/checks/core.py:41, in check"]
+
+
+@pytest.mark.slow
+def test_the_page_names_the_copy_that_holds_the_work_and_no_grader_path(messy_run):
+    _, outcome = messy_run
+    text = outcome.feedback_text("m03_copy1")
+    assert "attention-Copy1.ipynb was not graded" in text and "the work seems to be in attention-Copy1.ipynb" in text, \
+        text[:3000]
+    for student in ("s01_correct", "m03_copy1", "m17_scratch_import", "m13_symlinked_notebook"):
+        raw = outcome.feedback_raw(student)
+        assert outcome.root not in raw and "course-grading-" not in raw and "nbg-ipc-" not in raw, student
