@@ -163,7 +163,8 @@ class HideHiddenTests(Preprocessor):
 
 
 # the grader's private folders, as a kernel's traceback or a message quotes them: never on a student's page
-_RUN_FOLDER = re.compile(r"(?:/[^\s'\"/:]+)*/(?:course-grading|course-export|nbg-ipc|adv-tmp)-[A-Za-z0-9_]+")
+_RUN_FOLDER = re.compile(r"(?:/[^\s'\"/:]+)*/(?:course-grading|course-export|course-dask-worker|course-warm|course-seed|"
+                         r"nbg-ipc|adv-tmp)-[A-Za-z0-9_]+")
 TMP_SHOWN = "(grader's temporary folder)"
 COURSE_SHOWN = "(course folder)"
 
@@ -365,27 +366,31 @@ class FeedbackSummary(Preprocessor):
 
 
 def other_notebooks(info: dict) -> list[tuple[str, str]]:
-    """(message, what to do) of each notebook intake found beside this submission's graded one (``extra``:
-    ``attention-Copy1.ipynb`` holding the work), from ``logs/intake/findings.json`` of this grading run;
-    [] where there is none or the file cannot be read (a remote worker)."""
+    """(message, what to do) of each notebook beside this submission's graded one (``attention-Copy1.ipynb``
+    holding the work), as intake words it (``grading.intake.check_notebooks``, its ``extra`` findings), read
+    from the submission folder of the course this process grades (a Dask worker's private copy included);
+    [] where there is none or the folder cannot be read."""
     from grading import GRADING_DIR
-    from grading.intake import FINDINGS_FILE
+    from grading.intake import check_notebooks, expected_notebooks
 
+    student, assignment = info.get("student"), info.get("assignment")
+    if not student or not assignment:
+        return []
+    folder = os.path.join(GRADING_DIR, "submitted", str(student), str(assignment))
+    expected = expected_notebooks(str(assignment)) or [f"{info.get('notebook')}.ipynb"]
     try:
-        with open(os.path.join(GRADING_DIR, "logs", "intake", FINDINGS_FILE), encoding="utf-8") as fh:
-            findings = json.load(fh)
+        found = check_notebooks(folder, expected, "")
     except (OSError, ValueError):
         return []
     out = []
-    for f in findings if isinstance(findings, list) else []:
-        if isinstance(f, dict) and f.get("kind") == "extra" and f.get("student") == info.get("student") \
-                and f.get("assignment") == info.get("assignment"):
-            fix = str(f.get("fix", ""))
-            if fix.startswith("the work seems to be in"):
-                fix = fix.replace(" and regrade", " and ask your instructor to grade it again")
-            elif fix.startswith("nothing, unless"):
-                fix = "nothing, unless your work is in it: then tell your instructor"
-            out.append((str(f.get("message", "")), fix))
+    for kind, message, fix in found:
+        if kind != "extra":
+            continue
+        if fix.startswith("the work seems to be in"):
+            fix = fix.replace(" and regrade", " and ask your instructor to grade it again")
+        elif fix.startswith("nothing, unless"):
+            fix = "nothing, unless your work is in it: then tell your instructor"
+        out.append((message, fix))
     return out
 
 
