@@ -162,8 +162,47 @@ class HideHiddenTests(Preprocessor):
         return cell, resources
 
 
+# the grader's private folders, as a kernel's traceback or a message quotes them: never on a student's page
+_RUN_FOLDER = re.compile(r"(?:/[^\s'\"/:]+)*/(?:course-grading|course-export|course-dask-worker|course-warm|course-seed|"
+                         r"nbg-ipc|adv-tmp)-[A-Za-z0-9_]+")
+TMP_SHOWN = "(grader's temporary folder)"
+COURSE_SHOWN = "(course folder)"
+
+
+def without_grader_paths(text: str) -> str:
+    """``text`` with the grader's temporary folders and the course's own folder replaced by a name.
+
+    Example: ``"File /tmp/course-grading-ab12/ed/course_lib/checks/core.py, line 3"`` ->
+    ``"File (grader's temporary folder)/ed/course_lib/checks/core.py, line 3"``."""
+    from grading import GRADING_DIR, REPO_DIR
+
+    if not isinstance(text, str):
+        return text
+    text = _RUN_FOLDER.sub(TMP_SHOWN, text)
+    for folder, shown in ((GRADING_DIR, COURSE_SHOWN), (REPO_DIR, COURSE_SHOWN)):
+        folder = folder.rstrip(os.sep)
+        if len(folder) > 1:
+            text = text.replace(folder + os.sep, shown + "/").replace(folder, shown)
+    return text
+
+
+def _scrub_output(out) -> None:
+    """Every text an output shows (streams, errors, plain text and markup data), without grader paths."""
+    if "text" in out:
+        out["text"] = without_grader_paths("".join(out["text"]) if isinstance(out["text"], list) else out["text"])
+    if out.get("output_type") == "error":
+        out["evalue"] = without_grader_paths(str(out.get("evalue", "")))
+        out["traceback"] = [without_grader_paths(str(t)) for t in out.get("traceback", [])]
+    data = out.get("data", {})
+    for mime in ("text/plain", "text/html", "text/markdown", "text/latex"):
+        if mime in data:
+            value = data[mime]
+            data[mime] = without_grader_paths("".join(value) if isinstance(value, list) else value)
+
+
 class SafeOutputs(Preprocessor):
-    """What the page renders outside the sanitiser is made plain; the feedback folder holds only pages."""
+    """What the page renders outside the sanitiser is made plain; the feedback folder holds only pages;
+    no page shows the grader's temporary folders or the course's own (:func:`without_grader_paths`)."""
 
     enabled = Bool(True)
 
@@ -178,6 +217,9 @@ class SafeOutputs(Preprocessor):
         if tags is not None:
             cell.metadata["tags"] = [t for t in tags if isinstance(t, str) and re.fullmatch(r"[A-Za-z0-9_-]+", t)]
         cell.pop("attachments", None)
+        cell.source = without_grader_paths(cell.source)
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            _scrub_output(out)
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if gid is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", str(gid)):
             del cell.metadata["nbgrader"]  # the template quotes grade ids unescaped: only the gradebook's kind
@@ -299,7 +341,8 @@ class FeedbackSummary(Preprocessor):
                 continue
             errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
             if errors:
-                message = _ANSI.sub("", str(errors[-1].get("evalue", "")))[:800] or errors[-1].get("ename", "error")
+                message = without_grader_paths(_ANSI.sub("", str(errors[-1].get("evalue", ""))))[:800] \
+                    or errors[-1].get("ename", "error")
                 failed.append((str(meta.get("grade_id", "")), meta.get("score", 0), meta.get("points", 0), message))
         if not failed:
             text = "<p><b>Every autograded test passed.</b></p>"
@@ -307,6 +350,11 @@ class FeedbackSummary(Preprocessor):
             items = "".join(f"<li><b>{quoted_text(gid)}</b> ({float(score):g} / {float(points):g}): "
                             f"<samp>{quoted_text(message)}</samp></li>" for gid, score, points, message in failed)
             text = f"<p><b>What to look at</b> ({len(failed)} failed test(s)):</p><ul>{items}</ul>"
+        others = other_notebooks(resources.get("nbgrader", {}))
+        if others:
+            text += ("<p><b>Your other notebooks</b> (only the assignment's own notebook is graded):</p><ul>"
+                     + "".join(f"<li>{quoted_text(m)}<br><b>What to do:</b> {quoted_text(fix)}</li>" for m, fix in others)
+                     + "</ul>")
         pending = resources.get("course_pending") or []
         if pending:
             text += ("<p><b>Pending</b>: " + ", ".join(f"{quoted_text(gid)} ({points:g} points)" for gid, points in pending)
@@ -315,6 +363,35 @@ class FeedbackSummary(Preprocessor):
         cell.metadata[SUMMARY_KEY] = True
         nb.cells.insert(0, cell)
         return nb, resources
+
+
+def other_notebooks(info: dict) -> list[tuple[str, str]]:
+    """(message, what to do) of each notebook beside this submission's graded one (``attention-Copy1.ipynb``
+    holding the work), as intake words it (``grading.intake.check_notebooks``, its ``extra`` findings), read
+    from the submission folder of the course this process grades (a Dask worker's private copy included);
+    [] where there is none or the folder cannot be read."""
+    from grading import GRADING_DIR
+    from grading.intake import check_notebooks, expected_notebooks
+
+    student, assignment = info.get("student"), info.get("assignment")
+    if not student or not assignment:
+        return []
+    folder = os.path.join(GRADING_DIR, "submitted", str(student), str(assignment))
+    expected = expected_notebooks(str(assignment)) or [f"{info.get('notebook')}.ipynb"]
+    try:
+        found = check_notebooks(folder, expected, "")
+    except (OSError, ValueError):
+        return []
+    out = []
+    for kind, message, fix in found:
+        if kind != "extra":
+            continue
+        if fix.startswith("the work seems to be in"):
+            fix = fix.replace(" and regrade", " and ask your instructor to grade it again")
+        elif fix.startswith("nothing, unless"):
+            fix = "nothing, unless your work is in it: then tell your instructor"
+        out.append((message, fix))
+    return out
 
 
 WRAP_CSS = """

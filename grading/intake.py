@@ -8,14 +8,21 @@ Two jobs, run by the pipeline before any worker starts:
    clears them), the assignment's notebook first, then the other notebooks, then the rest by
    name. Nothing is followed: entries are examined with lstat relative to an O_NOFOLLOW directory
    descriptor, and a file is opened (to measure a notebook) only once lstat and fstat both say it
-   is a regular file. What is dropped is never lost:
+   is a regular file. **Nothing in** ``submitted/`` **is ever moved, rewritten or deleted**; what is
+   kept out of grading is *held*: it stays where it is, and nbgrader neither copies it
+   (``CourseDirectory.ignore`` names it, through :func:`held_patterns` in ``nbgrader_config.py``)
+   nor reads it as a notebook (:func:`skip_held_notebooks`):
 
-   * a regular file over a bound is **copied** to ``logs/intake/<assignment>/<student>/`` and
-     stays in ``submitted/``; it is held back from grading (nbgrader's ``CourseDirectory.ignore``
-     names it, through :func:`held_patterns` in ``nbgrader_config.py``). Raising the bound and
-     grading again takes it back, with nothing to move by hand;
-   * an entry that is not a file (symbolic or hard link, FIFO, device, socket, a folder nested
-     deeper than 6) is **moved** to that folder: left in place, nbgrader would follow or open it.
+   * a regular file over a bound is also **copied** to ``logs/intake/<assignment>/<student>/`` for
+     the instructor. Raising the bound and grading again takes it back, with nothing to move by hand;
+   * an entry that is not a plain file (a symbolic link, a FIFO, a device, a socket, a folder nested
+     deeper than 6) is never opened or followed: a link can point anywhere on the grading machine,
+     and grading runs as root. A symbolic link *as the assignment's notebook* therefore leaves the
+     notebook ungraded, with the fix (replace the link by the file it points to);
+   * a file with a second hard link (a ``cp -al`` or ``rsync --link-dest`` snapshot of the class) is
+     the same bytes under two names: the assignment's notebook is read as any notebook (nbgrader
+     copies it; it is parsed as a notebook and nothing else); any other hard-linked file is held,
+     as its other name may be a file of the host's.
 
 2. **Every notebook is accounted for** (:func:`check_notebooks`, :func:`intake_class`). For each
    (student, assignment) the notebooks the assignment expects are looked for; each problem is a
@@ -30,7 +37,7 @@ Two jobs, run by the pipeline before any worker starts:
                   and the finding says which of the two holds more answers;
    ``unreadable`` empty, a folder named like the notebook, not UTF-8, JSON that ends early
                   ("the JSON ends at line 40"), JSON that is not a notebook;
-   ``dropped``    intake held a file back or moved an entry (above);
+   ``dropped``    intake held a file or an entry back (above); it stays in ``submitted/``;
    ``repaired``   a byte-order mark before the JSON: read past (``grading.worker.accept_byte_order_mark``
                   in the process that grades), the file left as it is, and the notebook graded as any other.
 
@@ -85,31 +92,32 @@ def _kind(mode: int, nlink: int) -> str | None:
 
 @dataclasses.dataclass
 class Dropped:
-    """One entry intake kept out of grading."""
+    """One entry intake kept out of grading. It stays in ``submitted/`` as it is (held)."""
 
     path: str  # relative to the submission folder
     why: str
-    moved: bool  # True: moved to the intake folder (not a file); False: copied there, held in submitted/
+    copied: bool  # True: a copy is in the intake folder (a regular file over a bound); False: not a file, not read
 
     def __str__(self) -> str:
         return f"{self.path} ({self.why})"
 
 
-def _open_regular(dir_fd: int, name: str) -> int | None:
-    """A read descriptor of ``name`` if it is (still) a regular file with one name, else None."""
+def _open_regular(dir_fd: int, name: str, one_name: bool = True) -> int | None:
+    """A read descriptor of ``name`` if it is (still) a regular file (with one name, unless ``one_name``
+    is False), else None."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+    if not stat.S_ISREG(st.st_mode) or (one_name and st.st_nlink > 1):
         os.close(fd)
         return None
     return fd
 
 
-def _read_regular(dir_fd: int, name: str, limit: int) -> bytes | None:
-    fd = _open_regular(dir_fd, name)
+def _read_regular(dir_fd: int, name: str, limit: int, one_name: bool = True) -> bytes | None:
+    fd = _open_regular(dir_fd, name, one_name)
     if fd is None:
         return None
     try:
@@ -135,12 +143,12 @@ def kept_size(data: bytes) -> int:
 
 def intake(folder: str, quarantine: str, max_files: int | None = None, max_bytes: int | None = None,
            max_depth: int = 6, first: tuple[str, ...] = ()) -> list[Dropped]:
-    """Make one submission folder plain data before anything grades it; return what was kept out.
+    """Find what of one submission folder grading must not take; return it (every entry is held).
 
-    ``first``: notebook names counted before everything else (the assignment's own). The entries
-    that are not files are moved into ``quarantine``; regular files over a bound are copied there and
-    held back from grading (:func:`held_patterns`), never moved.
-    """
+    ``first``: the assignment's own notebook names, counted before everything else; at the top of the
+    folder such a notebook is read even when it has a second hard link. Nothing is moved or deleted:
+    regular files over a bound are copied to ``quarantine``; entries that are not plain files are
+    neither opened nor followed. :func:`intake_class` writes the held paths (:func:`held_patterns`)."""
     max_files = _limit("COURSE_INTAKE_MAX_FILES", 100) if max_files is None else max_files
     max_bytes = _limit("COURSE_INTAKE_MAX_BYTES", 50_000_000) if max_bytes is None else max_bytes
     raw_limit = max(max_bytes * 20, 1)  # a notebook larger than this is not read to measure it
@@ -149,30 +157,18 @@ def intake(folder: str, quarantine: str, max_files: int | None = None, max_bytes
     fds: list[int] = []
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
-    def move(dir_fd: int, name: str, rel: str, why: str) -> None:
-        dropped.append(Dropped(rel, why, moved=True))
-        os.makedirs(quarantine, exist_ok=True)
-        target = os.path.join(quarantine, rel.replace(os.sep, "__"))
-        try:
-            os.rename(name, target, src_dir_fd=dir_fd)
-        except OSError:
-            try:
-                shutil.rmtree(name, dir_fd=dir_fd) if why.startswith("folder") else os.unlink(name, dir_fd=dir_fd)
-            except OSError:
-                pass
-
-    def hold(dir_fd: int, name: str, rel: str, why: str) -> None:
-        dropped.append(Dropped(rel, why, moved=False))
-        os.makedirs(quarantine, exist_ok=True)
-        fd = _open_regular(dir_fd, name)
+    def hold(dir_fd: int, name: str, rel: str, why: str, copy: bool) -> None:
+        fd = _open_regular(dir_fd, name) if copy else None
+        dropped.append(Dropped(rel, why, copied=fd is not None))
         if fd is None:
             return
+        os.makedirs(quarantine, exist_ok=True)
         try:
             with os.fdopen(fd, "rb", closefd=False) as src, \
                     open(os.path.join(quarantine, rel.replace(os.sep, "__")), "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
         except OSError:
-            pass
+            dropped[-1].copied = False
         finally:
             os.close(fd)
 
@@ -182,19 +178,20 @@ def intake(folder: str, quarantine: str, max_files: int | None = None, max_bytes
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
                 if depth >= max_depth:
-                    move(dir_fd, name, rel, f"folder nested deeper than {max_depth}")
+                    hold(dir_fd, name, rel, f"folder nested deeper than {max_depth}", copy=False)
                     continue
                 sub = os.open(name, flags, dir_fd=dir_fd)
                 fds.append(sub)
                 walk(sub, rel, depth + 1)
                 continue
             why = _kind(st.st_mode, st.st_nlink)
-            if why:
-                move(dir_fd, name, rel, why)
+            linked_notebook = why and why.startswith("hard link") and not prefix and name in first
+            if why and not linked_notebook:
+                hold(dir_fd, name, rel, why, copy=False)
                 continue
             size = st.st_size
             if name.endswith(".ipynb") and size <= raw_limit:
-                data = _read_regular(dir_fd, name, raw_limit)
+                data = _read_regular(dir_fd, name, raw_limit, one_name=not linked_notebook)
                 size = kept_size(data) if data is not None else size
             rank = 0 if (not prefix and name in first) else 1 if name.endswith(".ipynb") else 2
             keep.append((rank, rel, dir_fd, name, size))
@@ -206,10 +203,10 @@ def intake(folder: str, quarantine: str, max_files: int | None = None, max_bytes
         count = total = 0
         for _, rel, dir_fd, name, size in sorted(keep, key=lambda k: (k[0], k[1])):
             if count + 1 > max_files:
-                hold(dir_fd, name, rel, f"more than {max_files} files")
+                hold(dir_fd, name, rel, f"more than {max_files} files", copy=True)
             elif total + size > max_bytes:
                 what = "bytes without its outputs" if name.endswith(".ipynb") else "bytes"
-                hold(dir_fd, name, rel, f"{size:,} {what}: the submission would exceed {max_bytes:,} bytes")
+                hold(dir_fd, name, rel, f"{size:,} {what}: the submission would exceed {max_bytes:,} bytes", copy=True)
             else:
                 count, total = count + 1, total + size
     finally:
@@ -239,6 +236,30 @@ def held_patterns(root: str = GRADING_DIR) -> list[str]:
     (escaped) therefore names exactly one file, and nbgrader copies neither it nor, for a folder,
     anything under it."""
     return [glob.escape(p) for p in _read_held(root)]
+
+
+def skip_held_notebooks(root: str = GRADING_DIR) -> None:
+    """nbgrader reads every top-level ``*.ipynb`` of a submission by a glob, whatever its ignore list says:
+    make the glob's result leave out the notebooks intake holds (a link to another student's notebook, a
+    FIFO named ``extra.ipynb``), in this process. Called by ``nbgrader_config.py``; idempotent."""
+    from nbgrader.converters.base import BaseConverter
+
+    original = getattr(BaseConverter.init_notebooks, "_course_original", BaseConverter.init_notebooks)
+
+    def init_notebooks(self) -> None:
+        original(self)
+        held = {os.path.normpath(p) for p in _read_held(self.coursedir.root or root)}
+        if not held:
+            return
+        for folder, found in list(self.assignments.items()):
+            kept = [f for f in found if os.path.normpath(os.path.abspath(f)) not in held]
+            if kept:
+                self.assignments[folder] = kept
+            else:
+                del self.assignments[folder]
+
+    init_notebooks._course_original = original
+    BaseConverter.init_notebooks = init_notebooks
 
 
 def _read_held(root: str) -> list[str]:
@@ -341,7 +362,8 @@ def check_notebooks(folder: str, expected: list[str], originals: str) -> list[tu
         if dirpath != folder:
             nested += [os.path.relpath(os.path.join(dirpath, f), folder) for f in sorted(filenames)
                        if f.endswith(".ipynb")]
-    candidates = [n for n in top_notebooks if n not in expected and os.path.isfile(os.path.join(folder, n))]
+    candidates = [n for n in top_notebooks if n not in expected and os.path.isfile(os.path.join(folder, n))
+                  and not os.path.islink(os.path.join(folder, n))]
     data: dict[str, bytes | None] = {}
     for name in expected:
         path = os.path.join(folder, name)
@@ -355,7 +377,7 @@ def check_notebooks(folder: str, expected: list[str], originals: str) -> list[tu
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                continue  # intake's business (moved as a link, a pipe...)
+                continue  # intake's business (held: a link, a pipe...)
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 raw = fh.read()
         except OSError as err:
@@ -455,16 +477,17 @@ def intake_class(tasks: list[tuple[str, str]], assignments: list[str] | None = N
         quarantine = os.path.join(intake_dir, a, s)
         expected = expected_notebooks(a)
         dropped = intake(folder, quarantine, first=tuple(expected))  # first: links and pipes are never opened
-        held += [os.path.join(folder, d.path) for d in dropped if not d.moved]
+        held += [os.path.join(folder, d.path) for d in dropped]
         where = _from_logs(quarantine)
         for d in dropped:
-            if d.moved:
-                add(a, s, "dropped", f"intake removed {d} from the submission (moved to {where})",
-                    "nothing: grading never follows or opens such an entry", entries=[str(d)], path=d.path, held=False)
-            else:
+            if d.copied:
                 bound = "COURSE_INTAKE_MAX_FILES" if "more than" in d.why else "COURSE_INTAKE_MAX_BYTES"
                 add(a, s, "dropped", f"{d} was not graded; it stays in submitted/ (a copy in {where})",
                     f"raise {bound} and regrade to include it", entries=[str(d)], path=d.path, held=True)
+            else:
+                add(a, s, "dropped", f"{d} was not read: grading never follows a link or opens anything but a "
+                    "plain file of the submission; it stays in submitted/ as it is", _fix_for(d, expected),
+                    entries=[str(d)], path=d.path, held=True)
         for kind, message, fix in check_notebooks(folder, expected, quarantine):
             add(a, s, kind, message, fix)
     write_held(held, root)
@@ -474,9 +497,40 @@ def intake_class(tasks: list[tuple[str, str]], assignments: list[str] | None = N
     return findings
 
 
+def _fix_for(d: Dropped, expected: list[str]) -> str:
+    """What the instructor does about an entry intake does not read."""
+    notebook = d.path in expected
+    if d.why == "symbolic link":
+        return (f"replace the link by the file it points to, once you have checked it is the student's work "
+                f"(cp --remove-destination \"$(readlink -f {d.path})\" {d.path}, in the submission's folder) and regrade"
+                if notebook else "nothing, unless the notebook needs it: then put the file itself there and regrade")
+    if d.why.startswith("hard link"):
+        return "nothing, unless the notebook needs it: then make it a file of its own (cp, not cp -l) and regrade"
+    if notebook:
+        return f"put the notebook file itself at {d.path} and regrade"
+    return "nothing: grading never opens such an entry"
+
+
+def linked_students(submitted: str = SUBMITTED) -> dict[str, str]:
+    """{name: why it is not graded} for each symbolic link in ``submitted/`` where a student's folder belongs.
+
+    Refused, never read: grading runs as root, and a link can point anywhere on the grading machine (another
+    student's folder, the instructor's source notebooks). The link stays as it is; the student gets a row in
+    grades.csv, a page and a report line with the fix. Its target is not quoted (it is a path of the host)."""
+    try:
+        entries = sorted(os.scandir(submitted), key=lambda e: e.name)
+    except OSError:
+        return {}
+    return {e.name: (f"submitted/{e.name} is a symbolic link, not a folder: grading never reads through a link "
+                     "(it can point anywhere on the grading machine) (fix: replace the link by a copy of the folder "
+                     f"it points to, e.g. cp -r --dereference, once you have checked it is {e.name}'s work, and grade "
+                     "again)")
+            for e in entries if e.is_symlink() and not e.name.startswith(".")}
+
+
 def held_tasks(findings: list[dict]) -> set[tuple[str, str]]:
-    """(assignment, student) whose assignment notebook itself intake held back: nbgrader reads every
-    top-level notebook whatever its ignore list says, so such a task is not given to a worker."""
+    """(assignment, student) whose assignment notebook itself intake held back (a link, a notebook over the
+    bounds): there is nothing to grade, so such a task is not given to a worker."""
     return {(f["assignment"], f["student"]) for f in findings
             if f["kind"] == "dropped" and f.get("held") and f.get("path") in expected_notebooks(f["assignment"])}
 

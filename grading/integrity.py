@@ -168,9 +168,15 @@ def _parse(source: str):
         return None
 
 
-# magics that only display or time: `%matplotlib inline`, `obj?`; %time / %timeit run code, which is read
-_DISPLAY_MAGICS = {"matplotlib", "pinfo", "pinfo2", "pdef", "pdoc", "psource", "who", "whos", "who_ls", "precision"}
+# magics that only display or time: `obj?`, `%whos`; %time / %timeit run code, which is read
+_DISPLAY_MAGICS = {"pinfo", "pinfo2", "pdef", "pdoc", "psource", "who", "whos", "who_ls", "precision"}
 _TIMING_MAGICS = {"time", "timeit"}
+# %matplotlib runs (in the kernel) only with one of these arguments: a backend named by a module
+# (`module://x`) imports that module, which a submission can write
+MATPLOTLIB_RUN = frozenset({"", "inline", "agg", "--list", "-l"})
+# interactive backends a student's notebook commonly selects: not run in grading (no display), noted
+MATPLOTLIB_NOT_RUN = frozenset({"widget", "ipympl", "notebook", "nbagg", "qt", "qt5", "qt6", "tk", "osx", "gtk3",
+                                "gtk4", "wx"})
 
 
 def _magic_call(node) -> tuple[str, str, list] | None:
@@ -196,6 +202,8 @@ def _allow_harmless_magics(tree):
             if magic is None:
                 return node
             kind, name, args = magic
+            if name == "matplotlib" and kind == "run_line_magic" and args[0].strip() in MATPLOTLIB_RUN:
+                return ast.copy_location(ast.Pass(), node)
             if name in _DISPLAY_MAGICS and not any(ch in a for a in args for ch in "{}$"):
                 # IPython expands `{expr}` and `$name` in these magics' arguments before they run
                 # (`%precision {anything()}` runs anything): such an argument is code, kept a finding
@@ -217,6 +225,177 @@ def _allow_harmless_magics(tree):
             return node
 
     return ast.fix_missing_locations(Rewrite().visit(tree))
+
+
+# ------------------------------------------------------------ notebook habits: not run in grading, noted, no cost
+_INSTALL = "installing packages is not possible while grading (the grading environment has the course's packages)"
+_SHELL_NOT_RUN = {"pip": _INSTALL, "pip3": _INSTALL, "conda": _INSTALL, "mamba": _INSTALL, "uv": _INSTALL,
+                  "nvidia-smi": "it only shows the GPU; shell commands do not run while grading"}
+_MAGIC_NOT_RUN = {"pip": _INSTALL, "conda": _INSTALL, "mamba": _INSTALL,
+                  "config": "kernel and display settings are the grader's while grading",
+                  "autoreload": "the notebook runs once, top to bottom, while grading: nothing to reload"}
+_EXTENSIONS_NOT_RUN = {"autoreload"}  # %load_ext / %reload_ext of these: not run
+# %env NAME=value of these names changes where Python finds modules: a finding, never a habit
+_IMPORT_PATH_VARS = ("PYTHON", "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH")
+
+
+def _env_name(arg: str) -> str:
+    """'PYTHONPATH=.' / 'PYTHONPATH .' / 'PYTHONPATH' -> 'PYTHONPATH'; '' -> ''."""
+    import re
+
+    m = re.match(r"\s*([^\s=]*)", arg)
+    return m.group(1) if m else ""
+
+
+def _sets_import_path(arg: str) -> bool:
+    name = _env_name(arg).upper()
+    return bool(name) and any(name == v or (v == "PYTHON" and name.startswith(v)) for v in _IMPORT_PATH_VARS) \
+        and ("=" in arg or len(arg.split()) > 1)
+
+
+def _why_not_run(call) -> str | None:
+    """Why one escape or line magic (the transformed call) is a habit grading does not run, or None when
+    it is not on the allowlist (then it stays, and the scan reads it as a finding)."""
+    if isinstance(call, tuple):  # (kind, name, args) of a magic
+        kind, name, args = call
+        arg = args[0] if args else ""
+        if kind != "run_line_magic":
+            return None
+        if name in _MAGIC_NOT_RUN:
+            return _MAGIC_NOT_RUN[name]
+        if name in ("load_ext", "reload_ext") and arg.split() and all(a in _EXTENSIONS_NOT_RUN for a in arg.split()):
+            return _MAGIC_NOT_RUN["autoreload"]
+        if name == "env" and not _sets_import_path(arg):
+            return "environment variables are the grader's while grading"
+        if name == "matplotlib" and arg.strip() in MATPLOTLIB_NOT_RUN:
+            return "interactive figures are not drawn while grading"
+        return None
+    words = call.split()  # a shell escape's command line
+    if words[:3] in (["python", "-m", "pip"], ["python3", "-m", "pip"]):
+        return _INSTALL
+    return _SHELL_NOT_RUN.get(words[0]) if words else None
+
+
+def _escape_call(node):
+    """The command line of ``get_ipython().system('...')`` (a ``!`` line), else None."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return None
+    call = node.value
+    if isinstance(call.func, ast.Attribute) and call.func.attr in ("system", "getoutput") and \
+            isinstance(call.func.value, ast.Call) and isinstance(call.func.value.func, ast.Name) and \
+            call.func.value.func.id == "get_ipython" and len(call.args) == 1 and \
+            isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+        return call.args[0].value
+    return None
+
+
+def neutralise_habits(source: str) -> tuple[str, list[str]]:
+    """The cell with each allowlisted habit (``!pip install``, ``%pip``, ``%config``, ``%load_ext autoreload``,
+    ``%autoreload``, ``%env NAME=value``, an interactive ``%matplotlib`` backend, ``%%capture``) replaced by
+    ``pass`` with the line as a comment, and the lines replaced. The cell runs without them; any other
+    magic or escape stays as it is (the scan reads it). Example: ``"!pip install -q x\nx = 1"`` ->
+    ``("pass  # not run in grading: !pip install -q x\nx = 1", ["!pip install -q x"])``."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    lines = source.splitlines()
+    done: list[str] = []
+    if lines and lines[0].lstrip().startswith("%%capture"):  # the body runs, its output shown
+        done.append(lines[0].strip())
+        lines[0] = "# not run in grading: " + lines[0].strip()
+    try:
+        transformed = TransformerManager().transform_cell("\n".join(lines)).splitlines()
+        tree = ast.parse("\n".join(transformed))
+    except (SyntaxError, ValueError, TypeError):
+        return "\n".join(lines) if done else source, done
+    if len(transformed) != len(lines):
+        return "\n".join(lines) if done else source, done  # a continued line: left as it is, read by the scan
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Expr) or node.end_lineno != node.lineno:
+            continue
+        call = _magic_call(node)
+        call = call if call is not None else _escape_call(node)
+        if call is None:
+            continue
+        k = node.lineno - 1
+        text = lines[k].strip()
+        if not text.startswith(("!", "%")) or text.startswith("%%") or _why_not_run(call) is None:
+            continue
+        indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
+        lines[k] = f"{indent}pass  # not run in grading: {text}"
+        done.append(text)
+    return ("\n".join(lines) if done else source), done
+
+
+def habit_note(where: str, line: str) -> str:
+    """The feedback's note for one habit grading did not run."""
+    if line.startswith("%%capture"):
+        why = "its cell ran with the output shown"
+    else:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        try:
+            node = ast.parse(TransformerManager().transform_cell(line)).body[0]
+        except (SyntaxError, ValueError, TypeError, IndexError):
+            node = None
+        call = (_magic_call(node) or _escape_call(node)) if node is not None else None
+        why = (_why_not_run(call) if call is not None else None) or "it does not run while grading"
+    return f"{where}: `{line}` was not run: {why}; this costs nothing"
+
+
+def _written_names(sources) -> set[str]:
+    """Every word of every string constant of these cells (a module a cell writes is named in one)."""
+    import re
+
+    words: set[str] = set()
+    for src in sources:
+        tree = _parse(src)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", node.value))
+    return words
+
+
+def unavailable_imports(source: str) -> tuple[str, list[str]]:
+    """The cell with each import of a module the grading environment lacks replaced by
+    ``raise ModuleNotFoundError(...)`` where it stood, and the modules. The import never runs (so it can
+    never reach a module the submission wrote); the cell fails there as it would without the package,
+    and costs only what that cell earns. A cell whose lines IPython changes (a continued magic) is left
+    as it is (the scan then reads the import as a finding)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        transformed = TransformerManager().transform_cell(source).splitlines()
+        tree = ast.parse("\n".join(transformed))
+    except (SyntaxError, ValueError, TypeError):
+        return source, []
+    lines = source.splitlines()
+    if len(transformed) != len(lines):
+        return source, []
+    spans = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level:
+            mods = ["." * node.level + (node.module or "")]
+        else:
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        missing = [m for m in mods if m.startswith(".") or not _installed(m.split(".")[0])]
+        if not missing:
+            continue
+        l0, l1 = node.lineno - 1, node.end_lineno - 1
+        if lines[l0: l1 + 1] != transformed[l0: l1 + 1]:
+            return source, []
+        spans.append((l0, node.col_offset, l1, node.end_col_offset, missing[0]))
+    if not spans:
+        return source, []
+    for l0, c0, l1, c1, module in sorted(spans, reverse=True):
+        first, last = lines[l0].encode("utf-8"), lines[l1].encode("utf-8")  # ast's columns count bytes
+        stmt = (f"raise ModuleNotFoundError({f'No module named {module!r}: not installed for grading'!r}, "
+                f"name={module.split('.')[0]!r})")
+        lines[l0] = first[:c0].decode("utf-8") + stmt + last[c1:].decode("utf-8")
+        for k in range(l0 + 1, l1 + 1):
+            lines[k] = ""
+    return "\n".join(lines), [m for *_, m in sorted(spans)]
 
 
 # ------------------------------------------------------------ which course_lib modules an answer may import
@@ -357,6 +536,9 @@ def _statements_in(source: str) -> frozenset:
     return frozenset(_statement_key(n) for n in tree.body) if tree is not None else frozenset()
 
 
+_PATH_EDITS = {"append", "insert", "extend", "remove", "pop", "clear", "reverse", "sort", "__setitem__", "__iadd__"}
+
+
 def scan_code(source: str, where: str, imported, protected: dict[str, str],
               instructor: frozenset = frozenset()) -> list[str]:
     """Findings in one student-editable code cell (``where`` names it in messages). Top-level
@@ -423,8 +605,26 @@ def scan_code(source: str, where: str, imported, protected: dict[str, str],
             for bound, target in _bindings(node).items():
                 if bound in protected and protected[bound] != target:  # `import math` again is fine
                     add(f"rebinds {bound!r}, which the locked setup cell imported")
+        elif isinstance(node, ast.Expr) and (_magic_call(node) or _escape_call(node)) is not None:
+            magic = _magic_call(node)
+            if magic is None:
+                add(f"runs a shell command (!{_escape_call(node)[:60]}), which grading does not allow")
+            elif magic[1] == "matplotlib":
+                add(f"selects the matplotlib backend {(magic[2] or [''])[0].strip()[:60]!r}; grading allows only "
+                    f"{', '.join(sorted(b for b in MATPLOTLIB_RUN | MATPLOTLIB_NOT_RUN if b and not b.startswith('-')))}"
+                    " (a backend named by a module imports that module)")
+            elif magic[1] == "env" and _sets_import_path((magic[2] or [''])[0]):
+                add(f"sets {_env_name(magic[2][0])} with %env, which changes where Python imports modules from")
+            else:
+                add(f"runs the magic %{magic[1]}, which grading does not allow")
         elif isinstance(node, ast.Name) and node.id in _FORBIDDEN_NAMES:
             add(_FORBIDDEN_NAMES[node.id])
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in _PATH_EDITS and isinstance(node.func.value, ast.Attribute) and \
+                node.func.value.attr == "path" and _owned_by(node.func.value.value, "sys"):
+            add(f"edits sys.path ({ast.unparse(node.func)[:60]}), which changes where Python imports modules from")
+        elif isinstance(node, ast.Attribute) and node.attr == "addsitedir":
+            add("adds a folder to sys.path (site.addsitedir), which changes where Python imports modules from")
         elif isinstance(node, ast.Attribute) and node.attr in _FORBIDDEN_ATTRS:
             owner, msg = _FORBIDDEN_ATTRS[node.attr]
             if owner is None or _owned_by(node.value, owner):  # sys.modules, os.sys.modules
@@ -463,6 +663,7 @@ def _normalise(source: str) -> str:
 
 
 NOTES_KEY = "course_integrity_notes"  # restorations: shown in the feedback, cost nothing
+HABITS_KEY = "course_integrity_habits"  # habits not run (!pip, %config, ...), unavailable imports: cost nothing
 CELL_KEY = "course_integrity"  # on the cell where a finding is: the autograded tests after it score 0
 
 
@@ -474,6 +675,36 @@ def _source_notebook(assignment: str, notebook: str) -> list:
     if not os.path.exists(path):
         return []
     return list(nbformat.read(path, as_version=4).cells)
+
+
+@functools.lru_cache(maxsize=1)
+def _lessons_by_grade_id() -> dict:
+    """grade id -> (assignment, notebook) of every source notebook (read as plain JSON)."""
+    import json
+
+    out: dict = {}
+    for folder in sorted(os.listdir(NOTEBOOKS_DIR)) if os.path.isdir(NOTEBOOKS_DIR) else []:
+        path = os.path.join(NOTEBOOKS_DIR, folder)
+        for f in sorted(os.listdir(path)) if os.path.isdir(path) else []:
+            if f.endswith(".ipynb"):
+                with open(os.path.join(path, f), encoding="utf-8") as fh:
+                    for cell in json.load(fh).get("cells", []):
+                        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                        if gid:
+                            out.setdefault(gid, (folder, f[:-6]))
+    return out
+
+
+def _lesson_of(grade_ids, assignment: str):
+    """(assignment, notebook) of another lesson whose cells these mostly are, or None."""
+    import collections
+
+    known = _lessons_by_grade_id()
+    counts = collections.Counter(known[g] for g in grade_ids if g in known and known[g][0] != assignment)
+    if not counts:
+        return None
+    lesson, n = counts.most_common(1)[0]
+    return lesson if n * 2 > len(grade_ids) else None
 
 
 def _gid(cell):
@@ -494,8 +725,12 @@ class ScanSubmission(NbGraderPreprocessor):
                 source_cells = {c.name: (c.locked, c.source, c.cell_type) for c in stored.source_cells}
                 grade_cells = {c.name: c.max_score for c in stored.grade_cells}
                 solution_cells = {c.name for c in stored.solution_cells}
-        except MissingEntry:
-            nb.metadata[META_KEY] = [f"notebook {info['notebook']!r} is not part of assignment {info['assignment']!r}"]
+        except MissingEntry:  # a notebook beside the assignment's own: nothing of it is graded, no accusation
+            other = _lesson_of({_gid(c) for c in nb.cells} - {None}, info["assignment"])
+            nb.metadata[META_KEY] = []
+            nb.metadata[NOTES_KEY] = [f"notebook {info['notebook']!r} is not part of assignment {info['assignment']!r}"
+                                      + (f" (it is {other[0]}'s {other[1]}.ipynb: the wrong assignment's notebook)"
+                                         if other else "") + "; it is not graded"]
             return nb, resources
         source_nb = _source_notebook(info["assignment"], info["notebook"])
         order = [g for g in (_gid(c) for c in source_nb) if g in source_cells] or list(source_cells)
@@ -503,14 +738,31 @@ class ScanSubmission(NbGraderPreprocessor):
         self._adopt_cells_without_metadata(nb, source_nb, source_cells, grade_cells, solution_cells, notes)
 
         instructor = [c for c in source_nb if c.cell_type == "code"]
+        ids = {_gid(c) for c in nb.cells} - {None}
+        foreign = ids - set(source_cells)  # ("setup" is every lesson's)
+        other = _lesson_of(foreign, info["assignment"]) if len(foreign) > len(ids - foreign) else None
+        if other:
+            # the wrong assignment's notebook: that lesson's own cells are an instructor's, not the student's
+            # code; this assignment's cells are put back as released below and score what they earn
+            notes.append(f"this is {other[0]}'s notebook ({other[1]}.ipynb), not {info['assignment']}'s: the wrong "
+                         f"assignment's notebook was handed in, so none of {info['assignment']}'s answers are in it; "
+                         f"its cells were put back as released and scored as they ran (hand in {info['notebook']}"
+                         f".ipynb of {info['assignment']} and ask for a regrade)")
+            instructor = instructor + [c for c in _source_notebook(*other) if c.cell_type == "code"]
         instructor_sources = {_normalise(c.source) for c in instructor}
+        instructor_sources |= {_normalise(_without_hidden_tests(c.source)) for c in instructor}  # as released
         # the statements of the instructor's own cells (not answers): an edited demo cell keeps them
         shared = instructor_statements([c.source for c in instructor if not c.metadata.get("nbgrader", {}).get("solution")])
-        locked_sources = [c.source for c in nb.cells if c.cell_type == "code"
-                          and source_cells.get(_gid(c), (False,))[0]]
+        # what the locked cells import as released (they are restored so): an import a student added to the
+        # setup cell is not run, so it protects nothing
+        locked_sources = [src for locked, src, kind in source_cells.values() if locked and kind == "code"]
         protected = imported_names([c.source for c in instructor] + locked_sources)
         imported = set(protected) | set(imported_names([c.source for c in nb.cells if c.cell_type == "code"]))
         findings: list[str] = []
+        habits_noted: list[str] = []
+        # the words of the student's string constants: an unavailable module named there may be one a cell writes
+        written = _written_names([c.source for c in nb.cells if c.cell_type == "code"
+                                  and _normalise(c.source) not in instructor_sources])
         seen = set()
         # nbgrader's DeduplicateIds (after this scan) keeps the last cell of a grade id and turns the
         # others into plain cells, which nbgrader neither restores nor grades: they are read as the student's
@@ -538,6 +790,8 @@ class ScanSubmission(NbGraderPreprocessor):
                     notes.append(f"cell {gid}: its type had been changed from {cell_type} to {cell.cell_type}; "
                                  "put back as released")
                 editable, solution = not locked, gid in solution_cells
+            elif gid is not None and other:  # said once, above
+                editable = _normalise(cell.source) not in instructor_sources
             elif gid is not None:
                 notes.append(f"cell {gid}: not a cell of this assignment (a notebook from elsewhere?); "
                              "run as an ordinary cell")
@@ -545,14 +799,26 @@ class ScanSubmission(NbGraderPreprocessor):
             else:
                 editable = _normalise(cell.source) not in instructor_sources  # a cell the student added or changed
             if editable and cell.cell_type == "code":
-                found = scan_code(cell.source, f"cell {gid or i}", imported, protected,
-                                  frozenset() if solution else shared)
+                where = f"cell {gid or i}"
+                cell.source, habits = neutralise_habits(cell.source)
+                habits_noted += [habit_note(where, line) for line in habits]
+                cell.source, missing = unavailable_imports(cell.source)
+                found = scan_code(cell.source, where, imported, protected, frozenset() if solution else shared)
+                for m in missing:
+                    if m.lstrip(".").split(".")[0] in written or m.startswith("."):
+                        found.append(f"{where}: imports {m}, which is not installed: a module written by the "
+                                     "submission, whose code this check cannot read")
+                    else:
+                        habits_noted.append(f"{where}: imports {m}, which the grading environment does not have: "
+                                            "the import raised ModuleNotFoundError there, so that cell failed and "
+                                            "the cells after it ran; this costs only what that cell earns")
                 if found:
                     cell.metadata[CELL_KEY] = found
                     findings += found
         self._restore_deleted(nb, order, source_cells, grade_cells, solution_cells, seen, notes)
         nb.metadata[META_KEY] = findings
         nb.metadata[NOTES_KEY] = notes
+        nb.metadata[HABITS_KEY] = habits_noted
         self._repair_metadata(nb, source_cells, grade_cells, solution_cells)
         return nb, resources
 
@@ -682,7 +948,8 @@ class ApplyIntegrity(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         findings = list(nb.metadata.get(META_KEY, []))
         notes = list(nb.metadata.get(NOTES_KEY, []))
-        if not findings and not notes:
+        habits = list(nb.metadata.get(HABITS_KEY, []))
+        if not findings and not notes and not habits:
             return nb, resources
         whole = findings and not any(c.metadata.get(CELL_KEY) for c in nb.cells)  # not of this assignment
         seen: list[str] = []
@@ -709,5 +976,9 @@ class ApplyIntegrity(NbGraderPreprocessor):
         if notes:
             parts.append("**Grading note: restored as released** (test and locked cells are always graded as "
                          "released; this costs nothing).\n\n" + "\n".join(f"- {quote(n)}" for n in notes))
+        if habits:
+            parts.append("**Grading note: not run while grading** (lines a notebook commonly holds, such as package "
+                         "installs and display settings; this costs nothing, except that a cell whose import failed "
+                         "scores what it earned).\n\n" + "\n".join(f"- {quote(h)}" for h in habits))
         nb.cells.insert(0, new_markdown_cell("\n\n".join(parts)))
         return nb, resources

@@ -56,10 +56,12 @@ import sys  # noqa: E402
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-# intake (grading/intake.py) holds back files over its bounds: they stay in submitted/, nbgrader copies none
-from grading.intake import held_patterns  # noqa: E402
+# intake (grading/intake.py) holds back files over its bounds, links and special files: they stay in
+# submitted/, nbgrader copies none and reads none as a notebook
+from grading.intake import held_patterns, skip_held_notebooks  # noqa: E402
 
 c.CourseDirectory.ignore = c.CourseDirectory.ignore + held_patterns(ROOT)
+skip_held_notebooks(ROOT)
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402

@@ -124,7 +124,9 @@ def run_nbgrader(*args: str) -> subprocess.CompletedProcess:
     proc = _nbgrader_process(cmd)
     failed = proc.returncode != 0 or "[ERROR]" in proc.stderr or "| ERROR]" in proc.stderr
     if failed:
-        raise GradingError(f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        fault = failures.machine_fault(proc.stderr)  # the grader's machinery (a read-only gradebook): one line
+        raise GradingError(f"`nbgrader {' '.join(args)}` failed: {fault}; the previous results are unchanged" if fault
+                           else f"`nbgrader {' '.join(args)}` failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return proc
 
 
@@ -159,7 +161,10 @@ def generate_assignments(assignments: list[str]) -> None:
     if proc.returncode:
         failed = next((line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("FAILED ")),
                       None)
-        error = GradingError(f"`nbgrader generate_assignment {failed or ' '.join(assignments)} --force` failed "
+        fault = failures.machine_fault(proc.stderr)  # the grader's machinery (a read-only gradebook): one line
+        error = GradingError(f"`nbgrader generate_assignment {failed or ' '.join(assignments)} --force` failed: "
+                             f"{fault}; nothing was graded and the previous results are unchanged" if fault else
+                             f"`nbgrader generate_assignment {failed or ' '.join(assignments)} --force` failed "
                              f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         error.assignment = failed
         raise error
@@ -327,6 +332,51 @@ def _task_done(assignment: str, student: str) -> bool:
     return all(result.get(k) is not None and result.get(k) == v for k, v in now.items())
 
 
+def _feedback_current(assignment: str, student: str) -> bool:
+    """The submission's feedback pages were written for its latest grading: its result does not record a
+    failed feedback step, and each autograded notebook has its page, written after it (a page left by an
+    earlier run, when a full disk stopped the new one, is stale: ``--resume`` grades it again)."""
+    result = read_result(assignment, student) or {}
+    if result.get("feedback_ok") is False:
+        return False
+    graded = os.path.join(GRADING_DIR, "autograded", student, assignment)
+    pages = os.path.join(GRADING_DIR, "feedback", student, assignment)
+    try:
+        notebooks = [f for f in os.listdir(graded) if f.endswith(".ipynb")]
+        for f in notebooks:
+            page = os.path.join(pages, f[:-6] + ".html")
+            if os.path.getmtime(page) < os.path.getmtime(os.path.join(graded, f)):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _remove_stale_pages(tasks: list[tuple[str, str]]) -> list[str]:
+    """Remove the feedback pages older than their autograded notebook (an earlier grading's score); generated
+    output only, never anything in submitted/. Returns the pages removed."""
+    removed = []
+    for a, s in tasks:
+        graded = os.path.join(GRADING_DIR, "autograded", s, a)
+        pages = os.path.join(GRADING_DIR, "feedback", s, a)
+        if not (_real_dir(graded) and _real_dir(pages)):
+            continue
+        for f in sorted(os.listdir(graded)):
+            page = os.path.join(pages, f[:-6] + ".html")
+            try:
+                if f.endswith(".ipynb") and os.path.getmtime(page) < os.path.getmtime(os.path.join(graded, f)):
+                    os.remove(page)
+                    removed.append(page)
+            except OSError:
+                continue
+    return removed
+
+
+def _resumed(tasks: list[tuple[str, str]], resume: bool, feedback: bool) -> list[tuple[str, str]]:
+    """The tasks to (re)do: all, or with ``resume`` those without a current result (and current pages)."""
+    return [t for t in tasks if not (resume and _task_done(*t) and (not feedback or _feedback_current(*t)))]
+
+
 SECOND_PASS_FACTOR = 3  # the cell and notebook time limits of the second pass, times the first pass's
 def second_pass_env() -> dict:
     cell = int(os.environ.get("COURSE_CELL_TIMEOUT", "30"))
@@ -422,7 +472,7 @@ def autograde_dask(tasks: list[tuple[str, str]], workers: int, feedback: bool = 
     pass): one submission at a time, alone on the cluster."""
     from grading import cluster
 
-    todo = [t for t in tasks if not (resume and _task_done(*t))]
+    todo = _resumed(tasks, resume, feedback)
     for a, s in todo:
         for name in (f".claim-{s}", f"{s}.json"):
             p = os.path.join(RESULTS, a, name)
@@ -461,7 +511,7 @@ def autograde_processes(tasks: list[tuple[str, str]], workers: int, feedback: bo
 
     The workers run in a process group of their own, so a signal meant for the command (Ctrl-C in the
     terminal, SIGTERM) reaches only the command, which then stops the whole group (``Interrupted``)."""
-    todo = [t for t in tasks if not (resume and _task_done(*t))]
+    todo = _resumed(tasks, resume, feedback)
     for a, s in todo:  # fresh claims and results for the tasks to (re)do
         for name in (f".claim-{s}", f"{s}.json"):
             p = os.path.join(RESULTS, a, name)
@@ -854,12 +904,13 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     else:
         log(f"[submissions] grading the class in {SUBMITTED} as it is")
 
+    linked = intake_mod.linked_students(SUBMITTED)  # a link as a student folder: a row, a page, a report line
     if _real_dir(SUBMITTED):
         for name in sorted(os.listdir(SUBMITTED)):
-            if not name.startswith(".") and not _real_dir(os.path.join(SUBMITTED, name)):
-                log(f"[intake] ignored submitted/{name}: not a folder (a link or a file), not graded")
-    students = student_folders()
-    refused = {s: why for s in students if (why := id_refusal(s))}
+            if not name.startswith(".") and name not in linked and not _real_dir(os.path.join(SUBMITTED, name)):
+                log(f"[intake] ignored submitted/{name}: not a folder (a file), not graded")
+    students = sorted(set(student_folders()) | set(linked))
+    refused = {s: why for s in students if (why := linked.get(s) or id_refusal(s))}
     for s, why in refused.items():
         log(f"[intake] {s}: not graded: {why}")
     # the class's assignments: those listed with --assignment, else those someone submitted (so the totals
@@ -947,6 +998,8 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
         for s in students:
             if s in refused:
                 statuses[(a, s)] = "not graded: " + refused[s]
+            elif (a, s) in held:
+                continue  # its notebook was held by intake: the finding is its status (apply_findings)
             elif (a, s) in results:
                 statuses[(a, s)] = status_of(results[(a, s)])
             elif (a, s) in class_tasks:
@@ -992,12 +1045,15 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     report_failed = report.after_grading(log)
     log(f"[report] total time {time.perf_counter() - t0:.1f} s")
     if feedback_failed:
+        stale_pages = _remove_stale_pages([k for k, _ in feedback_failed])
         log(f"[feedback] FAILED for {len(feedback_failed)} submission(s) (the grader's failure; their grades are "
-            "recorded, their feedback pages are not there):")
+            "recorded, their feedback pages are not there"
+            + (f"; {len(stale_pages)} page(s) of an earlier grading removed, so no student reads an old score"
+               if stale_pages else "") + "; --resume writes them):")
         for (a, s), why in feedback_failed:
             log(f"  {a}/{s}: {why}")
         raise GradingError(f"feedback could not be written for {len(feedback_failed)} submission(s) (listed above); "
-                           "fix the cause and re-run with --student ID to write it")
+                           "fix the cause and re-run with --resume (or --student ID) to write it")
     if expected:
         if mismatches:
             log("[demo] MISMATCH with the expected scores in grading/demo/:")

@@ -586,17 +586,18 @@ def test_intake_keeps_regular_files_only_and_opens_nothing(tmp_path):
                     and str(p.relative_to(sub)) not in {d.path for d in result["dropped"]})
     assert graded == ["attention.ipynb", "data/ok.csv", "f0.txt", "f1.txt", "f2.txt"], graded
     # the files over a bound stay in the submission (issue 43.4), copied for the instructor and held from grading
-    held = sorted(d.path for d in result["dropped"] if not d.moved)
-    assert held == ["big.bin", "f3.txt", "f4.txt"], held
-    for name in held:
+    copied = sorted(d.path for d in result["dropped"] if d.copied)
+    assert copied == ["big.bin", "f3.txt", "f4.txt"], copied
+    for name in copied:
         assert (sub / name).exists() and (tmp_path / "quarantine" / name).read_bytes() == (sub / name).read_bytes()
-    assert not any(os.path.lexists(sub / name) for name in ("link.db", "hard.db", "pipe", "data/dirlink"))
+    # links and the FIFO are held where they are (issue 66.1: nothing in submitted/ is moved), never copied or read
+    assert all(os.path.lexists(sub / name) for name in ("link.db", "hard.db", "pipe", "data/dirlink"))
+    assert not any(os.path.lexists(tmp_path / "quarantine" / name) for name in ("link.db", "hard.db", "pipe"))
     assert [d for d in dropped if "(symbolic link)" in d] == ["data/dirlink (symbolic link)", "link.db (symbolic link)"]
     assert "hard.db (hard link (2 names))" in dropped and "pipe (named pipe)" in dropped
     assert any(d.startswith("big.bin (5,000 bytes") for d in dropped), dropped
     assert sum("more than 5 files" in d for d in dropped) == 2, dropped
     assert outside.read_text() == "secret" and os.stat(outside).st_nlink == 2  # nothing followed or changed
-    assert os.path.islink(tmp_path / "quarantine" / "link.db")  # moved, for the instructor to see
 
 
 def _nb_with_outputs(outputs):

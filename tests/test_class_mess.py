@@ -8,6 +8,7 @@ grade and the finding the report names.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import sys
@@ -126,7 +127,8 @@ def test_a_deleted_test_cell_is_put_back_where_it_was(ctx):
 
 @pytest.mark.parametrize("source", ["from course_lib import attention", "import course_lib.plotting",
                                     "from course_lib.checks import attention", "from course_lib import *",
-                                    "%env", "!ls"])
+                                    "%env PYTHONPATH=.", "!ls", "%matplotlib module://backend_x",
+                                    "import sys\nsys.path.append(\"\")", "%load_ext mymodule"])
 def test_what_reaches_a_reference_or_the_kernel_is_still_a_finding(ctx, source):
     nb = correct(ctx)
     nb.cells.insert(len(nb.cells), new_code_cell(source))
@@ -235,7 +237,7 @@ def test_a_file_over_the_bound_stays_and_comes_back_when_the_bound_is_raised(tmp
     _write(str(folder / "attention.ipynb"), "{}")
     _write(str(folder / "scan.npy"), b"x" * 3000)
     dropped = intake_mod.intake(str(folder), str(tmp_path / "q"), max_bytes=2000)
-    assert [(d.path, d.moved) for d in dropped] == [("scan.npy", False)]
+    assert [(d.path, d.copied) for d in dropped] == [("scan.npy", True)]
     assert (folder / "scan.npy").read_bytes() == b"x" * 3000 == (tmp_path / "q" / "scan.npy").read_bytes()
     assert intake_mod.intake(str(folder), str(tmp_path / "q"), max_bytes=4000) == []  # raised: graded again
 
@@ -379,18 +381,99 @@ def _messy_class(ctx) -> dict:
         "m09_folder": ({NOTEBOOK + "/attention.ipynb": ok}, 0.0, ("unreadable: attention.ipynb is a folder",)),
         "m11_big_file": ({NOTEBOOK: ok, "scan.bin": b"\0" * 51_000_000}, 9.0,
                          ("dropped: scan.bin (51,000,000 bytes", "it stays in submitted/", "raise COURSE_INTAKE_MAX_BYTES")),
+        # issue 66: a snapshot of the class (cp -al), links, notebook habits, a scratch import
+        "m12_hard_linked": ({NOTEBOOK: Link("hard", ok)}, 9.0, ()),
+        "m13_symlinked_notebook": ({NOTEBOOK: Link("soft", ok)}, 0.0,
+                                   ("dropped: attention.ipynb (symbolic link) was not read", "readlink -f")),
+        "m14_linked_folder": (LINKED_FOLDER, 0.0, ("not graded: submitted/m14_linked_folder is a symbolic link",)),
+        "m15_colab_pip": ({NOTEBOOK: edited(lambda nb: nb.cells.insert(1, new_code_cell(
+            "!pip install -q transformers torch\n%pip install rapidfuzz")))}, 9.0, ()),
+        "m16_config_magics": ({NOTEBOOK: edited(lambda nb: nb.cells.insert(1, new_code_cell(
+            "%load_ext autoreload\n%autoreload 2\n%config InlineBackend.figure_format = 'retina'\n"
+            "%env TOKENIZERS_PARALLELISM=false\n%matplotlib widget")))}, 9.0, ()),
+        "m17_scratch_import": ({NOTEBOOK: edited(scratch_import)}, 9.0, ()),
+        "m18_setup_import": ({NOTEBOOK: edited(restored_setup_with_import)}, 9.0, ()),
     }
+
+
+@dataclasses.dataclass
+class Link:
+    """A notebook in the submission that is a hard link (``cp -al``) or a symbolic link to a file elsewhere."""
+
+    kind: str  # "hard" or "soft"
+    text: str
+
+
+LINKED_FOLDER = "linked folder"  # the student's folder in submitted/ is a symbolic link to one elsewhere
+
+
+def _place(root: str, student: str, files) -> None:
+    submitted = os.path.join(root, "submitted")
+    if files == LINKED_FOLDER:
+        elsewhere = os.path.join(root, "elsewhere", student)
+        _write(os.path.join(elsewhere, ASSIGNMENT, NOTEBOOK), nbformat.writes(CORRECT[0]))
+        os.symlink(elsewhere, os.path.join(submitted, student))
+        return
+    for name, data in files.items():
+        path = os.path.join(submitted, student, ASSIGNMENT, name)
+        if isinstance(data, Link):
+            target = os.path.join(root, "snapshot", student, name)
+            _write(target, data.text)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            (os.link if data.kind == "hard" else os.symlink)(target, path)
+        else:
+            _write(path, data)
+
+
+CORRECT: list = []  # the correct notebook, once built (a linked folder holds it)
 
 
 @pytest.fixture(scope="module")
 def messy_run(ctx):
     submitted = os.path.join(ctx.root, "submitted")
+    CORRECT[:] = [correct(ctx)]
     cls = _messy_class(ctx)
+    os.makedirs(submitted, exist_ok=True)
     for student, (files, _, _) in cls.items():
-        for name, data in files.items():
-            _write(os.path.join(submitted, student, ASSIGNMENT, name), data)
+        _place(ctx.root, student, files)
     _write(os.path.join(submitted, "m10_missing", "02_masking", "masking.ipynb"), "{}")  # nothing for lesson 01
-    return cls, classrun.grade(ctx.root, workers=2, timeout=1200)
+    before = _tree_digest(submitted)
+    outcome = classrun.grade(ctx.root, workers=2, timeout=1500)
+    outcome.submitted_before = before
+    return cls, outcome
+
+
+@pytest.mark.slow
+def test_nothing_in_submitted_changes_links_included(messy_run):
+    _, outcome = messy_run
+    after = _tree_digest(os.path.join(outcome.root, "submitted"))
+    changed = sorted(k for k in set(after) | set(outcome.submitted_before)
+                     if after.get(k) != outcome.submitted_before.get(k))
+    assert changed == [], f"grading moved, changed or deleted in submitted/: {changed}"
+    assert os.path.islink(os.path.join(outcome.root, "submitted", "m13_symlinked_notebook", ASSIGNMENT, NOTEBOOK))
+
+
+@pytest.mark.slow
+def test_a_linked_student_folder_has_a_row_a_page_and_a_report_line(messy_run):
+    _, outcome = messy_run
+    assert outcome.grades.get("m14_linked_folder") == (0.0, outcome.grades["s01_correct"][1]), outcome.grades
+    page = os.path.join(outcome.root, "feedback", "m14_linked_folder", ASSIGNMENT, "not-graded.html")
+    with open(page, encoding="utf-8") as fh:
+        text = fh.read()
+    assert "is a symbolic link" in text and "What to do:" in text and "cp -r --dereference" in text, text
+    assert os.path.join(outcome.root, "elsewhere") not in text, "the link's target is a path of the grading machine"
+    assert any("m14_linked_folder: not graded" in line for line in outcome.report_lines("m14_linked_folder"))
+
+
+@pytest.mark.slow
+def test_notebook_habits_are_noted_not_charged(messy_run):
+    _, outcome = messy_run
+    for student, line in [("m15_colab_pip", "!pip install -q transformers torch"), ("m16_config_magics", "%config"),
+                          ("m17_scratch_import", "wandb")]:
+        text = outcome.feedback_text(student)
+        assert "not run while grading" in text and "integrity check failed" not in text, (student, text[:2000])
+        assert line in text, (student, line)
+    assert "restored as released" in outcome.feedback_text("m18_setup_import")
 
 
 @pytest.mark.slow
@@ -413,7 +496,7 @@ def test_every_submission_not_graded_completely_is_named_with_its_fix(messy_run)
         kinds = {(f["student"], f["kind"]) for f in json.load(fh)}
     assert kinds == {("m03_copy1", "extra"), ("m04_renamed", "misnamed"), ("m05_bom", "repaired"),
                      ("m06_truncated", "unreadable"), ("m09_folder", "unreadable"), ("m10_missing", "missing"),
-                     ("m11_big_file", "dropped")}, kinds
+                     ("m11_big_file", "dropped"), ("m13_symlinked_notebook", "dropped")}, kinds
 
 
 @pytest.mark.slow
@@ -438,3 +521,224 @@ def test_honest_edits_and_restorations_read_as_notes_not_accusations(messy_run):
         > 60_000_000, "the notebook stays in submitted/ as handed in"
     with open(os.path.join(outcome.root, "submitted", "m05_bom", ASSIGNMENT, NOTEBOOK), "rb") as fh:
         assert fh.read(3) == BOM, "the byte-order mark is read past, never removed from the student's file"
+
+
+# ====================================================================== issue 66: links, habits, partial regrades
+# a student's notebook commonly holds these (Colab's first cell, an editor's settings): not run, noted, no cost
+HABITS = ["!pip install -q transformers", "%pip install rapidfuzz", "%config InlineBackend.figure_format = 'retina'",
+          "%load_ext autoreload\n%autoreload 2", "%env CUDA_VISIBLE_DEVICES=0", "%matplotlib widget",
+          "%%capture\n!pip install -q torch", "!python -m pip install numpy\n!nvidia-smi",
+          "if True:\n    !pip install -q einops"]
+
+
+@pytest.mark.parametrize("habit", HABITS)
+def test_a_notebook_habit_is_not_run_and_costs_nothing(ctx, habit):
+    nb = correct(ctx)
+    nb.cells.insert(1, new_code_cell(habit))
+    out, zeroed = _applied(ctx, nb)
+    assert zeroed == [], (habit, zeroed)
+    assert out.metadata[integrity.META_KEY] == [], out.metadata[integrity.META_KEY]
+    said = out.metadata[integrity.HABITS_KEY]
+    lines = [line.strip() for line in habit.splitlines() if line.strip().startswith(("!", "%"))]
+    assert len(said) == len(lines) and all("was not run" in s and "costs nothing" in s for s in said), said
+    ran = next(c for c in out.cells if c.cell_type == "code" and "not run in grading" in c.source).source
+    compile(ran, "cell", "exec")  # plain Python now: the kernel runs none of the habit's lines
+    assert not any(line.strip().startswith(("!", "%")) for line in ran.splitlines()), ran
+    assert "not run while grading" in out.cells[0].source and "integrity check failed" not in out.cells[0].source
+
+
+def test_the_matplotlib_backends_grading_runs_are_an_allowlist(ctx):
+    for arg in sorted(integrity.MATPLOTLIB_RUN):  # run as written, nothing noted
+        nb = correct(ctx)
+        nb.cells.insert(1, new_code_cell(f"%matplotlib {arg}".strip()))
+        _, findings, _ = _scan(ctx, nb)
+        assert findings == [], (arg, findings)
+    nb = correct(ctx)
+    nb.cells.insert(1, new_code_cell("%matplotlib module://my_backend"))
+    _, findings, _ = _scan(ctx, nb)
+    assert "module://my_backend" in findings[0] and "inline" in findings[0], findings
+
+
+@pytest.mark.parametrize("source, words", [
+    ("import sys\nsys.path.append('')", "edits sys.path"),
+    ("import os\nos.sys.path.insert(0, '.')", "edits sys.path"),
+    ("%env PYTHONPATH=.", "sets PYTHONPATH with %env"),
+    ("import site\nsite.addsitedir('.')", "site.addsitedir"),
+])
+def test_an_import_path_edit_is_a_finding(ctx, source, words):
+    nb = correct(ctx)
+    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
+    nb.cells.insert(at + 1, new_code_cell(source))
+    out, zeroed = _applied(ctx, nb)
+    assert any(words in f for f in out.metadata[integrity.META_KEY]), out.metadata[integrity.META_KEY]
+    assert zeroed and "softmax_visible" not in zeroed, zeroed  # the tests before it count
+
+
+def scratch_import(nb) -> None:
+    """After the softmax tests, a scratch cell tries a package the grading environment lacks."""
+    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
+    nb.cells.insert(at + 1, new_code_cell("import wandb  # tried at home\nwandb.init(project='x')\nprint('tried')"))
+
+
+def test_an_unavailable_import_costs_only_its_cell(ctx):
+    assert not integrity._installed("wandb"), "the test needs a package the grading environment lacks"
+    nb = correct(ctx)
+    scratch_import(nb)
+    out, zeroed = _applied(ctx, nb)
+    assert zeroed == [] and out.metadata[integrity.META_KEY] == [], out.metadata[integrity.META_KEY]
+    cell = next(c for c in out.cells if "wandb.init" in c.source)
+    assert cell.source.startswith("raise ModuleNotFoundError(") and "import wandb" not in cell.source, cell.source
+    with pytest.raises(ModuleNotFoundError, match="wandb"):
+        exec(compile(cell.source, "cell", "exec"), {})
+    assert any("wandb" in h and "costs only what that cell earns" in h for h in out.metadata[integrity.HABITS_KEY])
+
+
+def test_a_module_the_notebook_writes_is_never_imported_and_is_a_finding(ctx):
+    nb = correct(ctx)
+    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
+    nb.cells.insert(at + 1, new_code_cell("open('helper_m.py', 'w').write('x = 1')\nfrom helper_m import x"))
+    out, zeroed = _applied(ctx, nb)
+    assert any("helper_m, which is not installed" in f for f in out.metadata[integrity.META_KEY])
+    assert "attention_numpy_visible" in zeroed and "softmax_visible" not in zeroed, zeroed
+    assert "from helper_m import" not in next(c for c in out.cells if "helper_m.py" in c.source).source
+
+
+def restored_setup_with_import(nb) -> None:
+    """The locked setup cell edited with an import of the student's own (grading restores the cell)."""
+    cell = next(c for c in nb.cells if _gid(c) == "setup")
+    cell.source += "\nfrom scipy.special import softmax\nimport torch.nn.functional as F"
+
+
+def test_a_restored_setup_cell_with_an_added_import_costs_nothing(ctx):
+    nb = correct(ctx)
+    restored_setup_with_import(nb)
+    out, zeroed = _applied(ctx, nb)
+    assert zeroed == [] and out.metadata[integrity.META_KEY] == [], out.metadata[integrity.META_KEY]
+    assert out.metadata[integrity.NOTES_KEY] == ["cell setup: this locked cell was edited; the released cell was "
+                                                 "restored and run"]
+
+
+def _tree_digest(root) -> dict:
+    """Every entry under ``root`` (links not followed): kind, mode, link count, bytes or link target."""
+    import hashlib
+    import stat as st
+
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            path = os.path.join(dirpath, name)
+            info = os.lstat(path)
+            if st.S_ISLNK(info.st_mode):
+                what = "link -> " + os.readlink(path)
+            elif st.S_ISREG(info.st_mode):
+                with open(path, "rb") as fh:
+                    what = hashlib.sha256(fh.read()).hexdigest()
+            else:
+                what = "dir" if st.S_ISDIR(info.st_mode) else f"mode {info.st_mode:o}"
+            out[os.path.relpath(path, root)] = (what, info.st_mode, info.st_nlink, info.st_ino)
+    return out
+
+
+def test_intake_holds_links_in_place_and_reads_a_hard_linked_notebook(ctx, tmp_path):
+    snapshot = tmp_path / "snapshot"
+    _write(str(snapshot / NOTEBOOK), nbformat.writes(correct(ctx)))
+    _write(str(snapshot / "data.csv"), "1,2")
+    submitted = tmp_path / "submitted"
+    for student in ("hard", "soft"):
+        (submitted / student / ASSIGNMENT).mkdir(parents=True)
+    os.link(snapshot / NOTEBOOK, submitted / "hard" / ASSIGNMENT / NOTEBOOK)  # cp -al
+    os.link(snapshot / "data.csv", submitted / "hard" / ASSIGNMENT / "data.csv")
+    os.symlink(snapshot / NOTEBOOK, submitted / "soft" / ASSIGNMENT / NOTEBOOK)
+    os.symlink(snapshot, submitted / "linked")  # a student folder that is a link
+    before = _tree_digest(submitted)
+    findings = intake_mod.intake_class([(ASSIGNMENT, "hard"), (ASSIGNMENT, "soft")], [ASSIGNMENT],
+                                       submitted=str(submitted), intake_dir=str(tmp_path / "logs" / "intake"))
+    assert _tree_digest(submitted) == before, "intake moved, changed or deleted something in submitted/"
+    by = {(f["student"], f.get("path")): f for f in findings}
+    assert set(by) == {("hard", "data.csv"), ("soft", NOTEBOOK)}, findings  # the hard-linked notebook is read
+    soft = by[("soft", NOTEBOOK)]
+    assert soft["kind"] == "dropped" and "was not read" in soft["message"] and "stays in submitted/" in soft["message"]
+    assert "readlink -f attention.ipynb" in soft["fix"], soft["fix"]
+    assert intake_mod.held_tasks(findings) == {(ASSIGNMENT, "soft")}, "a link as the notebook: nothing to grade"
+    held = intake_mod.held_patterns(str(tmp_path))
+    assert sorted(os.path.relpath(p, submitted) for p in held) == [
+        os.path.join("hard", ASSIGNMENT, "data.csv"), os.path.join("soft", ASSIGNMENT, NOTEBOOK)], held
+    linked = intake_mod.linked_students(str(submitted))
+    assert list(linked) == ["linked"] and "symbolic link" in linked["linked"] and "(fix: " in linked["linked"]
+    assert str(snapshot) not in linked["linked"], "the link's target (a path of the grading machine) is not quoted"
+
+
+def test_nbgrader_reads_no_held_notebook(ctx, tmp_path):
+    """nbgrader globs every top-level notebook whatever its ignore list: the held ones are left out."""
+    from nbgrader.converters.base import BaseConverter
+
+    folder = tmp_path / "submitted" / "s" / ASSIGNMENT
+    _write(str(folder / NOTEBOOK), nbformat.writes(correct(ctx)))
+    os.symlink(folder / NOTEBOOK, folder / "other.ipynb")
+    intake_mod.write_held([str(folder / "other.ipynb")], str(tmp_path))
+    original = BaseConverter.init_notebooks
+    try:
+        intake_mod.skip_held_notebooks(str(tmp_path))
+        intake_mod.skip_held_notebooks(str(tmp_path))  # idempotent
+
+        class Dir:
+            root = str(tmp_path)
+
+        conv = type("Conv", (), {"coursedir": Dir(), "_format_source": lambda self, a, s: str(tmp_path / "submitted"
+                                                                                               / "*" / "*"),
+                                 "log": None})()
+        conv.coursedir.assignment_id = conv.coursedir.student_id = "*"
+        conv.coursedir.notebook_id = "*"
+        BaseConverter.init_notebooks(conv)
+        assert {k: sorted(os.path.basename(p) for p in v) for k, v in conv.assignments.items()} == \
+            {str(folder): [NOTEBOOK]}, conv.assignments
+    finally:
+        BaseConverter.init_notebooks = original
+
+
+def wrong_lesson(ctx) -> nbformat.NotebookNode:
+    """Lesson 02's notebook, answered, handed in as lesson 01's attention.ipynb."""
+    return nbformat.read(os.path.join(classrun.REPO, "notebooks", "02_masking", "masking.ipynb"), as_version=4)
+
+
+def test_a_wrong_lessons_notebook_is_named_so_not_called_cheating(ctx):
+    out, zeroed = _applied(ctx, wrong_lesson(ctx))
+    assert out.metadata[integrity.META_KEY] == [], out.metadata[integrity.META_KEY]
+    notes = out.metadata[integrity.NOTES_KEY]
+    assert any("this is 02_masking's notebook (masking.ipynb)" in n and "wrong assignment's notebook" in n
+               for n in notes), notes
+    assert not [n for n in notes if "not a cell of this assignment" in n], notes
+    assert zeroed == [] and "integrity check failed" not in out.cells[0].source
+
+
+def test_a_wrong_lessons_notebook_still_has_its_own_code_read(ctx):
+    nb = wrong_lesson(ctx)
+    nb.cells.append(new_code_cell("import ctypes"))
+    _, findings, _ = _scan(ctx, nb)
+    assert len(findings) == 1 and "ctypes" in findings[0], findings
+
+
+def test_pages_never_show_the_grader_s_paths():
+    from grading import GRADING_DIR, feedback
+
+    out = {"output_type": "error", "ename": "FileNotFoundError",
+           "evalue": f"[Errno 2] No such file: '{GRADING_DIR}/autograded/s/a/data.csv'",
+           "traceback": ["File /tmp/course-grading-k2j_x9/edition/course_lib/checks/core.py:41, in check"]}
+    stream = {"output_type": "stream", "name": "stdout", "text": "socket /tmp/nbg-ipc-ab12cd/kernel-1\n"}
+    for o in (out, stream):
+        feedback._scrub_output(o)
+    shown = json.dumps([out, stream])
+    assert GRADING_DIR not in shown and "course-grading-" not in shown and "nbg-ipc-" not in shown, shown
+    assert "(course folder)/autograded/s/a/data.csv" in out["evalue"]
+    assert out["traceback"] == ["File (grader's temporary folder)/edition/course_lib/checks/core.py:41, in check"]
+
+
+@pytest.mark.slow
+def test_the_page_names_the_copy_that_holds_the_work_and_no_grader_path(messy_run):
+    _, outcome = messy_run
+    text = outcome.feedback_text("m03_copy1")
+    assert "attention-Copy1.ipynb was not graded" in text and "the work seems to be in attention-Copy1.ipynb" in text, \
+        text[:3000]
+    for student in ("s01_correct", "m03_copy1", "m17_scratch_import", "m13_symlinked_notebook"):
+        raw = outcome.feedback_raw(student)
+        assert outcome.root not in raw and "course-grading-" not in raw and "nbg-ipc-" not in raw, student

@@ -1154,9 +1154,9 @@ HOSTILE = [
     Case("x31_empty_folder", "an empty assignment folder", 0.0, build=empty_folder,
          report=("No notebooks were matched",)),
     Case("x32_other_assignment", "lesson 02's notebook handed in as attention.ipynb: lesson 01's tests put back "
-         "and run (NameError), lesson 02's tests read as the student's cells", 0.0, build=other_assignment,
-         integrity=True, restored=True, feedback=(INTEGRITY_FEEDBACK, RESTORED, "not a cell of this assignment"),
-         report=(INTEGRITY_REPORT, "grading checks")),
+         "and run (NameError); named the wrong assignment's notebook, lesson 02's own cells not read as the "
+         "student's, so no integrity finding (issue 66.4)", 0.0, build=other_assignment,
+         restored=True, feedback=(RESTORED, "the wrong assignment", "02_masking"), absent=(INTEGRITY_FEEDBACK,)),
     # ---- the sandbox
     Case("x33_read_secrets", "asks for the python3 kernel; reads the source notebook, gradebook, release, "
          "demo answers, .git, docs, home", 9.0, build=read_secrets,

@@ -1,0 +1,100 @@
+"""Pages and partial regrades of a messy class (issue 66.4): ``--resume`` rewrites a page older than its grade,
+a failed feedback step leaves no old score on a page, the page names the copy that holds the work, and a
+read-only gradebook is one named line. Fast: the pipeline's pieces on folders built here, and one command that
+stops before grading."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+
+from grading import feedback, pipeline
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    """A course root with one graded submission (autograded notebook, result, page), as pipeline sees it."""
+    monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
+    monkeypatch.setattr(pipeline, "RESULTS", str(tmp_path / "logs" / "results"))
+    graded = tmp_path / "autograded" / "ana" / "01_attention"
+    pages = tmp_path / "feedback" / "ana" / "01_attention"
+    graded.mkdir(parents=True)
+    pages.mkdir(parents=True)
+    (tmp_path / "logs" / "results" / "01_attention").mkdir(parents=True)
+    (pages / "attention.html").write_text("<p>6 / 11</p>")
+    (graded / "attention.ipynb").write_text("{}")
+    os.utime(pages / "attention.html", (time.time() - 3600,) * 2)  # the page of an earlier grading
+    result = {"assignment": "01_attention", "student": "ana", "autograded": True, "feedback_ok": False}
+    (tmp_path / "logs" / "results" / "01_attention" / "ana.json").write_text(json.dumps(result))
+    monkeypatch.setattr(pipeline, "_task_done", lambda a, s: True)  # graded from the same files
+    return tmp_path
+
+
+def test_resume_grades_again_a_submission_whose_page_is_stale(course):
+    task = ("01_attention", "ana")
+    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "feedback failed: redo it"
+    result = course / "logs" / "results" / "01_attention" / "ana.json"
+    result.write_text(json.dumps({"autograded": True, "feedback_ok": True}))
+    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "the page is older than the grade"
+    os.utime(course / "feedback" / "ana" / "01_attention" / "attention.html", None)  # written after the grade
+    assert pipeline._resumed([task], resume=True, feedback=True) == [], "current: nothing to redo"
+    assert pipeline._resumed([task], resume=True, feedback=False) == []
+    assert pipeline._resumed([task], resume=False, feedback=True) == [task]
+    os.remove(course / "feedback" / "ana" / "01_attention" / "attention.html")
+    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "a missing page is written"
+
+
+def test_a_failed_feedback_step_leaves_no_old_score_on_a_page(course):
+    page = course / "feedback" / "ana" / "01_attention" / "attention.html"
+    assert pipeline._remove_stale_pages([("01_attention", "ana")]) == [str(page)]
+    assert not page.exists()
+    assert (course / "autograded" / "ana" / "01_attention" / "attention.ipynb").exists()
+    page.write_text("current")  # written after the grade: kept
+    assert pipeline._remove_stale_pages([("01_attention", "ana")]) == [] and page.exists()
+
+
+def test_the_page_names_the_copy_that_holds_the_work(tmp_path, monkeypatch):
+    import grading
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    monkeypatch.setattr(grading, "GRADING_DIR", str(tmp_path))  # as a Dask worker's private course root too
+    folder = tmp_path / "submitted" / "ana" / "01_attention"
+    folder.mkdir(parents=True)
+    blank = new_notebook(cells=[new_code_cell("raise NotImplementedError()",
+                                              metadata={"nbgrader": {"solution": True, "grade_id": "a"}})])
+    work = new_notebook(cells=[new_code_cell("def softmax(x):\n    return x",
+                                             metadata={"nbgrader": {"solution": True, "grade_id": "a"}})])
+    (folder / "attention.ipynb").write_text(nbformat.writes(blank))
+    (folder / "attention-Copy1.ipynb").write_text(nbformat.writes(work))
+    resources = {"nbgrader": {"student": "ana", "assignment": "01_attention", "notebook": "attention"}}
+    nb, _ = feedback.FeedbackSummary().preprocess(new_notebook(), resources)
+    note = nb.cells[0].source
+    assert "Your other notebooks" in note and "attention-Copy1.ipynb was not graded" in note, note
+    assert "answers filled in&#58; attention-Copy1.ipynb 1, attention.ipynb 0" in note, note
+    assert "the work seems to be in attention-Copy1.ipynb" in note and "ask your instructor to grade it again" in note
+    os.remove(folder / "attention-Copy1.ipynb")
+    nb, _ = feedback.FeedbackSummary().preprocess(new_notebook(), resources)
+    assert "other notebooks" not in nb.cells[0].source
+
+
+def test_a_read_only_gradebook_is_one_named_line(tmp_path):
+    folder = tmp_path / "submitted" / "dana" / "01_attention"
+    folder.mkdir(parents=True)
+    (folder / "attention.ipynb").write_text("{}")
+    sqlite3.connect(tmp_path / "gradebook.db").close()
+    url = f"sqlite:///file:{tmp_path / 'gradebook.db'}?mode=ro&uri=true"  # read-only, even for root
+    env = dict(os.environ, COURSE_ROOT=str(tmp_path), PYTHONPATH=REPO, COURSE_DB_URL=url)
+    proc = subprocess.run([sys.executable, "-m", "grading", "grade", "--assignment", "01_attention"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    assert proc.stderr.strip().count("\n") == 0, f"not one line:\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr and "the gradebook is read-only" in proc.stderr, proc.stderr
+    assert "readonly database" in proc.stderr and "previous results are unchanged" in proc.stderr
