@@ -19,14 +19,22 @@ bubblewrap (``bwrap``, Debian package ``bubblewrap``):
 isolated (with bwrap)
     * no network: a new, empty network namespace (no loopback peers, no internet);
     * its own PID, IPC and UTS namespaces; every process it starts dies with it;
-    * read-only filesystem; the repository is hidden, its ``course_lib`` included: the kernel sees
-      the grading run's edition of ``course_lib`` (``COURSE_KERNEL_LIB``, built by ``grading.edition``:
-      the students' edition, no reference or equivalent of a graded exercise in it) and the
-      Python environment (the venv and the interpreter it was made from, the same
-      interpreter and packages as the course's, see ``grading.preflight``), so
-      ``notebooks/`` (the source with hidden tests), ``.git``, ``grading/`` (the
-      gradebook, the demo answers, other students' folders) and the instructor's home
-      directory are not visible;
+    * its filesystem is an allowlist (:func:`visible_paths`; ``grading/docs/sandbox.md``): the sandbox's root is
+      empty and only this is bound into it, read-only: the system's programs and shared libraries
+      (:data:`SYSTEM_PATHS`, the loader's files of /etc), the interpreter and its standard library
+      (:func:`python_dirs`; the base interpreter's and the system's site-packages covered by empty folders),
+      the lesson's packages (the venv's site-packages is an empty folder holding the entries of the lesson's
+      view alone: ``grading.packages``, written into the edition as ``_kernel_view.json``), the grading run's
+      edition of ``course_lib`` (``COURSE_KERNEL_LIB``, built by ``grading.edition``: the students' edition,
+      no reference or equivalent of a graded exercise in it), the lesson's hidden feed alone
+      (``lesson_feeds/<lesson>`` of the edition, mounted as its ``hidden_feed``), the grader's matplotlib
+      font list and ``COURSE_CACHE`` (the course's downloaded weights); a minimal /dev, the sandbox's own /proc.
+      Nothing else of the host: no repository (``notebooks/`` with the hidden tests, ``.git``, ``grading/``),
+      no other clone of the course, nothing of /work, /root or a home folder but the path down to the
+      interpreter or venv where one lives there, no other student's folder. The lesson is
+      ``COURSE_KERNEL_LESSON`` when the grader sets it, else the submission folder's name (nbgrader's
+      ``autograded/<student>/<assignment>``: :func:`kernel_lesson`); a folder of no known lesson gets no
+      hidden feed and the packages every lesson has;
     * the submission's folder is mounted read-only at ``/tmp/.submission`` and copied,
       inside the sandbox and as the kernel's own uid, into ``/tmp/work``, the kernel's
       working folder. ``/tmp`` is a private tmpfs of ``COURSE_SANDBOX_DISK_MB`` (default
@@ -54,7 +62,8 @@ bounded (always, also without bwrap)
     * file size: ``COURSE_SANDBOX_FSIZE_MB`` per file written (default 256 MiB).
 
 Without bwrap (not installed, or user namespaces disabled) only the limits apply: the
-kernel can then read and write what the grader's user can, and use the network. As root
+kernel can then read and write what the grader's user can (every lesson's hidden feed, every installed
+package, the repository), and use the network: the allowlists above need bwrap. As root
 the launcher then refuses to start a kernel (root never runs submission code);
 ``python -m grading preflight`` says which mode is in force.
 """

@@ -6,8 +6,8 @@ first cell computes anything. A grading run (``grading.pipeline``, before its wo
 imports them once and opens its socket; a successor forked from it then loads what the checks of
 the assignments being graded load on first use (``_warm_up``) while the first serves, and takes the
 socket over once done. For every kernel, the launcher (``grading/sandbox.py``) builds the sandbox
-exactly as for a cold kernel (bwrap: new mount, PID, network, IPC and UTS namespaces; read-only
-root; the submission copied into a private, bounded /tmp as an unused uid of its own), but runs a
+exactly as for a cold kernel (bwrap: new mount, PID, network, IPC and UTS namespaces; the same
+allowlisted filesystem, its lesson's packages and hidden feed; the submission copied into a private, bounded /tmp as an unused uid of its own), but runs a
 *holder* in it instead of the kernel, and asks the template for a kernel in that sandbox. The template forks; the child
 
 1. keeps no file of the template's (every descriptor closed but the launcher's connection and
@@ -15,8 +15,9 @@ root; the submission copied into a private, bounded /tmp as an unused uid of its
 2. joins the holder's namespaces (``setns``: mount, network, IPC, UTS, then PID for its own child),
 3. forks the kernel, which takes the holder's uid and no groups (no capability is left),
    sets ``no_new_privs``, the same resource limits as a cold kernel, the kernel's allowlisted
-   environment, enters the submission's copy and starts IPython's kernel from the modules
-   already in memory;
+   environment, forgets the modules in memory that its lesson may not import (:func:`forget_unlisted`:
+   what the template warmed up for another lesson's kernels), enters the submission's copy and starts
+   IPython's kernel from the modules already in memory;
 4. waits for it and reports its exit status to the launcher, which then ends the sandbox.
 
 Isolation is that of a cold kernel: the same namespaces, uid, limits, folders and environment.
