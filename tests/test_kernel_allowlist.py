@@ -55,7 +55,8 @@ def test_the_allowlist_covers_what_the_lesson_imports(lesson):
     assert wanted <= allowed, (f"{lesson} imports {sorted(wanted - allowed)}, not in its allowlist: add the "
                                "distribution to LESSON_EXTRA in grading/packages.py")
     kernel_own = set(packages.closure(packages.KERNEL))
-    extra = {packages._norm(p) for p in packages.LESSON_EXTRA[lesson] + packages.CORE} - wanted - kernel_own
+    companions = {packages._norm(c) for n in wanted for c in packages.COMPANIONS.get(n, ())}
+    extra = {packages._norm(p) for p in packages.LESSON_EXTRA[lesson] + packages.CORE} - wanted - kernel_own - companions
     assert not extra, f"{lesson}'s allowlist names {sorted(extra)}, which neither its notebook nor course_lib imports"
 
 
