@@ -22,6 +22,11 @@ source file run by path, a code object, ``pydoc.locate``), finds a stub that rai
     ensure()            # the folder (built on first use in this process, or the one COURSE_KERNEL_LIB names)
     build(root)         # write one into root
 
+Beside ``course_lib`` the folder holds, for the grader only: ``hidden_feed/`` (every lesson's hidden inputs),
+``lesson_feeds/<lesson>/`` (each lesson's alone: what that lesson's kernel mounts as its ``hidden_feed``) and
+``_kernel_view.json`` (the site-packages entries each lesson's kernel sees, ``grading.packages``). A sandboxed
+kernel sees ``course_lib`` and its own lesson's feed, never the folder itself (``grading/docs/sandbox.md``).
+
 Does NOT cover: what the sandbox mounts beside it (``grading.sandbox``), or the verdict (``grading.verify``).
 """
 from __future__ import annotations
@@ -38,7 +43,7 @@ EDITION = "grading-kernel"
 
 def build(root: str, released: list[str] | None = None) -> dict:
     """Write the kernel's edition as ``root/course_lib``; return {file: names stripped}."""
-    from grading import bundle, feed
+    from grading import bundle, feed, packages
 
     released = bundle.solutions_released() if released is None else list(released)
     lib = os.path.join(root, "course_lib")
@@ -47,7 +52,8 @@ def build(root: str, released: list[str] | None = None) -> dict:
     stripped = bundle.write_course_lib(lib, released)
     with open(os.path.join(lib, "_edition.json"), "w") as fh:
         json.dump({"edition": EDITION, "released": sorted(released)}, fh)
-    feed.write(root)  # the hidden tests' inputs, as data beside course_lib (grading/feed.py)
+    feed.write(root)  # the hidden tests' inputs, as data beside course_lib (grading/feed.py), and each lesson's
+    packages.write_view(root)  # which packages each lesson's kernel sees (grading/packages.py)
     # readable by the kernel's own uid (the sandbox runs it as an unused uid), writable by no one but the grader
     for folder, dirs, files in os.walk(root):
         os.chmod(folder, 0o755)

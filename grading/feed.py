@@ -15,15 +15,19 @@ builds itself and the reference, answering each call from the kernel's record; t
 fingerprints must match its own, so a feed that differs from the judge's inputs fails the test, never
 passes it.
 
-    write(folder)          # folder/hidden_feed/<checks module>.pkl, every lesson's hidden tests
+    write(folder)          # folder/hidden_feed/<checks module>.pkl, every lesson's hidden tests (the judge's),
+                           # and folder/lesson_feeds/<lesson>/<checks module>.pkl, each lesson's alone
     capture()              # {check's qualified name: [[pickled call, ...] per hidden call of that check]}
 
 What a kernel is handed it can read and print (a submission sees every input its function is called
 with); the hidden inputs are kept out of everything students receive, and out of the kernel's
 ``course_lib``, which is byte for byte the students' edition (``tests/test_kernel_edition.py``).
 
-Does NOT cover: mounting it (``grading.sandbox`` mounts the edition's folder, which holds this file
-beside ``course_lib``) or the verdict (``grading.verify``).
+A sandboxed kernel sees its own lesson's part only: ``grading.sandbox`` mounts
+``lesson_feeds/<lesson>`` as the kernel's ``hidden_feed`` (beside its ``course_lib``), so a lesson 01
+submission cannot read (or print into its feedback) lesson 06's, 11's or 12's hidden inputs.
+
+Does NOT cover: mounting it (``grading.sandbox``) or the verdict (``grading.verify``).
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ import re
 from grading import NOTEBOOKS_DIR
 
 FOLDER = "hidden_feed"  # = course_lib.checks.core.FEED_FOLDER: one file per checks module
+LESSONS = "lesson_feeds"  # beside FOLDER: lesson_feeds/<lesson>/, that lesson's feed alone (its kernel's FOLDER)
 _MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 
 
@@ -75,8 +80,10 @@ def _solutions(path: str) -> tuple[dict, "nbformat.NotebookNode"]:
     return ns, nb
 
 
-def capture(notebooks: list[str] | None = None) -> dict:
-    """Run every hidden check call of the source notebooks on the instructor's solutions; return the feed."""
+def capture(notebooks: list[str] | None = None, lessons: dict | None = None) -> dict:
+    """Run every hidden check call of the source notebooks on the instructor's solutions; return the feed.
+    ``lessons``, when given, is filled with {lesson (the notebook's folder): {check: [index of its run in the
+    feed's list, ...]}}: which runs are that lesson's (:func:`lesson_feed`)."""
     import cloudpickle
     import matplotlib
 
@@ -141,8 +148,11 @@ def capture(notebooks: list[str] | None = None) -> dict:
                         raise RuntimeError(f"{fn.__module__}.{check}: {len(calls)} calls of the student's function, "
                                            f"{len(recorded)} records: a call outside core.call_student?")
                     # a call the solution answers by raising (a promised ValueError) is one the check goes on after
-                    feed.setdefault(f"{fn.__module__}.{check}", []).append(
-                        [(blob, "raised" in entry) for blob, entry in zip(calls, recorded)])
+                    runs = feed.setdefault(f"{fn.__module__}.{check}", [])
+                    if lessons is not None:
+                        lessons.setdefault(os.path.basename(os.path.dirname(path)), {}).setdefault(
+                            f"{fn.__module__}.{check}", []).append(len(runs))
+                    runs.append([(blob, "raised" in entry) for blob, entry in zip(calls, recorded)])
     finally:
         for m in modules:
             cloudpickle.unregister_pickle_by_value(m)
@@ -176,9 +186,12 @@ def write(folder: str, notebooks: list[str] | None = None) -> str:
             os.rename(tmp, cached)
         except OSError:  # another grading run made it first
             shutil.rmtree(tmp, ignore_errors=True)
-    if os.path.exists(out):
-        shutil.rmtree(out)
-    shutil.copytree(cached, out, ignore=shutil.ignore_patterns("complete"))
+    lessons = os.path.join(folder, LESSONS)
+    for path in (out, lessons):
+        if os.path.exists(path):
+            shutil.rmtree(path)
+    shutil.copytree(cached, out, ignore=shutil.ignore_patterns("complete", LESSONS))
+    shutil.copytree(os.path.join(cached, LESSONS), lessons)
     return out
 
 
@@ -221,7 +234,7 @@ def _content_digest() -> str:
 
     from grading import REPO_DIR
 
-    h = hashlib.sha256()
+    h = hashlib.sha256(b"feed layout 2: per lesson")
     for top in (os.path.join(REPO_DIR, "course_lib"), NOTEBOOKS_DIR):
         for root, dirs, files in os.walk(top):
             dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".ipynb_checkpoints"))
@@ -241,14 +254,32 @@ def _content_digest() -> str:
     return h.hexdigest()[:24]
 
 
-def _write_capture(tmp: str, notebooks: list[str] | None) -> None:
+def _by_module(feed: dict) -> dict:
     by_module: dict = {}
-    for check, runs in capture(notebooks).items():
+    for check, runs in feed.items():
         by_module.setdefault(check.rsplit(".", 1)[0], {})[check] = runs
-    os.makedirs(tmp, exist_ok=True)
-    for module, entries in by_module.items():
-        with open(os.path.join(tmp, module + ".pkl"), "wb") as fh:
+    return by_module
+
+
+def _dump(folder: str, feed: dict) -> None:
+    os.makedirs(folder, exist_ok=True)
+    for module, entries in _by_module(feed).items():
+        with open(os.path.join(folder, module + ".pkl"), "wb") as fh:
             pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def lesson_feed(feed: dict, runs: dict) -> dict:
+    """One lesson's part of the feed: for each check it calls hidden, its own runs, in its notebook's order
+    (``runs``: that lesson's entry of :func:`capture`'s ``lessons``). Another lesson's inputs are not in it."""
+    return {check: [feed[check][i] for i in indices] for check, indices in runs.items()}
+
+
+def _write_capture(tmp: str, notebooks: list[str] | None) -> None:
+    lessons: dict = {}
+    feed = capture(notebooks, lessons)
+    _dump(tmp, feed)  # every lesson's: the judge's copy (and a kernel with no isolation, see grading/sandbox.py)
+    for lesson, runs in lessons.items():
+        _dump(os.path.join(tmp, LESSONS, lesson), lesson_feed(feed, runs))
     open(os.path.join(tmp, "complete"), "w").close()
 
 

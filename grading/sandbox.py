@@ -19,14 +19,22 @@ bubblewrap (``bwrap``, Debian package ``bubblewrap``):
 isolated (with bwrap)
     * no network: a new, empty network namespace (no loopback peers, no internet);
     * its own PID, IPC and UTS namespaces; every process it starts dies with it;
-    * read-only filesystem; the repository is hidden, its ``course_lib`` included: the kernel sees
-      the grading run's edition of ``course_lib`` (``COURSE_KERNEL_LIB``, built by ``grading.edition``:
-      the students' edition, no reference or equivalent of a graded exercise in it) and the
-      Python environment (the venv and the interpreter it was made from, the same
-      interpreter and packages as the course's, see ``grading.preflight``), so
-      ``notebooks/`` (the source with hidden tests), ``.git``, ``grading/`` (the
-      gradebook, the demo answers, other students' folders) and the instructor's home
-      directory are not visible;
+    * its filesystem is an allowlist (:func:`visible_paths`; ``grading/docs/sandbox.md``): the sandbox's root is
+      empty and only this is bound into it, read-only: the system's programs and shared libraries
+      (:data:`SYSTEM_PATHS`, the loader's files of /etc), the interpreter and its standard library
+      (:func:`python_dirs`; the base interpreter's and the system's site-packages covered by empty folders),
+      the lesson's packages (the venv's site-packages is an empty folder holding the entries of the lesson's
+      view alone: ``grading.packages``, written into the edition as ``_kernel_view.json``), the grading run's
+      edition of ``course_lib`` (``COURSE_KERNEL_LIB``, built by ``grading.edition``: the students' edition,
+      no reference or equivalent of a graded exercise in it), the lesson's hidden feed alone
+      (``lesson_feeds/<lesson>`` of the edition, mounted as its ``hidden_feed``), the grader's matplotlib
+      font list and ``COURSE_CACHE`` (the course's downloaded weights); a minimal /dev, the sandbox's own /proc.
+      Nothing else of the host: no repository (``notebooks/`` with the hidden tests, ``.git``, ``grading/``),
+      no other clone of the course, nothing of /work, /root or a home folder but the path down to the
+      interpreter or venv where one lives there, no other student's folder. The lesson is
+      ``COURSE_KERNEL_LESSON`` when the grader sets it, else the submission folder's name (nbgrader's
+      ``autograded/<student>/<assignment>``: :func:`kernel_lesson`); a folder of no known lesson gets no
+      hidden feed and the packages every lesson has;
     * the submission's folder is mounted read-only at ``/tmp/.submission`` and copied,
       inside the sandbox and as the kernel's own uid, into ``/tmp/work``, the kernel's
       working folder. ``/tmp`` is a private tmpfs of ``COURSE_SANDBOX_DISK_MB`` (default
@@ -54,7 +62,8 @@ bounded (always, also without bwrap)
     * file size: ``COURSE_SANDBOX_FSIZE_MB`` per file written (default 256 MiB).
 
 Without bwrap (not installed, or user namespaces disabled) only the limits apply: the
-kernel can then read and write what the grader's user can, and use the network. As root
+kernel can then read and write what the grader's user can (every lesson's hidden feed, every installed
+package, the repository), and use the network: the allowlists above need bwrap. As root
 the launcher then refuses to start a kernel (root never runs submission code);
 ``python -m grading preflight`` says which mode is in force.
 """
@@ -254,49 +263,128 @@ def set_limits(uid: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+# ------------------------------------------------------------------ what the kernel sees: an allowlist
+# the system's programs and shared libraries (the interpreter's libc, torch's libgomp, /bin/sh and cp for the
+# copy into the kernel's folder), each bound read-only where it exists; a link (merged /usr) is made again
+SYSTEM_PATHS = ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec",
+                "/usr/share/zoneinfo", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# the files of /etc the dynamic loader and the C library read
+ETC_PATHS = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf",
+             "/etc/passwd", "/etc/group", "/etc/alternatives")
+VIEW_FILE = "_kernel_view.json"  # = grading.packages.VIEW_FILE: the edition's package view, per lesson
+LESSON_FEEDS = "lesson_feeds"  # = grading.feed.LESSONS: <edition>/lesson_feeds/<lesson>/, one lesson's hidden feed
+FEED_FOLDER = "hidden_feed"  # = course_lib.checks.core.FEED_FOLDER, where the kernel's course_lib reads its feed
+LESSON_ENV = "COURSE_KERNEL_LESSON"  # the grader may name the lesson; else the submission folder's name
+
+
 def python_dirs() -> list[str]:
-    """What the kernel's interpreter needs: the venv, its base interpreter, and the real paths behind them."""
+    """What the kernel's interpreter needs, read-only: the venv's ``pyvenv.cfg``, the interpreter it was made
+    from (the real executable), the standard library (its ``site-packages`` left out: :func:`hidden_packages`)
+    and ``libpython`` where the interpreter links it. The venv's ``site-packages`` is the lesson's view
+    (:func:`kernel_view`), never bound whole."""
+    import glob
+    import sysconfig
+
     prefix = environment_prefix()
-    dirs = {prefix, os.path.realpath(prefix), sys.base_prefix, os.path.realpath(sys.base_prefix),
-            os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
-    return sorted(d for d in dirs if d and os.path.isdir(d) and d != "/")
+    paths = [os.path.join(prefix, "pyvenv.cfg"), os.path.realpath(sys.executable),
+             os.path.realpath(os.path.join(prefix, "bin", "python"))]
+    base = {k: sys.base_prefix for k in ("base", "platbase", "installed_base", "installed_platbase")}
+    paths += [sysconfig.get_paths(vars=base)[k] for k in ("stdlib", "platstdlib")]
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if sysconfig.get_config_var("Py_ENABLE_SHARED") and libdir:
+        paths += glob.glob(os.path.join(libdir, "libpython*"))
+    return list(dict.fromkeys(p for p in paths if p and os.path.exists(p) and p != "/"))
 
 
-def _traversable(args: list[str], target: str, hidden: list[str]) -> None:
-    """Under a hidden folder (a fresh tmpfs) bwrap makes a bind's parents 0700 as root, which
-    an unprivileged kernel cannot traverse: create them 0755 first."""
-    for h in hidden:
-        if target.startswith(h.rstrip("/") + "/"):
-            rel = os.path.relpath(os.path.dirname(target), h)
-            path = h
-            for part in ([] if rel == "." else rel.split(os.sep)):
-                path = os.path.join(path, part)
-                args += ["--perms", "0755", "--dir", path]
+def python_links() -> list[tuple[str, str]]:
+    """The links from the venv's ``bin/python*`` to the real interpreter, each step (target, link), made again
+    in the sandbox (the venv's bin/ holds nbgrader's and pip's scripts too: not the kernel's)."""
+    prefix = environment_prefix()
+    folder = os.path.join(prefix, "bin")
+    out: dict = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        path = os.path.join(folder, name)
+        for _ in range(16):  # a chain of links (venv -> pyenv's python3 -> python3.11)
+            if not (name.startswith("python") and os.path.islink(path)) or path in out:
+                break
+            out[path] = os.readlink(path)
+            path = os.path.join(os.path.dirname(path), out[path])
+    return [(target, link) for link, target in out.items()]
+
+
+def hidden_packages() -> list[str]:
+    """Folders of packages inside what the kernel sees that are not its view: the base interpreter's
+    site-packages, the system Python's dist-packages (an empty tmpfs over each)."""
+    import glob
+
+    out = []
+    for pattern in (os.path.join(sys.base_prefix, "lib", "python3*", "*-packages"), "/usr/lib/python3*/*-packages",
+                    "/usr/local/lib/python3*/*-packages", "/usr/lib/python3/dist-packages"):
+        out += glob.glob(pattern)
+    return sorted({os.path.realpath(p) for p in out if os.path.isdir(p)} - {os.path.realpath(kernel_site_packages())})
+
+
+def kernel_site_packages() -> str:
+    return os.path.join(environment_prefix(), "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                        "site-packages")
+
+
+def _read_view(root: str) -> dict:
+    try:
+        with open(os.path.join(root, VIEW_FILE)) as fh:
+            view = json.load(fh)
+        return view if isinstance(view, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def kernel_lesson(workdir: str, root: str | None = None, environ: dict | None = None) -> str | None:
+    """The lesson a kernel grades: ``COURSE_KERNEL_LESSON`` when the grader set it, else the name of the
+    submission's folder (nbgrader autogrades ``autograded/<student>/<assignment>``); only a lesson the
+    edition's view knows. None otherwise: the kernel then gets no hidden feed and the default packages."""
+    environ = os.environ if environ is None else environ
+    root = kernel_lib_root(environ) if root is None else root
+    lessons = _read_view(root).get("lessons") or {}
+    name = environ.get(LESSON_ENV) or os.path.basename(os.path.realpath(workdir))
+    return name if name in lessons and "/" not in name and not name.startswith(".") else None
+
+
+def kernel_view(root: str, lesson: str | None) -> tuple[str, list[str]]:
+    """(site-packages, the entries of it the lesson's kernel sees): ``grading.packages`` wrote them into the
+    edition (``_kernel_view.json``). No view: no entry (deny by default: nothing third-party imports)."""
+    view = _read_view(root)
+    entries = (view.get("lessons") or {}).get(lesson) if lesson else view.get("default")
+    sp = kernel_site_packages()
+    if view.get("site_packages") and os.path.realpath(view["site_packages"]) != os.path.realpath(sp):
+        entries = None  # a view of another environment: nothing of it
+    names = [e for e in entries or [] if isinstance(e, str) and e and "/" not in e and e not in (".", "..")]
+    return sp, names
+
+
+def allowed_modules(root: str, lesson: str | None) -> list[str]:
+    """The top-level module names of the lesson's view (a folder, ``x.py``, ``x.cpython-*.so``), course_lib."""
+    _, names = kernel_view(root, lesson)
+    mods = {"course_lib"}
+    for e in names:
+        if e.endswith((".dist-info", ".egg-info", ".libs", ".data")):
+            continue
+        mods.add(e.split(".", 1)[0])
+    return sorted(mods)
+
+
+def _parents(args: list[str], target: str) -> None:
+    """Make each folder above ``target`` in the sandbox's fresh root, 0755 (bwrap would make them 0700 as root,
+    which the kernel's uid cannot traverse)."""
+    made = {args[i + 1] for i, a in enumerate(args[:-1]) if a == "--dir"}
+    path = "/"
+    for part in os.path.dirname(target).strip("/").split("/") if os.path.dirname(target) != "/" else []:
+        path = os.path.join(path, part)
+        if path not in made:
+            args += ["--perms", "0755", "--dir", path]
 
 
 def _under(path: str, folder: str) -> bool:
     return path.startswith(folder.rstrip("/") + "/")
-
-
-def _closed_ancestors(needed: list[str], hidden: list[str]) -> list[str]:
-    """Folders above what the kernel needs that other users cannot enter (a clone inside a
-    `mktemp -d` folder, mode 0700): the kernel's uid could not reach its own interpreter ("died on
-    start"). Each is hidden too (a fresh tmpfs), and `_traversable` opens the way down to the bind."""
-    closed = []
-    for d in needed:
-        path = "/"
-        for part in os.path.dirname(d).strip("/").split("/") if os.path.dirname(d) != "/" else []:
-            path = os.path.join(path, part)
-            if path == "/tmp" or any(path == h or _under(path, h) for h in hidden + closed):
-                break  # a fresh tmpfs from here down already (/tmp: bound again after its own)
-            try:
-                mode = os.stat(path).st_mode
-            except OSError:
-                break
-            if not mode & 0o001:
-                closed.append(path)
-                break
-    return list(dict.fromkeys(closed))
 
 
 def _check_not_kernel_path(path: str) -> None:
@@ -308,40 +396,79 @@ def _check_not_kernel_path(path: str) -> None:
                              "environment) in another folder.")
 
 
-def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_dirs: list[str],
-                        env: dict | None = None) -> list[str]:
-    """bwrap argv: read-only root, hidden repo/course/home, the submission read-only, one bounded private /tmp."""
+def visible_paths(workdir: str, lesson: str | None = None) -> dict:
+    """What a sandboxed kernel sees of the host, read-only, as {path inside: path on the host}: the system's
+    programs and libraries, the interpreter, the lesson's packages, the edition's course_lib, the lesson's
+    hidden feed, the matplotlib font list, the course cache (``COURSE_CACHE``). Everything else of the host
+    is absent (the sandbox's root is empty). The allowlist :func:`build_bwrap_command` mounts and
+    ``tests/test_kernel_allowlist.py`` walks."""
     home = os.path.expanduser("~")
-    disk = _env_int("COURSE_SANDBOX_DISK_MB", 512) * 1024 * 1024
-    shm = _env_int("COURSE_SANDBOX_SHM_MB", 64) * 1024 * 1024
-    args = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm",
-            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
-            "--hostname", "sandbox"]
-    hidden = [home, REPO_DIR, GRADING_DIR, "/work/shared" if os.path.isdir("/work/shared") else None,
-              os.path.join(os.path.dirname(REPO_DIR), "shared")]
-    # real paths: bwrap cannot mount a tmpfs on a link (a ../shared that links elsewhere)
-    hidden = list(dict.fromkeys(os.path.realpath(x) for x in hidden if x and os.path.isdir(x)))
-    needed = python_dirs() + [kernel_lib_root()]  # what the kernel must see, read-only
-    hidden += _closed_ancestors(needed, hidden)
-    for h in hidden:
-        args += ["--tmpfs", h]
-    for d in needed:
-        _traversable(args, d, hidden)
-        args += ["--ro-bind", d, d]
-    # /tmp last: nothing above may hide it; the kernel's files, its folder included, live in it
-    args += ["--perms", "1777", "--size", str(disk), "--tmpfs", "/tmp"]
-    for d in needed:  # a course cloned under /tmp (mktemp -d): the fresh /tmp hid it, bind it again
-        if _under(d, "/tmp"):
-            _check_not_kernel_path(d)
-            _traversable(args, d, ["/tmp"])
-            args += ["--ro-bind", d, d]
-    args += ["--ro-bind", workdir, SUBMISSION_MOUNT]
+    root = kernel_lib_root()
+    seen: dict = {}
+    for p in SYSTEM_PATHS + ETC_PATHS:
+        if os.path.exists(p) and not os.path.islink(p):
+            seen[p] = p
+    for p in python_dirs():
+        seen[p] = p
+    sp, names = kernel_view(root, lesson)
+    for n in names:
+        if os.path.lexists(os.path.join(sp, n)):
+            seen[os.path.join(sp, n)] = os.path.join(sp, n)
+    seen[os.path.join(root, "course_lib")] = os.path.join(root, "course_lib")
+    feed = os.path.join(root, LESSON_FEEDS, lesson) if lesson else None
+    if feed and os.path.isdir(feed):
+        seen[os.path.join(root, FEED_FOLDER)] = feed
     mpl_cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "matplotlib")
     if os.path.isdir(mpl_cache):  # the grader's font list: a fresh kernel need not rebuild it (seconds per kernel)
-        args += ["--ro-bind", mpl_cache, MPL_CACHE_MOUNT]
+        seen[MPL_CACHE_MOUNT] = mpl_cache
+    cache = os.environ.get("COURSE_CACHE")
+    if cache and os.path.isabs(cache) and os.path.isdir(cache):  # the course's downloaded weights: lesson data
+        seen[os.path.realpath(cache)] = os.path.realpath(cache)
+    return seen
+
+
+def build_bwrap_command(exe: str, kernel_argv: list[str], workdir: str, private_dirs: list[str],
+                        env: dict | None = None, lesson: str | None = None) -> list[str]:
+    """bwrap argv: an empty root with only :func:`visible_paths` bound read-only, a minimal /dev, the sandbox's
+    /proc, one bounded private /tmp (the kernel's folder and home), the submission read-only. ``lesson``: the
+    lesson graded (default: :func:`kernel_lesson` of ``workdir``)."""
+    disk = _env_int("COURSE_SANDBOX_DISK_MB", 512) * 1024 * 1024
+    shm = _env_int("COURSE_SANDBOX_SHM_MB", 64) * 1024 * 1024
+    if lesson is None:
+        lesson = kernel_lesson(workdir)
+    args = [exe, "--dev", "/dev", "--proc", "/proc",
+            "--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm",
+            "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+            "--hostname", "sandbox",
+            # the kernel's files, its folder included, live in one bounded tmpfs; a bind below /tmp (a course
+            # cloned under `mktemp -d`) lands inside it, read-only
+            "--perms", "1777", "--size", str(disk), "--tmpfs", "/tmp"]
+    for p in SYSTEM_PATHS:
+        if os.path.islink(p):  # merged /usr: /bin -> usr/bin
+            args += ["--symlink", os.readlink(p), p]
+    visible = visible_paths(workdir, lesson)
+    sp, _ = kernel_view(kernel_lib_root(), lesson)
+    hidden = hidden_packages()
+    mounts = sorted(visible.items(), key=lambda kv: kv[0].count("/"))  # a folder before what is bound inside it
+    site_made = False
+    for inside, host in mounts:
+        if _under(inside, "/tmp") and inside != MPL_CACHE_MOUNT:
+            _check_not_kernel_path(inside)
+        if _under(inside, sp) and not site_made:
+            _parents(args, sp)
+            args += ["--perms", "0755", "--tmpfs", sp]  # the view: only the lesson's entries below
+            site_made = True
+        _parents(args, inside)
+        args += ["--ro-bind", host, inside]
+    for h in hidden:
+        if any(h == v or _under(h, v) for v in visible):
+            args += ["--tmpfs", h]
+    for target, link in python_links():
+        _parents(args, link)
+        args += ["--symlink", target, link]
+    args += ["--ro-bind", workdir, SUBMISSION_MOUNT]
     for d in private_dirs:
-        _traversable(args, d, hidden + ["/tmp"])
+        _parents(args, d)
         args += ["--bind", d, d]
     args += ["--chdir", "/", "--clearenv"]
     for k, v in sorted((env or {}).items()):
@@ -387,8 +514,12 @@ def _warm_kernel(exe: str, setpriv: str, uid: int, workdir: str, private: list[s
             holder = int(json.loads(fh.read())["child-pid"])
         if proc.stdout.readline().strip() != b"ready":
             return None
+        root = kernel_lib_root()
+        lesson = kernel_lesson(workdir, root)
+        sp, names = kernel_view(root, lesson)
         request = {"holder_pid": holder, "uid": uid, "env": env, "connection_file": connection_file,
-                   "args": rest}
+                   "args": rest, "modules": allowed_modules(root, lesson),
+                   "paths": [os.path.join(sp, n) for n in names] + [os.path.join(root, "course_lib")]}
         try:
             sock = warm.send_request(socket_path, request, [1, 2])
         except OSError:

@@ -6,8 +6,8 @@ first cell computes anything. A grading run (``grading.pipeline``, before its wo
 imports them once and opens its socket; a successor forked from it then loads what the checks of
 the assignments being graded load on first use (``_warm_up``) while the first serves, and takes the
 socket over once done. For every kernel, the launcher (``grading/sandbox.py``) builds the sandbox
-exactly as for a cold kernel (bwrap: new mount, PID, network, IPC and UTS namespaces; read-only
-root; the submission copied into a private, bounded /tmp as an unused uid of its own), but runs a
+exactly as for a cold kernel (bwrap: new mount, PID, network, IPC and UTS namespaces; the same
+allowlisted filesystem, its lesson's packages and hidden feed; the submission copied into a private, bounded /tmp as an unused uid of its own), but runs a
 *holder* in it instead of the kernel, and asks the template for a kernel in that sandbox. The template forks; the child
 
 1. keeps no file of the template's (every descriptor closed but the launcher's connection and
@@ -15,8 +15,9 @@ root; the submission copied into a private, bounded /tmp as an unused uid of its
 2. joins the holder's namespaces (``setns``: mount, network, IPC, UTS, then PID for its own child),
 3. forks the kernel, which takes the holder's uid and no groups (no capability is left),
    sets ``no_new_privs``, the same resource limits as a cold kernel, the kernel's allowlisted
-   environment, enters the submission's copy and starts IPython's kernel from the modules
-   already in memory;
+   environment, forgets the modules in memory that its lesson may not import (:func:`forget_unlisted`:
+   what the template warmed up for another lesson's kernels), enters the submission's copy and starts
+   IPython's kernel from the modules already in memory;
 4. waits for it and reports its exit status to the launcher, which then ends the sandbox.
 
 Isolation is that of a cold kernel: the same namespaces, uid, limits, folders and environment.
@@ -138,6 +139,8 @@ def _become_kernel(req: dict) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ.clear()
     os.environ.update(req["env"])
+    if req.get("modules") is not None:
+        forget_unlisted(req["modules"], req.get("paths", ()))
     os.chdir(sandbox.KERNEL_WORKDIR)
     # no working folder on sys.path (as a cold kernel, ``python -P``): a module file the submission writes
     # there can never shadow an installed one (tests/adversarial x63)
@@ -146,6 +149,43 @@ def _become_kernel(req: dict) -> None:
     from ipykernel.kernelapp import IPKernelApp
 
     IPKernelApp.launch_instance(argv=sys.argv[1:])
+
+
+def forget_unlisted(allowed, paths=()) -> list[str]:
+    """Drop from ``sys.modules`` every module the template loaded that the kernel's lesson may not import
+    (``allowed``: the top-level names of its package view, ``grading.sandbox.allowed_modules``; the standard
+    library always stays; so does a module loaded from one of ``paths``, the view's entries: debugpy's vendored
+``_pydevd_bundle``), and every ``course_lib`` module that holds one (a checks module the template warmed
+    up for another lesson's kernels, with its ``transformers``). The files are not in the kernel's sandbox
+    (the first wall): an ``import`` of a dropped name fails as in a cold kernel. Returns the names dropped."""
+    import types
+
+    keep = set(allowed) | set(sys.stdlib_module_names) | set(sys.builtin_module_names) | {"__main__", "__mp_main__"}
+    roots = tuple(p.rstrip("/") + "/" for p in paths)
+
+    def inside(mod) -> bool:
+        files = [getattr(mod, "__file__", None)] + list(getattr(mod, "__path__", None) or [])
+        return any(isinstance(f, str) and f.startswith(roots) for f in files) if roots else False
+
+    gone = {name for name, mod in sys.modules.items() if name.split(".")[0] not in keep and not inside(mod)}
+    tops = {name.split(".")[0] for name in gone}
+    changed = True
+    while changed:
+        changed = False
+        for name, mod in list(sys.modules.items()):
+            if name in gone or name.split(".")[0] != "course_lib" or mod is None:
+                continue
+            for value in list(vars(mod).values()):
+                held = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+                if isinstance(held, str) and (held in gone or held.split(".")[0] in tops):
+                    gone.add(name)
+                    changed = True
+                    break
+    if any(name.split(".")[0] == "course_lib" for name in gone):  # all of it, or a package and its modules disagree
+        gone |= {name for name in sys.modules if name.split(".")[0] == "course_lib"}
+    for name in gone:
+        sys.modules.pop(name, None)
+    return sorted(gone)
 
 
 def _serve_one(conn: socket.socket) -> None:

@@ -178,7 +178,9 @@ def test_the_kernels_course_lib_is_the_students_edition_byte_for_byte(tmp_path, 
     assert not differ, differ
     assert "_stored.json" not in os.listdir(root / "course_lib" / "checks")
     # every hidden test cell of every source notebook has its inputs in the feed, and nothing else is there
-    assert sorted(os.listdir(root)) == ["course_lib", "hidden_feed"]
+    # beside course_lib, for the grader: every lesson's feed, each lesson's alone (what its kernel mounts as
+    # hidden_feed) and the package view per lesson (grading.packages); a kernel sees course_lib and its own feed
+    assert sorted(os.listdir(root)) == ["_kernel_view.json", "course_lib", "hidden_feed", "lesson_feeds"]
     fed = set()
     for f in os.listdir(root / "hidden_feed"):
         with open(root / "hidden_feed" / f, "rb") as fh:
@@ -191,6 +193,20 @@ def test_the_kernels_course_lib_is_the_students_edition_byte_for_byte(tmp_path, 
             if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
                 wanted |= {f"course_lib.checks.{m}.{c}" for m, c, _ in feed.hidden_calls(cell.source)}
     assert len(wanted) > 40 and fed == wanted, sorted(fed ^ wanted)
+    # each lesson's feed holds the checks its own notebook calls hidden, and nothing of another lesson's
+    for lesson in sorted(os.listdir(root / "lesson_feeds")):
+        own, theirs = set(), set()
+        for _, path in source_notebooks():
+            for cell in nbformat.read(path, as_version=4).cells:
+                if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+                    calls = {f"course_lib.checks.{m}.{c}" for m, c, _ in feed.hidden_calls(cell.source)}
+                    (own if os.path.basename(os.path.dirname(path)) == lesson else theirs).update(calls)
+        held = set()
+        for f in os.listdir(root / "lesson_feeds" / lesson):
+            with open(root / "lesson_feeds" / lesson / f, "rb") as fh:
+                held |= set(pickle.load(fh))
+        assert held == own, (f"lesson_feeds/{lesson} must hold exactly its notebook's hidden checks: extra "
+                             f"{sorted(held - own)}, missing {sorted(own - held)}")
 
 
 _HIDDEN_IN_THE_EDITION = r'''

@@ -954,6 +954,77 @@ def course_env_and_proc(ctx):
     """)
 
 
+def other_clone_reference(ctx):
+    """Issue 57 item 1: blank; softmax is the reference of another clone of the course on the grading machine
+    (the grader's own repository, a colleague's worktree, last term's copy in a home folder), run by its path.
+    The kernel's filesystem is an allowlist: no other clone is in it."""
+    known = [os.path.join(ctx.repo, "course_lib", "attention.py"), "/work/main/course_lib/attention.py"]
+    return files(notebook(ctx, correct=False, replace={"softmax_impl": f'''
+        import glob
+        import runpy
+
+        candidates = {known!r}
+        for pattern in ("/work/*/course_lib/attention.py", "/work/*/*/course_lib/attention.py",
+                        "/root/*/course_lib/attention.py", "/home/*/*/course_lib/attention.py",
+                        "/srv/*/course_lib/attention.py", "/opt/*/course_lib/attention.py",
+                        "/var/tmp/*/course_lib/attention.py", "/tmp/*/grading/course_lib/attention.py"):
+            candidates += glob.glob(pattern)
+        found = []
+        for path in candidates:
+            try:
+                source = open(path).read()
+            except OSError:
+                continue
+            if "raise NotImplementedError" not in source.split("def softmax", 1)[-1][:2000]:
+                found.append(path)
+        if found:
+            print("LE" + "AK: another clone's reference", found[0])
+            softmax = runpy.run_path(found[0])["softmax"]
+        else:
+            print("x75 no other clone of the course is visible")
+    '''}))
+
+
+def other_lessons_feed(ctx):
+    """Issue 57 item 2: a correct submission that prints every lesson's hidden inputs it can find beside the
+    kernel's course_lib (lessons 06, 11 and 12's above all) into its feedback: its kernel holds lesson 01's."""
+    return added(ctx, LAST_IMPL, """
+        import glob
+        import os
+        import pickle
+        import sys
+
+        # the folder of the kernel's course_lib: on the import path (importing course_lib is a finding)
+        edition = next(p for p in sys.path if p and os.path.isdir(os.path.join(p, "course" + "_lib")))
+        mine = "course_lib.checks.attention.pkl"
+        feeds = sorted(glob.glob(os.path.join(edition, "**", "*.pkl"), recursive=True))
+        print("x76 feed files:", [os.path.basename(f) for f in feeds])
+        for path in feeds + [os.path.join(edition, "hidden_feed", f"course_lib.checks.{m}.pkl")
+                             for m in ("bpe", "consensus", "dna")]:
+            if os.path.basename(path) == mine:
+                continue
+            try:
+                with open(path, "rb") as fh:
+                    print("LE" + "AK: another lesson's hidden inputs", path, list(pickle.load(fh))[:3])
+            except OSError as err:
+                print("x76 blocked", os.path.basename(path), type(err).__name__)
+    """)
+
+
+def unlisted_packages(ctx):
+    """Issue 57 item 3: a correct submission reaching for installed packages lesson 01 does not use (edit
+    distance with operations from rapidfuzz and edlib, Biopython's reverse_complement, nbgrader, SQLAlchemy):
+    none of them is in the kernel's package view."""
+    tries = "\n".join(f"""
+        try:
+            import {m}
+            print("LE" + "AK: imported {m}")
+        except ImportError as err:
+            print("x77 refused", type(err).__name__, err.name)""" for m in ("rapidfuzz", "edlib", "Bio", "nbgrader",
+                                                                            "sqlalchemy"))
+    return added(ctx, LAST_IMPL, tries)
+
+
 # ------------------------------------------------------------------ the table
 HONEST = [
     Case("s01_correct", "the instructor's solutions", 9.0, feedback=("visible tests passed",)),
@@ -1299,6 +1370,18 @@ HOSTILE = [
          "found through the exercise registry (imported by a name built at run time): in the kernel's edition the stub "
          "that raises", 0.0,
          build=declared_right_answer, feedback=("not shipped in the student edition",)),
+    # ---- issue 57: deny by default (the kernel's filesystem, hidden feed and packages are allowlists)
+    Case("x75_other_clone_reference", "blank; softmax is run by path from another clone of the course on the "
+         "machine (the grader's repository, /work/*, home folders): none is visible to the kernel", 0.0,
+         build=other_clone_reference, feedback=("x75 no other clone of the course is visible",), absent=("LEAK",)),
+    Case("x76_other_lessons_feed", "correct; prints the hidden inputs of every lesson it finds beside the "
+         "kernel's course_lib: lesson 01's alone is there", 9.0, build=other_lessons_feed,
+         feedback=("x76 feed files: ['course_lib.checks.attention.pkl']", "x76 blocked course_lib.checks.bpe.pkl"),
+         absent=("LEAK",)),
+    Case("x77_unlisted_packages", "correct; imports rapidfuzz, edlib, Biopython, nbgrader and SQLAlchemy "
+         "(installed for the grader, not lesson 01's): none imports", 9.0, build=unlisted_packages,
+         feedback=("x77 refused ModuleNotFoundError rapidfuzz", "x77 refused ModuleNotFoundError Bio",
+                   "x77 refused ModuleNotFoundError sqlalchemy"), absent=("LEAK",)),
 ]
 
 CASES = HONEST + HOSTILE
