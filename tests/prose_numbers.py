@@ -150,3 +150,47 @@ def executed_has_outputs(nb) -> bool:
 
 def read(path) -> nbformat.NotebookNode:
     return nbformat.read(str(path), as_version=4)
+
+
+# --- exercise instructions against the reference's docstring (issue 63) ---------------------------------
+# An instruction that states a formula in inline code (`2 ** np.linspace(...)`) must compute what the
+# reference's docstring states. The first check of this kind covers the half-lives of
+# course_lib.positional.exponential_basis, whose instruction once said np.geomspace(...) while the
+# docstring and the checks use 2 ** np.linspace(min_half_life, log2(seq_len), n).
+_NUMPY_SPAN = re.compile(r"`([^`]*\bnp\.[a-z_0-9]+\([^`]*)`")
+
+
+def numpy_formulas(text: str) -> list[str]:
+    """The inline-code spans of ``text`` that call a numpy function: the formulas an instruction states."""
+    return _NUMPY_SPAN.findall(text)
+
+
+def call_expressions(text: str, name: str) -> list[str]:
+    """Every ``np.<name>(...)`` call in ``text`` with balanced parentheses, line breaks removed
+    (a docstring wraps its formulas)."""
+    found, start = [], 0
+    while (k := text.find(f"np.{name}(", start)) >= 0:
+        depth, j = 0, k + len(f"np.{name}")
+        for j in range(j, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            if depth == 0:
+                break
+        found.append(" ".join(text[k:j + 1].split()))
+        start = j + 1
+    return found
+
+
+def evaluate_formula(expression: str, variables: dict):
+    """The value of a formula written with numpy (``np``), ``math`` and bare ``log2``, with ``variables``."""
+    import math
+
+    import numpy as np
+    return np.asarray(eval(expression, {"__builtins__": {}, "np": np, "math": math, "log2": np.log2}, dict(variables)))
+
+
+def instruction_cell(nb: nbformat.NotebookNode, function: str) -> str:
+    """The markdown of the exercise whose heading names ``function`` in inline code."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and re.search(rf"###\s+Exercise[^\n]*`{function}`", cell.source):
+            return cell.source.split(f"`{function}`", 1)[1]
+    raise LookupError(f"no exercise heading names `{function}`")
