@@ -194,3 +194,45 @@ def instruction_cell(nb: nbformat.NotebookNode, function: str) -> str:
         if cell.cell_type == "markdown" and re.search(rf"###\s+Exercise[^\n]*`{function}`", cell.source):
             return cell.source.split(f"`{function}`", 1)[1]
     raise LookupError(f"no exercise heading names `{function}`")
+
+
+# --- typed per-seed numbers against notebooks/figures.json (issue 63) ----------------------------------
+# Prose that quotes the seeds 0-2 of `make figures` (three numbers in a row, "1.000, 0.999, 1.000", or a
+# "mean ± standard error") must quote notebooks/figures.json: each triple must be some figure's values for
+# seeds 0, 1, 2 in that order, and each "m ± s" some figure's mean and standard error, at the precision
+# written. Sentences that name no seed are left alone.
+_SEEDS = re.compile(r"\bseeds?\b", re.I)
+_TRIPLE = re.compile(r"(?<![\w.])(\d+\.\d+),\s*(\d+\.\d+),?\s+(?:and\s+)?(\d+\.\d+)(?![\d])")
+_PLUS_MINUS = re.compile(r"(?<![\w.])(\d+\.\d+)\s*(?:±|\+/-|\\pm)\s*(\d+\.\d+)")
+
+
+def _same(written: str, value: float) -> bool:
+    decimals = len(written.split(".")[1])
+    return abs(float(written) - value) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+def per_seed_mismatches(nb: nbformat.NotebookNode, lesson_figures: dict) -> list[str]:
+    """Messages for the per-seed triples and "mean ± se" pairs typed in the markdown of ``nb`` (sentences
+    that mention a seed) that no figure of ``lesson_figures`` (figures.json's "figures" of its lesson) has."""
+    seeds_values = [[e["values"][s] for s in ("0", "1", "2")] for e in lesson_figures.values()
+                    if all(s in e.get("values", {}) for s in ("0", "1", "2"))]
+    seeds_values += [[e["value"]] * 3 for e in lesson_figures.values() if "value" in e]
+    mean_se = [(e["mean"], e["se"]) for e in lesson_figures.values() if "mean" in e and "se" in e]
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        text = _CODE.sub(" ", _MATH.sub(" ", cell.source))
+        for sentence in _SENTENCE.split(text):
+            if not _SEEDS.search(sentence):
+                continue
+            flat = " ".join(sentence.split())
+            for m in _TRIPLE.finditer(flat):
+                if not any(all(_same(w, v) for w, v in zip(m.groups(), vals)) for vals in seeds_values):
+                    problems.append(f"markdown cell {i} types seeds' values {', '.join(m.groups())} that no figure "
+                                    f"of notebooks/figures.json has for seeds 0, 1, 2: \"{flat[:200]}\"")
+            for m in _PLUS_MINUS.finditer(flat):
+                if not any(_same(m[1], mean) and _same(m[2], se) for mean, se in mean_se):
+                    problems.append(f"markdown cell {i} types {m[1]} ± {m[2]}, no figure's mean ± standard error "
+                                    f"in notebooks/figures.json: \"{flat[:200]}\"")
+    return problems

@@ -5,6 +5,7 @@ one "prose numbers" item per notebook, on the outputs nbval has just produced).
 These tests show that it fails on a notebook whose prose states a stale number, passes when the
 outputs show it, leaves citations, years, equations and the code's own hyperparameters alone, and
 that the item is really added to each notebook's run."""
+import json
 import os
 import pathlib
 import subprocess
@@ -157,3 +158,25 @@ def test_the_instruction_check_fails_on_the_first_readings_formula():
     old = "The half-lives are `np.geomspace(min_half_life, seq_len, num_basis)`. Check: $f_i(0) = 1$."
     assert half_life_mismatches(old) == ["np.geomspace(min_half_life, seq_len, num_basis)"]
     assert half_life_mismatches("`2 ** np.linspace(min_half_life, np.log2(seq_len), num_basis)`") == []
+
+
+# --- typed per-seed numbers agree with notebooks/figures.json (issue 63) ---------------------------------
+
+FIGURES = json.loads((REPO / "notebooks" / "figures.json").read_text(encoding="utf-8"))["lessons"]
+
+
+@pytest.mark.parametrize("lesson", sorted(FIGURES))
+def test_typed_per_seed_numbers_are_those_of_figures_json(lesson):
+    (path,) = REPO.glob(f"notebooks/{lesson}_*/*.ipynb")
+    assert PN.per_seed_mismatches(PN.read(path), FIGURES[lesson]["figures"]) == []
+
+
+def test_the_per_seed_check_fails_on_a_wrong_or_reordered_triple_and_a_wrong_mean():
+    figures = {"acc": {"mean": 0.999, "se": 0.0, "values": {"0": 1.0, "1": 0.999, "2": 1.0}}}
+    md = lambda text: new_notebook(cells=[new_markdown_cell(text)])  # noqa: E731
+    assert PN.per_seed_mismatches(md("Over seeds 0-2 it is 1.000, 0.999, 1.000."), figures) == []
+    assert PN.per_seed_mismatches(md("Over seeds 0-2 it is 0.999 ± 0.000."), figures) == []
+    assert len(PN.per_seed_mismatches(md("Over seeds 0-2 it is 0.999, 1.000, 1.000."), figures)) == 1
+    assert len(PN.per_seed_mismatches(md("Over seeds 0-2 it is 1.000, 0.998 and 1.000."), figures)) == 1
+    assert len(PN.per_seed_mismatches(md("Over seeds 0-2 it is 0.990 ± 0.001."), figures)) == 1
+    assert PN.per_seed_mismatches(md("It is 0.5, 0.6, 0.7 in the paper."), figures) == []  # names no seed
