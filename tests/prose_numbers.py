@@ -17,6 +17,11 @@ claims:
 
 What this does not catch: a stale number in a sentence without a result phrase, and a stale number
 that happens to equal some other printed number. It is a tripwire for typed results, not a proof.
+
+Two more checks live here (issue 63), both run by tests/test_prose_numbers.py without executing a notebook:
+``per_seed_mismatches`` (per-seed triples and "mean ± se" typed in a sentence about seeds must be values
+of notebooks/figures.json) and the helpers that compare an exercise instruction's formula with the
+reference's docstring (``numpy_formulas``, ``call_expressions``, ``evaluate_formula``, ``instruction_cell``).
 """
 from __future__ import annotations
 
