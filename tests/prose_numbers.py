@@ -17,6 +17,11 @@ claims:
 
 What this does not catch: a stale number in a sentence without a result phrase, and a stale number
 that happens to equal some other printed number. It is a tripwire for typed results, not a proof.
+
+Two more checks live here (issue 63), both run by tests/test_prose_numbers.py without executing a notebook:
+``per_seed_mismatches`` (per-seed triples and "mean ± se" typed in a sentence about seeds must be values
+of notebooks/figures.json) and the helpers that compare an exercise instruction's formula with the
+reference's docstring (``numpy_formulas``, ``call_expressions``, ``evaluate_formula``, ``instruction_cell``).
 """
 from __future__ import annotations
 
@@ -150,3 +155,89 @@ def executed_has_outputs(nb) -> bool:
 
 def read(path) -> nbformat.NotebookNode:
     return nbformat.read(str(path), as_version=4)
+
+
+# --- exercise instructions against the reference's docstring (issue 63) ---------------------------------
+# An instruction that states a formula in inline code (`2 ** np.linspace(...)`) must compute what the
+# reference's docstring states. The first check of this kind covers the half-lives of
+# course_lib.positional.exponential_basis, whose instruction once said np.geomspace(...) while the
+# docstring and the checks use 2 ** np.linspace(min_half_life, log2(seq_len), n).
+_NUMPY_SPAN = re.compile(r"`([^`]*\bnp\.[a-z_0-9]+\([^`]*)`")
+
+
+def numpy_formulas(text: str) -> list[str]:
+    """The inline-code spans of ``text`` that call a numpy function: the formulas an instruction states."""
+    return _NUMPY_SPAN.findall(text)
+
+
+def call_expressions(text: str, name: str) -> list[str]:
+    """Every ``np.<name>(...)`` call in ``text`` with balanced parentheses, line breaks removed
+    (a docstring wraps its formulas)."""
+    found, start = [], 0
+    while (k := text.find(f"np.{name}(", start)) >= 0:
+        depth, j = 0, k + len(f"np.{name}")
+        for j in range(j, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            if depth == 0:
+                break
+        found.append(" ".join(text[k:j + 1].split()))
+        start = j + 1
+    return found
+
+
+def evaluate_formula(expression: str, variables: dict):
+    """The value of a formula written with numpy (``np``), ``math`` and bare ``log2``, with ``variables``."""
+    import math
+
+    import numpy as np
+    return np.asarray(eval(expression, {"__builtins__": {}, "np": np, "math": math, "log2": np.log2}, dict(variables)))
+
+
+def instruction_cell(nb: nbformat.NotebookNode, function: str) -> str:
+    """The markdown of the exercise whose heading names ``function`` in inline code."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and re.search(rf"###\s+Exercise[^\n]*`{function}`", cell.source):
+            return cell.source.split(f"`{function}`", 1)[1]
+    raise LookupError(f"no exercise heading names `{function}`")
+
+
+# --- typed per-seed numbers against notebooks/figures.json (issue 63) ----------------------------------
+# Prose that quotes the seeds 0-2 of `make figures` (three numbers in a row, "1.000, 0.999, 1.000", or a
+# "mean ± standard error") must quote notebooks/figures.json: each triple must be some figure's values for
+# seeds 0, 1, 2 in that order, and each "m ± s" some figure's mean and standard error, at the precision
+# written. Sentences that name no seed are left alone.
+_SEEDS = re.compile(r"\bseeds?\b", re.I)
+_TRIPLE = re.compile(r"(?<![\w.])(\d+\.\d+),\s*(\d+\.\d+),?\s+(?:and\s+)?(\d+\.\d+)(?![\d])")
+_PLUS_MINUS = re.compile(r"(?<![\w.])(\d+\.\d+)\s*(?:±|\+/-|\\pm)\s*(\d+\.\d+)")
+
+
+def _same(written: str, value: float) -> bool:
+    decimals = len(written.split(".")[1])
+    return abs(float(written) - value) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+def per_seed_mismatches(nb: nbformat.NotebookNode, lesson_figures: dict) -> list[str]:
+    """Messages for the per-seed triples and "mean ± se" pairs typed in the markdown of ``nb`` (sentences
+    that mention a seed) that no figure of ``lesson_figures`` (figures.json's "figures" of its lesson) has."""
+    seeds_values = [[e["values"][s] for s in ("0", "1", "2")] for e in lesson_figures.values()
+                    if all(s in e.get("values", {}) for s in ("0", "1", "2"))]
+    seeds_values += [[e["value"]] * 3 for e in lesson_figures.values() if "value" in e]
+    mean_se = [(e["mean"], e["se"]) for e in lesson_figures.values() if "mean" in e and "se" in e]
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        text = _CODE.sub(" ", _MATH.sub(" ", cell.source))
+        for sentence in _SENTENCE.split(text):
+            if not _SEEDS.search(sentence):
+                continue
+            flat = " ".join(sentence.split())
+            for m in _TRIPLE.finditer(flat):
+                if not any(all(_same(w, v) for w, v in zip(m.groups(), vals)) for vals in seeds_values):
+                    problems.append(f"markdown cell {i} types seeds' values {', '.join(m.groups())} that no figure "
+                                    f"of notebooks/figures.json has for seeds 0, 1, 2: \"{flat[:200]}\"")
+            for m in _PLUS_MINUS.finditer(flat):
+                if not any(_same(m[1], mean) and _same(m[2], se) for mean, se in mean_se):
+                    problems.append(f"markdown cell {i} types {m[1]} ± {m[2]}, no figure's mean ± standard error "
+                                    f"in notebooks/figures.json: \"{flat[:200]}\"")
+    return problems

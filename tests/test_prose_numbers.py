@@ -5,6 +5,7 @@ one "prose numbers" item per notebook, on the outputs nbval has just produced).
 These tests show that it fails on a notebook whose prose states a stale number, passes when the
 outputs show it, leaves citations, years, equations and the code's own hyperparameters alone, and
 that the item is really added to each notebook's run."""
+import json
 import os
 import pathlib
 import subprocess
@@ -116,3 +117,66 @@ def test_the_nbval_run_fails_on_a_stale_notebook(tmp_path):
         results[claim] = run
     assert results["0.79"].returncode != 0 and "states '0.79'" in results["0.79"].stdout, results["0.79"].stdout[-3000:]
     assert results["0.76"].returncode == 0 and "2 passed" in results["0.76"].stdout, results["0.76"].stdout[-3000:]
+
+
+# --- exercise instructions agree with the reference's docstring (issue 63) ----------------------------
+
+HALF_LIFE_CASES = [dict(min_half_life=3.0, seq_len=1536, num_basis=8),
+                   dict(min_half_life=1.0, seq_len=100, num_basis=5)]
+
+
+def half_life_mismatches(instruction: str) -> list[str]:
+    """The numpy formulas stated in ``instruction`` whose values differ from the half-lives that
+    exponential_basis's docstring states (h_i = 2^x_i, x_i = np.linspace(...)) and that the reference
+    computes (f_i(h_i) = 0.5); [] when they agree. Raises when the instruction states no formula."""
+    import numpy as np
+
+    from course_lib import positional
+    doc = positional.exponential_basis.__doc__
+    assert "h_i = 2^x_i" in doc, "the docstring no longer states h_i = 2^x_i: update this check"
+    (x_doc,) = PN.call_expressions(doc, "linspace")
+    formulas = PN.numpy_formulas(instruction)
+    assert formulas, "the instruction states no formula in inline code"
+    wrong = []
+    for case in HALF_LIFE_CASES:
+        h_doc = 2.0 ** PN.evaluate_formula(x_doc, case)
+        basis = positional.exponential_basis(h_doc, case["num_basis"], case["seq_len"], case["min_half_life"])
+        assert np.allclose(np.diag(basis), 0.5), "the docstring's half-lives are not the reference's"
+        for formula in formulas:
+            if not np.allclose(PN.evaluate_formula(formula, case), h_doc):
+                wrong.append(formula)
+    return sorted(set(wrong))
+
+
+def test_the_exponential_basis_instruction_states_the_docstrings_half_lives():
+    nb = nbformat.read(REPO / "notebooks" / "04_positional" / "positional.ipynb", as_version=4)
+    assert half_life_mismatches(PN.instruction_cell(nb, "exponential_basis")) == []
+
+
+def test_the_instruction_check_fails_on_the_first_readings_formula():
+    """The wording issue 63 found (np.geomspace from min_half_life to seq_len) is caught."""
+    old = "The half-lives are `np.geomspace(min_half_life, seq_len, num_basis)`. Check: $f_i(0) = 1$."
+    assert half_life_mismatches(old) == ["np.geomspace(min_half_life, seq_len, num_basis)"]
+    assert half_life_mismatches("`2 ** np.linspace(min_half_life, np.log2(seq_len), num_basis)`") == []
+
+
+# --- typed per-seed numbers agree with notebooks/figures.json (issue 63) ---------------------------------
+
+FIGURES = json.loads((REPO / "notebooks" / "figures.json").read_text(encoding="utf-8"))["lessons"]
+
+
+@pytest.mark.parametrize("lesson", sorted(FIGURES))
+def test_typed_per_seed_numbers_are_those_of_figures_json(lesson):
+    (path,) = REPO.glob(f"notebooks/{lesson}_*/*.ipynb")
+    assert PN.per_seed_mismatches(PN.read(path), FIGURES[lesson]["figures"]) == []
+
+
+def test_the_per_seed_check_fails_on_a_wrong_or_reordered_triple_and_a_wrong_mean():
+    figures = {"acc": {"mean": 0.999, "se": 0.0, "values": {"0": 1.0, "1": 0.999, "2": 1.0}}}
+    md = lambda text: new_notebook(cells=[new_markdown_cell(text)])  # noqa: E731
+    assert PN.per_seed_mismatches(md("Over seeds 0-2 it is 1.000, 0.999, 1.000."), figures) == []
+    assert PN.per_seed_mismatches(md("Over seeds 0-2 it is 0.999 ± 0.000."), figures) == []
+    assert len(PN.per_seed_mismatches(md("Over seeds 0-2 it is 0.999, 1.000, 1.000."), figures)) == 1
+    assert len(PN.per_seed_mismatches(md("Over seeds 0-2 it is 1.000, 0.998 and 1.000."), figures)) == 1
+    assert len(PN.per_seed_mismatches(md("Over seeds 0-2 it is 0.990 ± 0.001."), figures)) == 1
+    assert PN.per_seed_mismatches(md("It is 0.5, 0.6, 0.7 in the paper."), figures) == []  # names no seed
