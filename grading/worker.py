@@ -26,7 +26,7 @@ import time
 
 import grading
 from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, warm
-from grading.failures import find_problems, machine_fault
+from grading.failures import fault_of, find_problems, probe_machine
 
 
 def import_nbgrader() -> None:
@@ -250,7 +250,9 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
         result["autograded"] = os.path.isdir(autograded) and any(
             f.endswith(".ipynb") for f in os.listdir(autograded))
         result["problems"] = find_problems(autograded)
-        fault = None if result["autograde_ok"] else machine_fault(f"{result.get('error') or ''}\n{result['log']}")
+        # measured, never read from the log (which holds a kernel's text): the course folder and the gradebook
+        fault = None if result["autograde_ok"] else probe_machine(GRADING_DIR, getattr(
+            getattr(api, "coursedir", None), "db_url", None))
         if fault:
             result["grader_fault"] = fault  # the machine's failure: the gradebook keeps what it had
         elif not result["autograded"]:
@@ -269,7 +271,7 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
                 result["feedback_ok"] = not fb_failed
                 if fb_failed:
                     result["feedback_error"] = _tail(fb.get("error") or fb.get("log"))
-                    fb_fault = machine_fault(result["feedback_error"])
+                    fb_fault = probe_machine(GRADING_DIR)  # measured: the log may hold the student's text
                     if fb_fault:
                         result["feedback_fault"] = fb_fault
             finally:
@@ -283,7 +285,7 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
         result["autograde_ok"] = False
         result["error"] = _tail(traceback.format_exc())
         result["exception"] = f"{type(err).__name__}: {err}"
-        fault = machine_fault(f"{type(err).__name__}: {err}\n{result['error']}")
+        fault = fault_of(err)
         if fault:
             result["grader_fault"] = fault
     try:

@@ -1,0 +1,104 @@
+"""Issue 57, items 5-7: a kernel's text is data, no careless file stops the class, --resume sees a new grader.
+
+Each test here can fail: it runs the grader's own step on what a hostile or careless submission sends or
+leaves, and checks what the grader made of it (a cell's failure, an escaped name, a neutralised CSV cell).
+"""
+from __future__ import annotations
+
+import errno
+import os
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+# a cell that sends, on the kernel's IOPub channel and as a reply to the running cell, one message of
+# ``msg_type`` with ``content``; PACKED, when given, is the exact JSON text sent as the content
+SEND = '''
+k = get_ipython().kernel
+s = k.session
+packed = {packed!r}
+orig = s.pack
+if packed is not None:
+    s.pack = lambda o, orig=orig: packed if isinstance(o, dict) and o.get("x57") else orig(o)
+try:
+    s.send(k.iopub_socket, {msg_type!r}, {content!r}, parent=k.get_parent())
+finally:
+    s.pack = orig
+print("sent")
+'''
+
+
+def _run(tmp_path, *sources):
+    from grading.execute import ResilientExecute
+
+    nb = new_notebook(cells=[new_code_cell(src) for src in sources] + [new_code_cell("print('after', 6 * 7)")])
+    nb, _ = ResilientExecute(timeout=30, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    nbformat.validate(nb)  # what the grader writes is a valid notebook, whatever the kernel sent
+    assert nb.cells[-1].outputs[-1].get("text") == "after 42\n", "the rest of the notebook was graded"
+    return nb
+
+
+def _enames(cell):
+    return [o.get("ename") for o in cell.outputs if o.get("output_type") == "error"]
+
+
+def test_execution_count_text_is_dropped_and_never_the_graders_state(tmp_path):
+    from grading.failures import KERNEL_MESSAGE
+
+    nb = _run(tmp_path, SEND.format(packed=None, msg_type="execute_result", content={
+        "execution_count": "No space left on device", "data": {"text/plain": "x57 shown"}, "metadata": {}}))
+    cell = nb.cells[0]
+    assert cell.execution_count is None or type(cell.execution_count) is int, cell.execution_count
+    assert KERNEL_MESSAGE not in _enames(cell) and any(
+        "x57 shown" in str(o.get("data", {})) for o in cell.outputs), cell.outputs
+
+
+@pytest.mark.parametrize("msg_type,content,packed", [
+    ("status", {"x57": 1}, None),  # a status without an execution_state
+    ("display_data", {"x57": 1}, b"[" * 200_000 + b"]" * 200_000),  # nested 200,000 deep: not even decodable
+    ("comm_open", {"x57": 1, "target_name": "jupyter.widget", "data": {"state": {"_model_name": "OutputModel"}}}, None),
+], ids=["status-without-state", "nested-200000", "output-widget-comm"])
+def test_a_message_the_grader_cannot_take_is_that_cells_failure(tmp_path, msg_type, content, packed):
+    from grading.failures import KERNEL_MESSAGE
+
+    nb = _run(tmp_path, "x = 1", SEND.format(packed=packed, msg_type=msg_type, content=content))
+    assert _enames(nb.cells[0]) == [], "the cell before it keeps its result"
+    assert KERNEL_MESSAGE in _enames(nb.cells[1]), nb.cells[1].outputs
+
+
+def test_machine_faults_come_from_errno_never_from_text(tmp_path):
+    from grading import failures
+
+    assert failures.fault_of(OSError(errno.ENOSPC, "x")).startswith("the disk is full")
+    assert failures.fault_of(OSError(errno.EROFS, "x")).startswith("the course folder is on a read-only")
+    assert failures.fault_of(RuntimeError("No space left on device")) is None
+    assert failures.fault_of(ValueError("attempt to write a readonly database")) is None
+    wrapped = RuntimeError("nbgrader failed")
+    wrapped.__cause__ = OSError(errno.EDQUOT, "quota")
+    assert failures.fault_of(wrapped).startswith("the disk quota"), "followed through __cause__"
+    assert failures.probe_machine(str(tmp_path)) is None, "a writable folder is no fault"
+    os.chmod(tmp_path, 0o500)
+    try:
+        if os.geteuid() != 0:
+            assert "Permission denied" in failures.probe_machine(str(tmp_path))
+    finally:
+        os.chmod(tmp_path, 0o700)
+
+
+def test_a_log_that_says_disk_full_is_no_grader_fault(tmp_path, monkeypatch):
+    """The autograde step failed and its log (which holds the kernel's text) says 'No space left on
+    device': the course folder takes writes, so the submission is the student's (not graded, second
+    pass), never the grader's failure that stops the run."""
+    from grading import worker
+
+    monkeypatch.setattr(worker, "GRADING_DIR", str(tmp_path))
+
+    class Api:
+        def autograde(self, assignment, student, force, create):
+            return {"success": False, "log": "ValidationError: 'No space left on device' is not of type "
+                                              "'integer'\nOSError: [Errno 28] No space left on device"}
+
+    result = worker.grade_one(Api(), "01_attention", "eve", feedback=False)
+    assert "grader_fault" not in result, result
+    assert result["autograde_ok"] is False
