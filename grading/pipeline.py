@@ -321,9 +321,10 @@ def read_result(assignment: str, student: str) -> dict | None:
 
 
 def _task_done(assignment: str, student: str) -> bool:
-    """Graded already, from the same submission and the same source notebooks (compared by content, a
-    sha256 of their bytes: ``worker.content_hashes``), and not stopped by the grader's own failure or an
-    interrupt. A result written before issue 40 (no hashes) is graded again."""
+    """Graded already, from the same submission and the same source notebooks, by the same grader and
+    checks (compared by content, a sha256 of their bytes: ``worker.content_hashes``), and not stopped by
+    the grader's own failure or an interrupt. A result written before issue 40 (no hashes) or by an older
+    grader (issue 57: no or another ``grader_hash``) is graded again."""
     from grading import worker
 
     result = read_result(assignment, student)

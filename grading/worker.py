@@ -191,10 +191,29 @@ def folder_hash(folder: str) -> str | None:
     return digest.hexdigest()
 
 
+def grader_hash() -> str:
+    """sha256 over the grader's and the checks' code (``grading/*.py`` and ``course_lib/checks/*.py``: names
+    and bytes, in sorted order): the fingerprint a result records, so ``--resume`` grades again what an
+    older grader or older checks graded (a door closed since regrades everyone)."""
+    import importlib.util
+
+    digest = hashlib.sha256()
+    spec = importlib.util.find_spec("course_lib")  # found, not imported: the checks pull in torch
+    checks = [os.path.join(p, "checks") for p in (spec.submodule_search_locations or [])] if spec else []
+    for label, folder in [("grading", os.path.dirname(os.path.abspath(__file__)))] + [("checks", c) for c in checks]:
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as fh:
+                    digest.update(f"{label}/{name}\0".encode() + fh.read() + b"\0")
+    return digest.hexdigest()
+
+
 def content_hashes(assignment: str, student: str) -> dict:
-    """The submission's and the instructor's source notebooks' hashes a result was graded from."""
+    """The submission's and the instructor's source notebooks' hashes a result was graded from, and the
+    grader's own (:func:`grader_hash`); ``--resume`` grades again when any of them differs."""
     return {"submission_hash": folder_hash(os.path.join(GRADING_DIR, "submitted", student, assignment)),
-            "source_hash": folder_hash(os.path.join(NOTEBOOKS_DIR, assignment))}
+            "source_hash": folder_hash(os.path.join(NOTEBOOKS_DIR, assignment)),
+            "grader_hash": grader_hash()}
 
 
 def remove_submission(api, assignment: str, student: str) -> bool:

@@ -102,3 +102,38 @@ def test_a_log_that_says_disk_full_is_no_grader_fault(tmp_path, monkeypatch):
     result = worker.grade_one(Api(), "01_attention", "eve", feedback=False)
     assert "grader_fault" not in result, result
     assert result["autograde_ok"] is False
+
+
+def test_resume_grades_again_what_an_older_grader_graded(tmp_path, monkeypatch):
+    """Issue 57.7: a result records the grader's and the checks' fingerprint; a change of either (here one
+    byte of a copy of grading/verify.py) makes ``--resume`` grade the submission again."""
+    import shutil
+
+    from grading import pipeline, worker
+
+    code = tmp_path / "code" / "grading"
+    shutil.copytree(os.path.dirname(worker.__file__), code, ignore=shutil.ignore_patterns("__pycache__", "demo"))
+    monkeypatch.setattr(worker, "__file__", str(code / "worker.py"))
+    for module, name in ((pipeline, "GRADING_DIR"), (worker, "GRADING_DIR")):
+        monkeypatch.setattr(module, name, str(tmp_path / "course"))
+    monkeypatch.setattr(worker, "NOTEBOOKS_DIR", str(tmp_path / "source"))
+    monkeypatch.setattr(pipeline, "RESULTS", str(tmp_path / "course" / "logs" / "results"))
+    for folder in ("submitted/ana/01_attention", "autograded/ana/01_attention"):
+        (tmp_path / "course" / folder).mkdir(parents=True)
+        (tmp_path / "course" / folder / "attention.ipynb").write_text("{}")
+    (tmp_path / "source" / "01_attention").mkdir(parents=True)
+    (tmp_path / "source" / "01_attention" / "attention.ipynb").write_text("{}")
+    results = tmp_path / "course" / "logs" / "results" / "01_attention"
+    results.mkdir(parents=True)
+
+    def record(**extra):
+        hashes = worker.content_hashes("01_attention", "ana")
+        (results / "ana.json").write_text(pipeline.json.dumps({"autograded": True, **hashes, **extra}))
+
+    record()
+    assert pipeline._task_done("01_attention", "ana"), "same submission, sources and grader: kept"
+    with open(code / "verify.py", "a") as fh:
+        fh.write("\n# a door closed\n")
+    assert not pipeline._task_done("01_attention", "ana"), "a changed grader must grade again"
+    record(grader_hash=None)
+    assert not pipeline._task_done("01_attention", "ana"), "a result of a grader before issue 57 is graded again"
