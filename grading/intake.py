@@ -31,6 +31,8 @@ Two jobs, run by the pipeline before any worker starts:
    ``unreadable`` empty, a folder named like the notebook, not UTF-8, JSON that ends early
                   ("the JSON ends at line 40"), JSON that is not a notebook;
    ``dropped``    intake held a file back or moved an entry (above);
+   ``undated``    a ``timestamp.txt`` that cannot be read as a time (not UTF-8, not a date): the notebook
+                  is graded as one handed in without a time (``grading.worker.read_timestamp``);
    ``repaired``   a byte-order mark before the JSON: read past (``grading.worker.accept_byte_order_mark``
                   in the process that grades), the file left as it is, and the notebook graded as any other.
 
@@ -467,11 +469,29 @@ def intake_class(tasks: list[tuple[str, str]], assignments: list[str] | None = N
                     f"raise {bound} and regrade to include it", entries=[str(d)], path=d.path, held=True)
         for kind, message, fix in check_notebooks(folder, expected, quarantine):
             add(a, s, kind, message, fix)
+        if undated(folder):
+            add(a, s, "undated", "timestamp.txt is not a time this grader can read; graded without a "
+                "submission time", "write the submission time into timestamp.txt as "
+                "'2026-11-28 07:55:00.000000 UTC' (or delete the file) and regrade if lateness matters")
     write_held(held, root)
     os.makedirs(intake_dir, exist_ok=True)
     with open(os.path.join(intake_dir, FINDINGS_FILE), "w") as fh:
         json.dump(findings, fh, indent=1)
     return findings
+
+
+def undated(folder: str) -> bool:
+    """True when ``folder`` holds a ``timestamp.txt`` (a regular file, not followed) that
+    ``grading.worker.read_timestamp`` cannot read as a time."""
+    from grading.worker import read_timestamp
+
+    path = os.path.join(folder, "timestamp.txt")
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    return read_timestamp(path) is None
 
 
 def held_tasks(findings: list[dict]) -> set[tuple[str, str]]:

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight, sandbox, warm
+from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, csvsafe, demo, preflight, sandbox, warm
 from grading import intake as intake_mod
 from grading import failures
 from grading.failures import RESULTS, failure_reason, needs_second_pass, status_of
@@ -90,7 +90,7 @@ def dask_installed() -> bool:
 
 
 def log(msg: str) -> None:
-    print(msg, flush=True)
+    print(csvsafe.safe_text(msg), flush=True)  # a file name in non-UTF-8 bytes never stops the run
 
 
 def nbgrader_env() -> dict:
@@ -577,7 +577,7 @@ def write_grades_csv(export: str, students: list[str], assignments: list[str], s
     tmp = f"{out}.new-{os.getpid()}"
     try:
         with open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer = csvsafe.dict_writer(fh, fields)  # student text escaped, formulas neutralised (issue 57)
             writer.writeheader()
             writer.writerows(lines)
             fh.flush()

@@ -143,10 +143,37 @@ def accept_byte_order_mark() -> None:
     nbformat.reader.parse_json = parse_json
 
 
+def read_timestamp(path: str):
+    """The submission time in ``path`` (nbgrader's ``timestamp.txt``) as a datetime, or None when it is
+    empty, not UTF-8 or not a date nbgrader can parse; never raises (issue 57: nbgrader's own reader
+    stopped the whole notebook, scored 0 with no fix text). E.g. '2026-11-28 07:55:00 UTC' -> a datetime,
+    'yesterday-ish' -> None."""
+    from nbgrader.utils import parse_utc
+
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(4096).decode("utf-8").strip()
+        return parse_utc(text) if text else None
+    except (OSError, ValueError, OverflowError, TypeError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _undated_course_directory():
+    """nbgrader's ``CourseDirectory`` whose submission time is read by :func:`read_timestamp`: a
+    timestamp it cannot read grades the notebook undated (intake's ``undated`` finding says so)."""
+    from nbgrader.coursedir import CourseDirectory
+
+    class UndatedCourseDirectory(CourseDirectory):
+        def get_existing_timestamp(self, dest_path):
+            path = os.path.join(dest_path, "timestamp.txt")
+            return read_timestamp(path) if os.path.isfile(path) and not os.path.islink(path) else None
+
+    return UndatedCourseDirectory
+
+
 def load_api(all_cells: bool = False):
     import_nbgrader()
     from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
     config = PyFileConfigLoader("nbgrader_config.py", path=PACKAGE_DIR).load_config()
@@ -156,7 +183,7 @@ def load_api(all_cells: bool = False):
     config.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="nbg-ipc-"), "kernel")
     if all_cells:
         config.ResilientExecute.skip_demo_cells = False
-    coursedir = CourseDirectory(config=config)
+    coursedir = _undated_course_directory()(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
 

@@ -137,3 +137,84 @@ def test_resume_grades_again_what_an_older_grader_graded(tmp_path, monkeypatch):
     assert not pipeline._task_done("01_attention", "ana"), "a changed grader must grade again"
     record(grader_hash=None)
     assert not pipeline._task_done("01_attention", "ana"), "a result of a grader before issue 57 is graded again"
+
+
+# ---------------------------------------------------------------- item 6: no careless file stops the class
+FORMULA_IDS = ["=HYPERLINK(\"http://x\",\"x\")", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"]
+
+
+def _no_formula(path):
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:  # strict UTF-8: a lone surrogate would not be here
+        rows = list(csv.reader(fh))
+    bad = [cell for row in rows for cell in row if cell[:1] in ("=", "+", "-", "@", "\t", "\r")
+           and not cell.replace(".", "", 1).lstrip("+-").isdigit()]
+    assert not bad, f"cells a spreadsheet would run as formulas: {bad}"
+    return rows
+
+
+def test_safe_text_and_safe_cell():
+    from grading.csvsafe import safe_cell, safe_text
+
+    latin1 = os.fsdecode(b"caf\xe9.ipynb")  # a name from another system, as os.listdir returns it
+    assert safe_text(latin1) == "caf\\xe9.ipynb" and safe_text("\ud800x") == "\\ud800x"
+    safe_text(latin1).encode("utf-8")
+    assert safe_cell("=1+1") == "'=1+1" and safe_cell("@x") == "'@x" and safe_cell("\tx") == "'\tx"
+    assert safe_cell("-1.5") == "-1.5" and safe_cell(3.0) == 3.0 and safe_cell("ana") == "ana"
+
+
+def test_grades_csv_takes_a_latin1_name_and_formula_ids(tmp_path):
+    """A status naming a second notebook in Latin-1 bytes (a lone surrogate once decoded) and student ids
+    that start a formula: grades.csv is written, in UTF-8, every student's row there with the score they
+    earned and no cell a spreadsheet would run."""
+    from grading import pipeline
+
+    students = ["ana", *FORMULA_IDS]
+    export = tmp_path / "export.csv"
+    with open(export, "w", newline="") as fh:
+        import csv
+
+        w = csv.writer(fh)
+        w.writerow(["assignment", "student_id", "score", "raw_score", "max_score"])
+        for i, s in enumerate(students):
+            w.writerow(["01_attention", s, f"{i}.0", f"{i}.0", "9.0"])
+    extra = os.fsdecode(b"attention-copie-\xe9t\xe9.ipynb")
+    statuses = {("01_attention", "ana"): f"graded with problems: extra: {extra}"}
+    out = tmp_path / "grades.csv"
+    grades = pipeline.write_grades_csv(str(export), students, ["01_attention"], statuses, out=str(out))
+    assert grades[("01_attention", "ana")] == (0.0, 9.0) and grades[("01_attention", "@SUM(A1)")] == (4.0, 9.0)
+    rows = _no_formula(out)
+    assert len(rows) == 1 + len(students)
+    assert "attention-copie-\\xe9t\\xe9.ipynb" in rows[1][-1], rows[1]
+    assert rows[2][1] == "'" + FORMULA_IDS[0] and rows[2][2] == "1.0", rows[2]
+
+
+def test_lms_and_similarity_csvs_neutralise_formulas(tmp_path):
+    from grading import lms
+
+    roster = {s: {"name": s, "canvas_id": "=1", "sis_user_id": "-x", "sis_login_id": "@a", "section": "+b",
+                  "moodle_idnumber": "=2", "email": "=e@x"} for s in FORMULA_IDS}
+    grades = {("01_attention", s): 9.0 for s in FORMULA_IDS}
+    lms.write_canvas(str(tmp_path / "canvas.csv"), [("01_attention", 9.0)], FORMULA_IDS, grades, roster)
+    lms.write_moodle(str(tmp_path / "moodle.csv"), [("01_attention", 9.0)], FORMULA_IDS, grades, roster)
+    assert _no_formula(tmp_path / "canvas.csv")[2][0] == "'" + FORMULA_IDS[0]
+    _no_formula(tmp_path / "moodle.csv")
+
+
+def test_an_unparsable_timestamp_grades_undated_with_a_finding(tmp_path):
+    from grading import intake, worker
+
+    folder = tmp_path / "submitted" / "ana" / "01_attention"
+    folder.mkdir(parents=True)
+    (folder / "timestamp.txt").write_bytes(b"le 28 novembre \xe0 midi")
+    course = worker._undated_course_directory()()
+    assert course.get_existing_timestamp(str(folder)) is None, "graded undated, not stopped"
+    findings = intake.intake_class([("01_attention", "ana")], submitted=str(tmp_path / "submitted"),
+                                   intake_dir=str(tmp_path / "logs" / "intake"))
+    undated = [f for f in findings if f["kind"] == "undated"]
+    assert len(undated) == 1 and "timestamp.txt" in undated[0]["fix"], findings
+    (folder / "timestamp.txt").write_text("2026-11-28 07:55:00.000000 UTC")
+    assert course.get_existing_timestamp(str(folder)).year == 2026
+    assert not [f for f in intake.intake_class([("01_attention", "ana")], submitted=str(tmp_path / "submitted"),
+                                               intake_dir=str(tmp_path / "logs" / "intake")) if f["kind"] == "undated"]
