@@ -218,3 +218,137 @@ def test_an_unparsable_timestamp_grades_undated_with_a_finding(tmp_path):
     assert course.get_existing_timestamp(str(folder)).year == 2026
     assert not [f for f in intake.intake_class([("01_attention", "ana")], submitted=str(tmp_path / "submitted"),
                                                intake_dir=str(tmp_path / "logs" / "intake")) if f["kind"] == "undated"]
+
+
+# ---------------------------------------------------------------- item 4: gradients and freezing measured
+def _numpy_attention(q, k, v, mask=None):
+    """Right values computed in numpy, then marked requires_grad=True: no gradient reaches q."""
+    import numpy as np
+    import torch
+
+    from course_lib.checks.attention import _right_softmax
+
+    qn, kn, vn = (t.detach().numpy() for t in (q, k, v))
+    s = qn @ np.swapaxes(kn, -1, -2) / np.sqrt(qn.shape[-1])
+    if mask is not None:
+        s = np.where(np.asarray(mask), s, -np.inf)
+    w = _right_softmax(s, axis=-1)
+    return torch.tensor(w @ vn, requires_grad=True), torch.tensor(w)
+
+
+def _hooked_attention(q, k, v, mask=None):
+    """The reference's values and graph, with a hook on q that zeroes the gradient reaching it."""
+    from course_lib.checks.attention import _right_attention_torch
+
+    if q.requires_grad:
+        q.register_hook(lambda g: g * 0)
+    return _right_attention_torch(q, k, v, mask) if mask is not None else _right_attention_torch(q, k, v)
+
+
+def test_requires_grad_on_a_numpy_result_is_no_gradient():
+    from course_lib.checks import attention as C
+
+    with pytest.raises(AssertionError, match="gradients must flow back to q"):
+        C.check_attention_torch(_numpy_attention)
+
+
+def test_a_gradient_hook_is_refused_by_the_gradient_check():
+    from course_lib.checks import attention as C
+
+    with pytest.raises(AssertionError, match="refused: a gradient hook on q"):
+        C.check_attention_torch(_hooked_attention)
+
+
+def test_layer_norm_made_in_numpy_has_no_gradient():
+    import numpy as np
+    import torch
+
+    from course_lib.checks import blocks as B
+
+    def numpy_layer_norm(x, weight=None, bias=None, eps=1e-5):
+        a = x.detach().numpy()
+        y = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + eps)
+        if weight is not None:
+            y = y * weight.detach().numpy()
+        if bias is not None:
+            y = y + bias.detach().numpy()
+        return torch.tensor(y, requires_grad=True)
+
+    with pytest.raises(AssertionError, match="gradients must flow back to x"):
+        B.check_layer_norm(numpy_layer_norm)
+
+
+def test_a_hook_that_zeroes_gradients_does_not_pass_for_frozen():
+    """The encoder's gradients zeroed by hooks instead of requires_grad_(False): the probe trains copies of
+    the parameters (no hook runs), so the encoder trains and the check names it."""
+    from course_lib.checks import clinical as chk
+
+    def hooked_freeze(model, head="classifier"):
+        for name, p in model.named_parameters():
+            if not name.startswith(head + "."):
+                p.register_hook(lambda g: g * 0)
+        for p in getattr(model, head).parameters():
+            p.requires_grad_(True)
+        return sum(p.numel() for p in getattr(model, head).parameters())
+
+    with pytest.raises(AssertionError, match="requires_grad is wrong|refused: a gradient hook"):
+        chk.check_freeze_for_probe(hooked_freeze)
+
+
+def _record_then_verify(cell: str, **ns) -> tuple[str, str | None]:
+    """The kernel's side (record mode: the checks only record) and the verifier's verdict on the records."""
+    import json
+
+    from course_lib import checks
+    from course_lib.checks import transcript
+    from grading import verify
+
+    ns = {"checks": checks, **ns}
+    with transcript.using("record") as state:
+        try:
+            exec(cell, ns)
+            kernel = "pass"
+        except AssertionError as err:
+            kernel = f"fail: {err}"
+        calls = json.loads(json.dumps(list(state.calls)))  # what crosses the wire: plain JSON
+    return kernel, verify.verify_cell(cell, calls)
+
+
+@pytest.mark.parametrize("answer,verdict", [
+    ("_right_attention_torch", None),
+    ("_numpy_attention", "gradients must flow back to q"),
+    ("_hooked_attention", "refused: a gradient hook on q"),
+], ids=["honest", "numpy-requires-grad", "zeroing-hook"])
+def test_the_verifier_judges_the_recorded_gradient(answer, verdict):
+    """Graded: the kernel records the gradient autograd gives (or why there is none) and the verifier,
+    outside the kernel, compares it with the reference's; the honest answer keeps its pass."""
+    from course_lib.checks.attention import _right_attention_torch
+
+    fns = {"_right_attention_torch": _right_attention_torch, "_numpy_attention": _numpy_attention,
+           "_hooked_attention": _hooked_attention}
+    for cell in ("checks.attention.check_attention_torch(f)\n", "checks.attention.check_attention_torch(f, hidden=True)\n"):
+        kernel, got = _record_then_verify(cell, f=fns[answer])
+        if verdict is None:
+            assert got is None, (kernel, got)
+        else:
+            assert got is not None and verdict in got, (kernel, got)
+
+
+@pytest.mark.parametrize("freeze,verdict", [("right", None), ("hooked", "requires_grad is wrong")], ids=["honest", "hooks"])
+def test_the_verifier_judges_freezing_measured_on_copies(freeze, verdict):
+    from course_lib.checks import clinical as chk
+
+    def hooked(model, head="classifier"):
+        for name, p in model.named_parameters():
+            if not name.startswith(head + "."):
+                p.register_hook(lambda g: g * 0)
+        for p in getattr(model, head).parameters():
+            p.requires_grad_(True)
+        return sum(p.numel() for p in getattr(model, head).parameters())
+
+    f = chk._right_freeze_dot_prefix if freeze == "right" else hooked
+    kernel, got = _record_then_verify("checks.clinical.check_freeze_for_probe(f)\n", f=f)
+    if verdict is None:
+        assert got is None, (kernel, got)
+    else:
+        assert got is not None and verdict in got, (kernel, got)
