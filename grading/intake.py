@@ -31,10 +31,10 @@ Two jobs, run by the pipeline before any worker starts:
    ``unreadable`` empty, a folder named like the notebook, not UTF-8, JSON that ends early
                   ("the JSON ends at line 40"), JSON that is not a notebook;
    ``dropped``    intake held a file back or moved an entry (above);
-   ``undated``    a ``timestamp.txt`` that cannot be read as a time (not UTF-8, not a date): the notebook
-                  is graded as one handed in without a time (``grading.worker.read_timestamp``);
    ``repaired``   a byte-order mark before the JSON: read past (``grading.worker.accept_byte_order_mark``
                   in the process that grades), the file left as it is, and the notebook graded as any other.
+   ``undated``    a ``timestamp.txt`` that cannot be read as a time (not UTF-8, not a date): the notebook
+                  is graded as one handed in without a time (``grading.worker.read_timestamp``).
 
    The findings are returned, written to ``logs/intake/findings.json`` and printed by the
    pipeline in its report of submissions not graded completely.
@@ -480,20 +480,6 @@ def intake_class(tasks: list[tuple[str, str]], assignments: list[str] | None = N
     return findings
 
 
-def undated(folder: str) -> bool:
-    """True when ``folder`` holds a ``timestamp.txt`` (a regular file, not followed) that
-    ``grading.worker.read_timestamp`` cannot read as a time."""
-    from grading.worker import read_timestamp
-
-    path = os.path.join(folder, "timestamp.txt")
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return False
-    except OSError:
-        return False
-    return read_timestamp(path) is None
-
-
 def held_tasks(findings: list[dict]) -> set[tuple[str, str]]:
     """(assignment, student) whose assignment notebook itself intake held back: nbgrader reads every
     top-level notebook whatever its ignore list says, so such a task is not given to a worker."""
@@ -511,3 +497,17 @@ def report_lines(findings: list[dict]) -> list[str]:
     for f in sorted(shown, key=lambda f: (f["assignment"], f["student"], f["kind"])):
         lines.append(f"  {f['assignment']}/{f['student']}: {f['kind']}: {f['message']}; fix: {f['fix']}")
     return lines
+
+
+def undated(folder: str) -> bool:
+    """True when ``folder`` holds a ``timestamp.txt`` (a regular file, not followed) that
+    ``grading.worker.read_timestamp`` cannot read as a time."""
+    from grading.worker import read_timestamp
+
+    path = os.path.join(folder, "timestamp.txt")
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    return read_timestamp(path) is None

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, csvsafe, demo, preflight, sandbox, warm
+from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, demo, preflight, sandbox, warm
 from grading import intake as intake_mod
 from grading import failures
 from grading.failures import RESULTS, failure_reason, needs_second_pass, status_of
@@ -90,6 +90,8 @@ def dask_installed() -> bool:
 
 
 def log(msg: str) -> None:
+    from grading import csvsafe
+
     print(csvsafe.safe_text(msg), flush=True)  # a file name in non-UTF-8 bytes never stops the run
 
 
@@ -557,6 +559,8 @@ def write_grades_csv(export: str, students: list[str], assignments: list[str], s
     class graded, whatever else the gradebook holds), with a ``status`` column. Written beside the old
     file and swapped in (``os.replace``), so a failure leaves the previous grades.csv intact. Returns
     {(assignment, student): (score, max_score)}."""
+    from grading import csvsafe
+
     out = out or GRADES_CSV
     with open(export, newline="") as fh:
         reader = csv.DictReader(fh)

@@ -47,7 +47,7 @@ import statistics
 import sys
 import time
 
-from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, csvsafe
+from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR
 from grading.failures import PROBLEM_ERRORS
 
 REPORT_DIR_NAME = "report"
@@ -595,6 +595,8 @@ def write(out: str, data: dict, threshold: float = 50.0) -> dict:
     with open(paths["json"], "w", encoding="utf-8") as fh:
         json.dump(slim, fh, indent=1)
     with open(paths["similarity"], "w", newline="", encoding="utf-8") as fh:
+        from grading import csvsafe
+
         w = csvsafe.writer(fh)  # every cell neutralised against formulas (issue 57)
         w.writerow(["assignment", "exercise", "student_a", "student_b", "similarity", "shared_ngrams"])
         for p in pairs:
