@@ -771,13 +771,13 @@ def write_feedback(api, assignment: str, student: str, result: dict) -> None:
         result["feedback_ok"] = not fb_failed
         if fb_failed:
             result["feedback_error"] = (fb.get("error") or fb.get("log") or "")[-4000:]
-            fault = failures.machine_fault(result["feedback_error"])
+            fault = failures.probe_machine(api.coursedir.root)  # measured: the log may hold student text
             if fault:
                 result["feedback_fault"] = fault
     except Exception as err:  # noqa: BLE001 - recorded: the grade stands, the page is the grader's failure
         result["feedback_ok"] = False
         result["feedback_error"] = f"{type(err).__name__}: {err}"
-        result["feedback_fault"] = failures.machine_fault(result["feedback_error"]) or result["feedback_error"]
+        result["feedback_fault"] = failures.fault_of(err) or result["feedback_error"]
     finally:
         try:
             worker.put_back(fb_dir, fb_backup, failed=fb_failed)
@@ -803,7 +803,7 @@ def write_pages(api, assignment: str, student: str, pages: dict, result: dict) -
         text = f"{type(err).__name__}: {err}"
         result["feedback_ok"] = False
         result["feedback_error"] = text
-        result["feedback_fault"] = failures.machine_fault(text) or text
+        result["feedback_fault"] = failures.fault_of(err) or text
     finally:
         try:
             worker.put_back(fb_dir, fb_backup, failed=fb_failed)
@@ -838,7 +838,7 @@ def record(api, assignment: str, student: str, returned: dict, feedback: bool, t
     except Exception as err:  # noqa: BLE001 - this machine's failure, named; never a student's 0
         text = f"{type(err).__name__}: {err}"
         result["autograde_ok"] = False
-        result["grader_fault"] = failures.machine_fault(text) or f"could not record the grades: {text}"
+        result["grader_fault"] = failures.fault_of(err) or f"could not record the grades: {text}"
     try:
         worker.put_back(folder, backup, failed=bool(result.get("grader_fault")))
     except OSError as err:

@@ -46,14 +46,14 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, CaselessStrEnum, Integer, Type
 
 from grading import NOTEBOOKS_DIR
-from grading.failures import CELL_TIMEOUT, KERNEL_DIED, NOTEBOOK_TIMEOUT
+from grading.failures import CELL_TIMEOUT, KERNEL_DIED, KERNEL_MESSAGE, NOTEBOOK_TIMEOUT
 
 
 # the verifier's input (course_lib.checks.transcript.RECORD_MIME): bounded per record (COURSE_RECORD_BYTES) and
@@ -407,6 +407,11 @@ class FreshIPCKernelManager(AsyncKernelManager):
     cleanup_resources = _async_cleanup_resources
 
 
+def _is_count(value) -> bool:
+    """A prompt number as nbformat stores one: an int (never a bool) or None; e.g. 3 -> True, "3" -> False."""
+    return value is None or (type(value) is int and 0 <= value < 2**53)
+
+
 def timeout_message(limit) -> str:
     """What a student reads when a cell hit the per-cell time limit: the limit and the likely cause."""
     return (f"this cell ran longer than the grading time limit of {limit} s per cell and was stopped; the likely "
@@ -431,15 +436,60 @@ class ResilientExecute(Execute):
         super().__init__(*args, **kwargs)
 
     _asked_exit = False
+    _bad_messages: set = frozenset()
     _skipped: set = frozenset()
     _refused: set = frozenset()
 
     # ---- intake of kernel messages: a cell's outputs are bounded while they arrive
     def process_message(self, msg, cell, cell_index):
+        """A kernel's message is data: any exception in handling one (a message nested past Python's
+        recursion limit, a status without a state, a widget comm nbclient cannot follow) is this cell's
+        failure, recorded as a :data:`KERNEL_MESSAGE` error on the cell; the rest of the notebook is graded.
+        ``execution_count`` is kept only when it is an integer."""
+        try:
+            return self._process_message(msg, cell, cell_index)
+        except CellExecutionComplete:
+            raise
+        except Exception as err:  # noqa: BLE001 - the kernel's message, never the grader's state
+            if cell_index not in self._bad_messages:
+                self._bad_messages.add(cell_index)
+                cell.outputs.append(new_output("error", ename=KERNEL_MESSAGE, evalue=(
+                    f"the grader could not take a message this cell's kernel sent ({type(err).__name__}); "
+                    "this cell scores 0: print and display plain values only"), traceback=[]))
+            if isinstance(msg, dict) and isinstance(msg.get("content"), dict) \
+                    and msg["content"].get("execution_state") == "idle":
+                raise CellExecutionComplete() from None
+            return None
+
+    async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index) -> None:
+        """nbclient's loop over a cell's IOPub messages, with a message that cannot even be decoded (JSON
+        nested past the recursion limit) taken as this cell's failure like any other bad message."""
+        while True:
+            try:
+                msg = await self.kc.iopub_channel.get_msg(timeout=None)
+            except (ValueError, RecursionError, UnicodeError, TypeError, KeyError) as err:
+                try:
+                    self.process_message({"content": None, "msg_type": None, "bad": err}, cell, cell_index)
+                except CellExecutionComplete:
+                    return
+                continue
+            parent = msg.get("parent_header") if isinstance(msg, dict) else None
+            if isinstance(parent, dict) and parent.get("msg_id") == parent_msg_id:
+                try:
+                    self.process_message(msg, cell, cell_index)
+                except CellExecutionComplete:
+                    return
+
+    def _process_message(self, msg, cell, cell_index):
+        if "bad" in msg:
+            raise msg["bad"]
         """Display ids are refused: an output that names one is taken as a plain output (it can never be
         updated later), and ``update_display_data`` is dropped with a note. So what the intake and its
         bounds took is what is graded: a record, once taken, cannot be rewritten."""
         content = msg.get("content") or {}
+        if isinstance(content, dict) and "execution_count" in content and not _is_count(content["execution_count"]):
+            content = dict(content, execution_count=None)  # kernel text is never the cell's prompt number
+            msg = dict(msg, content=content)
         transient = content.get("transient") if isinstance(content, dict) else None
         msg_type = msg.get("msg_type") or msg.get("header", {}).get("msg_type")
         if msg_type == "update_display_data":
@@ -619,7 +669,8 @@ class ResilientExecute(Execute):
         start = time.monotonic()
         killers: set[int] = set()
         retried: set[int] = set()
-        self._intake, self._noted, self._taken, self._refused = {}, set(), {}, set()  # _taken: bytes taken per cell, records included
+        self._intake, self._noted, self._taken, self._refused = {}, set(), {}, set()
+        self._bad_messages = set()  # _taken: bytes taken per cell, records included
         info = (resources or {}).get("nbgrader", {})
         demos = demo_sources(info.get("assignment", ""), info.get("notebook", "")) if self.skip_demo_cells else set()
         nbg = [c.get("metadata", {}).get("nbgrader", {}) for c in self.nb.cells]

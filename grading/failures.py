@@ -14,15 +14,17 @@ report) reads them from here:
 * **the machine's time**: the notebook's time limit may have been decided by a busy machine, so
   :func:`needs_second_pass` grades it once more with more time (as it does a task with no grade);
   a single cell starved of CPU is re-run in place by ``grading.execute``;
-* **the grader's fault** (``grader_fault``): the gradebook, the disk or the course folder failed
-  (:func:`machine_fault` names it from the error text); never a student's zero, and the earlier
-  result is kept.
+* **the grader's fault** (``grader_fault``): the gradebook, the disk or the course folder failed,
+  named by :func:`fault_of` from the type and errno of an exception the grader's own step raised, or
+  measured by :func:`probe_machine` after a failed step (never read from a log's text, which may hold
+  a kernel's); never a student's zero, and the earlier result is kept.
 
 :func:`failure_reason` and :func:`status_of` turn a task's result into the one line that
 grades.csv and the command's summary show.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 
@@ -35,7 +37,8 @@ INTEGRITY = "IntegrityError"
 KERNEL_DIED = "KernelDied"
 CELL_TIMEOUT = "CellTimeoutError"
 NOTEBOOK_TIMEOUT = "NotebookTimeout"
-PROBLEM_ERRORS = (INTEGRITY, KERNEL_DIED, CELL_TIMEOUT, NOTEBOOK_TIMEOUT)
+KERNEL_MESSAGE = "KernelMessageError"  # a message of the cell's kernel the grader could not take: the cell's failure
+PROBLEM_ERRORS = (INTEGRITY, KERNEL_DIED, CELL_TIMEOUT, NOTEBOOK_TIMEOUT, KERNEL_MESSAGE)
 # problems a busy machine may have caused: the task is graded once more, with more time
 SECOND_PASS_SIGNS = (NOTEBOOK_TIMEOUT,)
 
@@ -96,6 +99,70 @@ def machine_fault(text: str) -> str | None:
     m = re.search(r"Permission denied: '(" + re.escape(GRADING_DIR.rstrip(os.sep) + os.sep) + r"[^']*)'", text)
     if m:
         return f"the grader may not write {m.group(1)} (Permission denied)"
+    return None
+
+
+_ERRNO_CAUSES = {
+    errno.ENOSPC: "the disk is full",
+    errno.EROFS: "the course folder is on a read-only file system",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EIO: "a disk I/O error",
+    errno.EACCES: "the grader may not write the course folder (Permission denied)",
+    errno.EPERM: "the grader may not write the course folder (Operation not permitted)",
+}
+
+
+def fault_of(err: BaseException | None) -> str | None:
+    """The machinery failure an exception of the grader's own step names, by its type and errno (never its
+    text): an ``OSError`` with ENOSPC, EROFS, EDQUOT, EIO, EACCES or EPERM, or a gradebook
+    ``OperationalError`` (sqlite3's or SQLAlchemy's), followed through ``__cause__``/``__context__``;
+    e.g. ``OSError(errno.ENOSPC, "x")`` -> 'the disk is full (errno ENOSPC)'; None for anything else."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _ERRNO_CAUSES:
+            return f"{_ERRNO_CAUSES[err.errno]} (errno {errno.errorcode[err.errno]})"
+        if type(err).__name__ == "OperationalError" and type(err).__module__.split(".")[0] in ("sqlite3", "sqlalchemy"):
+            return f"the gradebook failed ({type(err).__module__}.OperationalError)"
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def probe_machine(root: str = GRADING_DIR, db_url: str | None = None) -> str | None:
+    """Measure, never read: after a failed step whose only account is a log (which may hold a kernel's
+    text), write and sync a small file in the course folder and, given ``db_url``, open a write
+    transaction on the gradebook (SQLite) or connect to it (others); the machinery failure the exception
+    names (:func:`fault_of`), or None when both take writes."""
+    import tempfile
+
+    if db_url:
+        try:
+            from sqlalchemy import create_engine
+
+            engine = create_engine(db_url)
+            try:
+                with engine.connect() as conn:
+                    if engine.dialect.name == "sqlite":
+                        conn.exec_driver_sql("BEGIN IMMEDIATE")
+                        conn.exec_driver_sql("CREATE TEMP TABLE IF NOT EXISTS grader_probe (x)")
+                        conn.exec_driver_sql("ROLLBACK")
+                    else:
+                        conn.exec_driver_sql("SELECT 1")
+            finally:
+                engine.dispose()
+        except Exception as err:  # noqa: BLE001 - classified by type below, else named by type only
+            return fault_of(err) or f"the gradebook cannot be opened ({type(err).__module__}.{type(err).__name__})"
+
+    try:
+        fd, path = tempfile.mkstemp(prefix=".grader-probe-", dir=root)
+        try:
+            os.write(fd, b"\0" * 65536)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(path)
+    except OSError as err:
+        return fault_of(err) or f"the course folder cannot be written ({type(err).__name__}, errno {err.errno})"
     return None
 
 

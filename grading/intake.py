@@ -40,6 +40,8 @@ Two jobs, run by the pipeline before any worker starts:
    ``dropped``    intake held a file or an entry back (above); it stays in ``submitted/``;
    ``repaired``   a byte-order mark before the JSON: read past (``grading.worker.accept_byte_order_mark``
                   in the process that grades), the file left as it is, and the notebook graded as any other.
+   ``undated``    a ``timestamp.txt`` that cannot be read as a time (not UTF-8, not a date): the notebook
+                  is graded as one handed in without a time (``grading.worker.read_timestamp``).
 
    The findings are returned, written to ``logs/intake/findings.json`` and printed by the
    pipeline in its report of submissions not graded completely.
@@ -490,6 +492,10 @@ def intake_class(tasks: list[tuple[str, str]], assignments: list[str] | None = N
                     entries=[str(d)], path=d.path, held=True)
         for kind, message, fix in check_notebooks(folder, expected, quarantine):
             add(a, s, kind, message, fix)
+        if undated(folder):
+            add(a, s, "undated", "timestamp.txt is not a time this grader can read; graded without a "
+                "submission time", "write the submission time into timestamp.txt as "
+                "'2026-11-28 07:55:00.000000 UTC' (or delete the file) and regrade if lateness matters")
     write_held(held, root)
     os.makedirs(intake_dir, exist_ok=True)
     with open(os.path.join(intake_dir, FINDINGS_FILE), "w") as fh:
@@ -545,3 +551,17 @@ def report_lines(findings: list[dict]) -> list[str]:
     for f in sorted(shown, key=lambda f: (f["assignment"], f["student"], f["kind"])):
         lines.append(f"  {f['assignment']}/{f['student']}: {f['kind']}: {f['message']}; fix: {f['fix']}")
     return lines
+
+
+def undated(folder: str) -> bool:
+    """True when ``folder`` holds a ``timestamp.txt`` (a regular file, not followed) that
+    ``grading.worker.read_timestamp`` cannot read as a time."""
+    from grading.worker import read_timestamp
+
+    path = os.path.join(folder, "timestamp.txt")
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    return read_timestamp(path) is None

@@ -30,6 +30,8 @@ from __future__ import annotations
 import csv
 import os
 
+from grading import csvsafe
+
 ROSTER_FIELDS = ("nbgrader_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section",
                  "moodle_idnumber", "email")
 CANVAS_HEADER = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -89,7 +91,7 @@ def write_canvas(path: str, assignments: list[tuple[str, float]], students: list
     """Canvas gradebook import CSV. ``assignments``: [(name, points possible)]; ``grades``: {(a, s): score}."""
     check_roster(roster, students)
     with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        w = csvsafe.writer(fh)  # every cell neutralised against formulas (issue 57)
         w.writerow([*CANVAS_HEADER, *(a for a, _ in assignments)])
         w.writerow(["Points Possible", "", "", "", "", *(f"{p:g}" for _, p in assignments)])
         for s in students:
@@ -113,7 +115,7 @@ def write_moodle(path: str, assignments: list[tuple[str, float]], students: list
     """Moodle grade import CSV (map "ID number" to useridnumber, or "Email address" to useremail, at import)."""
     check_roster(roster, students)
     with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        w = csvsafe.writer(fh)  # every cell neutralised against formulas (issue 57)
         w.writerow([*MOODLE_HEADER, *(a for a, _ in assignments)])
         for s in students:
             r = roster[s]

@@ -90,7 +90,9 @@ def dask_installed() -> bool:
 
 
 def log(msg: str) -> None:
-    print(msg, flush=True)
+    from grading import csvsafe
+
+    print(csvsafe.safe_text(msg), flush=True)  # a file name in non-UTF-8 bytes never stops the run
 
 
 def nbgrader_env() -> dict:
@@ -318,9 +320,10 @@ def read_result(assignment: str, student: str) -> dict | None:
 
 
 def _task_done(assignment: str, student: str) -> bool:
-    """Graded already, from the same submission and the same source notebooks (compared by content, a
-    sha256 of their bytes: ``worker.content_hashes``), and not stopped by the grader's own failure or an
-    interrupt. A result written before issue 40 (no hashes) is graded again."""
+    """Graded already, from the same submission and the same source notebooks, by the same grader and
+    checks (compared by content, a sha256 of their bytes: ``worker.content_hashes``), and not stopped by
+    the grader's own failure or an interrupt. A result written before issue 40 (no hashes) or by an older
+    grader (issue 57: no or another ``grader_hash``) is graded again."""
     from grading import worker
 
     result = read_result(assignment, student)
@@ -630,6 +633,8 @@ def write_grades_csv(export: str, students: list[str], assignments: list[str], s
     class graded, whatever else the gradebook holds), with a ``status`` column. Written beside the old
     file and swapped in (``os.replace``), so a failure leaves the previous grades.csv intact. Returns
     {(assignment, student): (score, max_score)}."""
+    from grading import csvsafe
+
     out = out or GRADES_CSV
     with open(export, newline="") as fh:
         reader = csv.DictReader(fh)
@@ -650,7 +655,7 @@ def write_grades_csv(export: str, students: list[str], assignments: list[str], s
     tmp = f"{out}.new-{os.getpid()}"
     try:
         with open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer = csvsafe.dict_writer(fh, fields)  # student text escaped, formulas neutralised (issue 57)
             writer.writeheader()
             writer.writerows(lines)
             fh.flush()

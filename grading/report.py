@@ -594,7 +594,9 @@ def write(out: str, data: dict, threshold: float = 50.0) -> dict:
     with open(paths["json"], "w", encoding="utf-8") as fh:
         json.dump(slim, fh, indent=1)
     with open(paths["similarity"], "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        from grading import csvsafe
+
+        w = csvsafe.writer(fh)  # every cell neutralised against formulas (issue 57)
         w.writerow(["assignment", "exercise", "student_a", "student_b", "similarity", "shared_ngrams"])
         for p in pairs:
             w.writerow([p["assignment"], p["exercise"], p["a"], p["b"], p["similarity"], p["shared"]])

@@ -26,7 +26,7 @@ import time
 
 import grading
 from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, warm
-from grading.failures import find_problems, machine_fault
+from grading.failures import fault_of, find_problems, probe_machine
 
 
 def import_nbgrader() -> None:
@@ -143,10 +143,37 @@ def accept_byte_order_mark() -> None:
     nbformat.reader.parse_json = parse_json
 
 
+def read_timestamp(path: str):
+    """The submission time in ``path`` (nbgrader's ``timestamp.txt``) as a datetime, or None when it is
+    empty, not UTF-8 or not a date nbgrader can parse; never raises (issue 57: nbgrader's own reader
+    stopped the whole notebook, scored 0 with no fix text). E.g. '2026-11-28 07:55:00 UTC' -> a datetime,
+    'yesterday-ish' -> None."""
+    from nbgrader.utils import parse_utc
+
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(4096).decode("utf-8").strip()
+        return parse_utc(text) if text else None
+    except (OSError, ValueError, OverflowError, TypeError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _undated_course_directory():
+    """nbgrader's ``CourseDirectory`` whose submission time is read by :func:`read_timestamp`: a
+    timestamp it cannot read grades the notebook undated (intake's ``undated`` finding says so)."""
+    from nbgrader.coursedir import CourseDirectory
+
+    class UndatedCourseDirectory(CourseDirectory):
+        def get_existing_timestamp(self, dest_path):
+            path = os.path.join(dest_path, "timestamp.txt")
+            return read_timestamp(path) if os.path.isfile(path) and not os.path.islink(path) else None
+
+    return UndatedCourseDirectory
+
+
 def load_api(all_cells: bool = False):
     import_nbgrader()
     from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
     config = PyFileConfigLoader("nbgrader_config.py", path=PACKAGE_DIR).load_config()
@@ -156,7 +183,7 @@ def load_api(all_cells: bool = False):
     config.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="nbg-ipc-"), "kernel")
     if all_cells:
         config.ResilientExecute.skip_demo_cells = False
-    coursedir = CourseDirectory(config=config)
+    coursedir = _undated_course_directory()(config=config)
     return NbGraderAPI(coursedir=coursedir, config=config)
 
 
@@ -191,10 +218,29 @@ def folder_hash(folder: str) -> str | None:
     return digest.hexdigest()
 
 
+def grader_hash() -> str:
+    """sha256 over the grader's and the checks' code (``grading/*.py`` and ``course_lib/checks/*.py``: names
+    and bytes, in sorted order): the fingerprint a result records, so ``--resume`` grades again what an
+    older grader or older checks graded (a door closed since regrades everyone)."""
+    import importlib.util
+
+    digest = hashlib.sha256()
+    spec = importlib.util.find_spec("course_lib")  # found, not imported: the checks pull in torch
+    checks = [os.path.join(p, "checks") for p in (spec.submodule_search_locations or [])] if spec else []
+    for label, folder in [("grading", os.path.dirname(os.path.abspath(__file__)))] + [("checks", c) for c in checks]:
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as fh:
+                    digest.update(f"{label}/{name}\0".encode() + fh.read() + b"\0")
+    return digest.hexdigest()
+
+
 def content_hashes(assignment: str, student: str) -> dict:
-    """The submission's and the instructor's source notebooks' hashes a result was graded from."""
+    """The submission's and the instructor's source notebooks' hashes a result was graded from, and the
+    grader's own (:func:`grader_hash`); ``--resume`` grades again when any of them differs."""
     return {"submission_hash": folder_hash(os.path.join(GRADING_DIR, "submitted", student, assignment)),
-            "source_hash": folder_hash(os.path.join(NOTEBOOKS_DIR, assignment))}
+            "source_hash": folder_hash(os.path.join(NOTEBOOKS_DIR, assignment)),
+            "grader_hash": grader_hash()}
 
 
 def remove_submission(api, assignment: str, student: str) -> bool:
@@ -250,7 +296,9 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
         result["autograded"] = os.path.isdir(autograded) and any(
             f.endswith(".ipynb") for f in os.listdir(autograded))
         result["problems"] = find_problems(autograded)
-        fault = None if result["autograde_ok"] else machine_fault(f"{result.get('error') or ''}\n{result['log']}")
+        # measured, never read from the log (which holds a kernel's text): the course folder and the gradebook
+        fault = None if result["autograde_ok"] else probe_machine(GRADING_DIR, getattr(
+            getattr(api, "coursedir", None), "db_url", None))
         if fault:
             result["grader_fault"] = fault  # the machine's failure: the gradebook keeps what it had
         elif not result["autograded"]:
@@ -269,7 +317,7 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
                 result["feedback_ok"] = not fb_failed
                 if fb_failed:
                     result["feedback_error"] = _tail(fb.get("error") or fb.get("log"))
-                    fb_fault = machine_fault(result["feedback_error"])
+                    fb_fault = probe_machine(GRADING_DIR)  # measured: the log may hold the student's text
                     if fb_fault:
                         result["feedback_fault"] = fb_fault
             finally:
@@ -283,7 +331,7 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
         result["autograde_ok"] = False
         result["error"] = _tail(traceback.format_exc())
         result["exception"] = f"{type(err).__name__}: {err}"
-        fault = machine_fault(f"{type(err).__name__}: {err}\n{result['error']}")
+        fault = fault_of(err)
         if fault:
             result["grader_fault"] = fault
     try:

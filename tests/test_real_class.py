@@ -10,6 +10,7 @@ unwritable output folder (each: non-zero exit, the cause named, the previous gra
 import csv
 import fcntl
 import json
+import errno
 import os
 import subprocess
 import sys
@@ -385,6 +386,12 @@ def test_a_feedback_page_that_fails_for_the_machine_leaves_the_earlier_page(tmp_
             (folder / "attention.html").write_text("half a page")
             return {"success": False, "error": "OSError: [Errno 28] No space left on device"}
 
+    def full_disk(root, db_url=None):  # the probe's write meets a full disk (its errno, not a log's text)
+        return failures.fault_of(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+
+    from grading import failures
+
+    monkeypatch.setattr(worker, "probe_machine", full_disk)
     result = worker.grade_one(Api(), "01_attention", "bob")
     assert result["feedback_ok"] is False and result["feedback_fault"].startswith("the disk is full"), result
     assert page.read_text() == "earlier page"

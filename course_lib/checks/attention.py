@@ -37,6 +37,8 @@ from course_lib.checks.core import (
     tolerance,
 )
 from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
+from course_lib.checks import gradients as _gradients
+from course_lib.checks import transcript as _transcript
 
 __all__ = [
     "check_softmax",
@@ -391,13 +393,15 @@ def check_attention_torch(student, hidden: bool = False) -> None:
     k = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
     v = torch.randn(2, 5, 3, generator=g, dtype=torch.float64)
     case = Case("q(2, 3, 4) that requires grad", (q, k, v))
-    result = call_student(student, case, exercise, FORBIDDEN_ATTENTION)
-    out = result[0] if isinstance(result, (tuple, list)) and len(result) == 2 else result
-    if not isinstance(out, torch.Tensor) or not out.requires_grad:
-        raise AssertionError(f"{exercise}: the output must be a torch tensor that carries gradients back to q; "
-                             "avoid .numpy(), .detach() or torch.no_grad() inside the function")
-    expected = reference(ref.scaled_dot_product_attention_torch, q, k, v)
-    assert_close(out, expected[0], f"{exercise} on input '{case.label}', output")
+    # measured, not reported (issue 57): the gradient autograd gives q through the student's output, recorded
+    # as plain data and compared with the reference's; requires_grad=True on a tensor made in numpy gives none
+    got = call_student(student, case, exercise, FORBIDDEN_ATTENTION,
+                       observe=_gradients.observe_gradient((q,), ("q",), 4140 if hidden else 140, first_of_pair=True))
+    expected = reference(_gradients.reference_gradient, ref.scaled_dot_product_attention_torch, (q, k, v), (0,), ("q",),
+                         4140 if hidden else 140, True)
+    if _transcript.is_pending(expected):
+        return  # record mode: the verifier compares the recorded gradient, outside the kernel
+    _gradients.compare_gradients(got, expected, exercise, case.label, assert_close)
 
 
 # ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)

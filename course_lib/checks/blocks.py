@@ -34,9 +34,12 @@ from course_lib.checks.core import (
     assert_shape,
     call_student,
     compare_with_reference,
+    reference,
     seeded,
 )
 from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
+from course_lib.checks import gradients as _gradients
+from course_lib.checks import transcript as _transcript
 
 __all__ = [
     "check_layer_norm",
@@ -320,10 +323,15 @@ def check_layer_norm(student, hidden: bool = False) -> None:
                  f"{exercise}: without weight and bias each token (row) must have mean 0 over its features")
     assert_close((y**2).mean(dim=-1), torch.ones(3, dtype=torch.float64),
                  f"{exercise}: without weight and bias each row must have (biased) variance 1 over its features")
+    # measured, not reported (issue 57): the gradient autograd gives x through the student's output, recorded
+    # as plain data and compared with the reference's (requires_grad=True on a numpy result gives none)
     xg = x.clone().requires_grad_()
-    yg = call_student(student, Case("x that requires grad", (xg,)), exercise, FORBIDDEN_LAYER_NORM)
-    if not getattr(yg, "requires_grad", False):
-        raise AssertionError(f"{exercise}: gradients must flow back to x; avoid .detach(), .numpy() or no_grad")
+    seed = 6160 if hidden else 160
+    got = call_student(student, Case("x that requires grad", (xg,)), exercise, FORBIDDEN_LAYER_NORM,
+                       observe=_gradients.observe_gradient((xg,), ("x",), seed))
+    expected = reference(_gradients.reference_gradient, ref.layer_norm, (xg,), (0,), ("x",), seed)
+    if not _transcript.is_pending(expected):  # record mode: the verifier compares, outside the kernel
+        _gradients.compare_gradients(got, expected, exercise, "x that requires grad", assert_close)
 
 
 def check_feed_forward(student, hidden: bool = False) -> None:

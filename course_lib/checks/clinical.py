@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from course_lib import clinical as ref
+from course_lib.checks import gradients as _gradients
 from course_lib.checks import transcript as _transcript
 from course_lib.checks.core import (
     forbid,
@@ -359,7 +360,8 @@ def _observe_probe(model: _ProbeModel, seed: int):
 
     (count returned, parameter names, each parameter's value after the call, each after training).
 
-    The model is left as it was (values restored, gradients cleared)."""
+    The model is left as it was: the training runs on copies of its tensors (a gradient hook on a parameter
+    is refused, issue 57)."""
     params = list(_NAMED_PARAMETERS(model))
     head = model.head_name
     shapes = {name: tuple(p.shape) for name, p in params}
@@ -369,28 +371,29 @@ def _observe_probe(model: _ProbeModel, seed: int):
         count_out = count if isinstance(count, (int, np.integer)) and not isinstance(count, bool) \
             else f"<{type(count).__name__}>"
         tensors = {name: p for name, p in params}
+        hooked = [name for name, p in tensors.items() if _gradients.hooks_on(p)]
+        if hooked:  # refused, never run: a hook that zeroes gradients would pass for a frozen parameter
+            count_out = (f"<refused: a gradient hook on {', '.join(hooked[:4])}; freeze with "
+                         "requires_grad_(False), never with hooks>")
         before = [p.detach().clone() for p in tensors.values()]
-        saved_grads = [p.grad for p in tensors.values()]
-        try:
-            x, y = _probe_data(seed, 32, d_in, classes)
-            for _ in range(PROBE_STEPS):
-                for p in tensors.values():
-                    p.grad = None
-                with torch.enable_grad():
-                    loss = nn.functional.cross_entropy(_probe_forward(tensors, head, x), y)
-                    if not loss.requires_grad:
-                        break  # nothing trainable
-                    loss.backward()
-                with torch.no_grad():
-                    for p in tensors.values():
-                        if p.grad is not None:
-                            p.sub_(PROBE_LR * p.grad)
-            after = [p.detach().clone() for p in tensors.values()]
-        finally:
+        # trained on fresh copies that require gradients exactly as the originals do (torch's own descriptor):
+        # no hook, no grad_fn, nothing the student's call attached to the originals takes part
+        copies = {name: b.clone().requires_grad_(bool(_gradients._REQUIRES_GRAD(p)))
+                  for (name, p), b in zip(tensors.items(), before)}
+        x, y = _probe_data(seed, 32, d_in, classes)
+        for _ in range(PROBE_STEPS):
+            for p in copies.values():
+                p.grad = None
+            with torch.enable_grad():
+                loss = nn.functional.cross_entropy(_probe_forward(copies, head, x), y)
+                if not loss.requires_grad:
+                    break  # nothing trainable
+                loss.backward()
             with torch.no_grad():
-                for p, b, g in zip(tensors.values(), before, saved_grads):
-                    p.copy_(b)
-                    p.grad = g
+                for p in copies.values():
+                    if p.grad is not None:
+                        p.sub_(PROBE_LR * p.grad)
+        after = [p.detach().clone() for p in copies.values()]
         return count_out, ",".join(tensors), before, after
     return observe
 
