@@ -41,7 +41,7 @@ Two jobs, run by the pipeline before any worker starts:
    ``repaired``   a byte-order mark before the JSON: read past (``grading.worker.accept_byte_order_mark``
                   in the process that grades), the file left as it is, and the notebook graded as any other.
    ``undated``    a ``timestamp.txt`` that cannot be read as a time (not UTF-8, not a date): the notebook
-                  is graded as one handed in without a time (``grading.worker.read_timestamp``).
+                  is graded as one handed in without a time (``read_timestamp``).
 
    The findings are returned, written to ``logs/intake/findings.json`` and printed by the
    pipeline in its report of submissions not graded completely.
@@ -553,11 +553,24 @@ def report_lines(findings: list[dict]) -> list[str]:
     return lines
 
 
+def read_timestamp(path: str):
+    """The submission time in ``path`` (nbgrader's ``timestamp.txt``) as a datetime, or None when it is
+    empty, not UTF-8 or not a date nbgrader can parse; never raises (issue 57: nbgrader's own reader
+    stopped the whole notebook, scored 0 with no fix text). E.g. '2026-11-28 07:55:00 UTC' -> a datetime,
+    'yesterday-ish' -> None."""
+    from nbgrader.utils import parse_utc
+
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(4096).decode("utf-8").strip()
+        return parse_utc(text) if text else None
+    except (OSError, ValueError, OverflowError, TypeError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
 def undated(folder: str) -> bool:
     """True when ``folder`` holds a ``timestamp.txt`` (a regular file, not followed) that
-    ``grading.worker.read_timestamp`` cannot read as a time."""
-    from grading.worker import read_timestamp
-
+    ``read_timestamp`` cannot read as a time."""
     path = os.path.join(folder, "timestamp.txt")
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):

@@ -27,6 +27,7 @@ import time
 import grading
 from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, warm
 from grading.failures import fault_of, find_problems, probe_machine
+from grading.intake import read_timestamp
 
 
 def import_nbgrader() -> None:
@@ -141,21 +142,6 @@ def accept_byte_order_mark() -> None:
 
     parse_json._course_bom = True
     nbformat.reader.parse_json = parse_json
-
-
-def read_timestamp(path: str):
-    """The submission time in ``path`` (nbgrader's ``timestamp.txt``) as a datetime, or None when it is
-    empty, not UTF-8 or not a date nbgrader can parse; never raises (issue 57: nbgrader's own reader
-    stopped the whole notebook, scored 0 with no fix text). E.g. '2026-11-28 07:55:00 UTC' -> a datetime,
-    'yesterday-ish' -> None."""
-    from nbgrader.utils import parse_utc
-
-    try:
-        with open(path, "rb") as fh:
-            text = fh.read(4096).decode("utf-8").strip()
-        return parse_utc(text) if text else None
-    except (OSError, ValueError, OverflowError, TypeError):  # UnicodeDecodeError is a ValueError
-        return None
 
 
 def _undated_course_directory():
