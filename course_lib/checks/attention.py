@@ -105,7 +105,7 @@ def _softmax_nan_rows(x, axis=-1):
 
 
 _NO_DENOMINATOR = ("your values are exp(x) (or exp(x - max)) without dividing by their sum, so they do not "
-                   "sum to 1: divide by e.sum(axis=axis, keepdims=True).")
+                   "sum to 1: divide each slice by its own sum along `axis` (keeping that axis, so it broadcasts).")
 _NAN_ROW = ("a slice whose entries are all -inf (a fully masked row) gives NaN: its max is -inf and "
             "(-inf) - (-inf) = NaN. Replace a non-finite max by 0 and divide only where the sum is > 0, "
             "so the slice gets all zeros, as the docstring promises.")
@@ -179,7 +179,7 @@ _ATTENTION_MESSAGES = {
     "scaled by d_k": "the scores are divided by d_k, not sqrt(d_k). The dot product of two random "
                      "unit-variance vectors has variance d_k, so its standard deviation is sqrt(d_k).",
     "transposed K": "the scores use Q @ K instead of Q @ K^T: each query must be dotted with each key "
-                    "row, so transpose the last two axes of K (np.swapaxes(k, -1, -2) / k.transpose(-2, -1)).",
+                    "row, so transpose the last two axes of K (not every axis: the leading ones are batch axes).",
     "softmax wrong axis": "the weights are normalised over the query axis (-2) instead of the key axis (-1): "
                           "each query's weights over the keys must sum to 1.",
     "mask inverted": "the mask is inverted: in this course True means 'may attend', so positions where "
@@ -193,8 +193,8 @@ _ATTENTION_MESSAGES["softmax without normalisation"] = (
     "(the output is not a weighted average of the values).")
 _ATTENTION_MESSAGES["NaN on a fully masked row"] = (
     "a query whose keys are ALL masked gets NaN weights ((-inf) - (-inf) = NaN in the softmax); the docstring "
-    "promises all-zero weights for such a row: replace a non-finite row max by 0 and divide only where the "
-    "sum is > 0.")
+    "promises weights all 0 for a fully masked row: a row whose keys are all -inf needs its own care in the "
+    "softmax (its max is not a number to subtract, and its sum is 0).")
 _VARIANT = {"mask inverted (NaN rows)": "mask inverted"}  # the same misconception, with a plain softmax
 
 WRONG_ATTENTION = [Wrong(_VARIANT.get(name, name), _wrong_attention(name),
@@ -216,8 +216,9 @@ def _np_attention_k_T(q, k, v, mask=None):
 WRONG_ATTENTION.append(Wrong(
     "k.T on a batched array", _np_attention_k_T,
     "k.T reverses EVERY axis of an array, so on a batched k (B, S, d_k) it gives (d_k, S, B) and the "
-    "product with q no longer pairs each query with the keys of its own batch element; the docstring "
-    "promises any leading dims, so transpose only the last two axes of k (section 3 names the numpy function)."))
+    "product with q no longer pairs each query with the keys of its own batch element; the docstring's "
+    "shapes (..., S, d_k) allow leading dims, so transpose only the last two axes of k (section 3 names the numpy "
+    "function)."))
 
 
 def _torch_softmax_dim(dim):
@@ -245,7 +246,7 @@ WRONG_ATTENTION_TORCH = [Wrong(w.name, _torchify(w.fn), w.message) for w in WRON
           "softmax over dim=-1, whatever the number of leading dims."),
     Wrong("k.T on a batched tensor", _torch_k_T,
           "k.T reverses ALL axes of a batched tensor ((B, H, S, d) -> (d, S, H, B)); transpose only the last "
-          "two: k.transpose(-2, -1) (or k.mT)."),
+          "two (section 5 names the method)."),
 ]
 
 
