@@ -44,7 +44,7 @@ def _docstring_nodes(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
-def source_tokens(source: str, *, body_only: bool = True) -> list[str]:
+def source_tokens(source: str, *, body_only: bool = True, normalise_first: bool = False) -> list[str]:
     """The code tokens of a function's (or class's) source: no docstring, no comment, no ``def`` line when
     ``body_only`` (the signature is the stub's too, shipped on purpose)."""
     source = textwrap.dedent(source)
@@ -55,9 +55,15 @@ def source_tokens(source: str, *, body_only: bool = True) -> list[str]:
         skip.update(range(top.lineno, top.body[0].lineno))
         for deco in top.decorator_list:
             skip.update(range(deco.lineno, deco.end_lineno + 1))
+    first = None  # a method's self and a function's layer/module argument read alike: "SELF"
+    if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) and top.args.args:
+        first = top.args.args[0].arg
     out: list[str] = []
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type in _SKIP or tok.start[0] in skip:
+            continue
+        if tok.type == tokenize.NAME and first is not None and tok.string == first and normalise_first:
+            out.append("SELF")
             continue
         if tok.type == tokenize.STRING and re.search(r"\s", tok.string):
             continue  # prose (an error message of the reference's own): no part of the solution's code
@@ -65,8 +71,8 @@ def source_tokens(source: str, *, body_only: bool = True) -> list[str]:
     return out
 
 
-def object_tokens(obj) -> list[str]:
-    return source_tokens(inspect.getsource(obj))
+def object_tokens(obj, normalise_first: bool = False) -> list[str]:
+    return source_tokens(inspect.getsource(obj), normalise_first=normalise_first)
 
 
 def longest_shared_run(a: list[str], b: list[str]) -> tuple[int, list[str]]:
@@ -137,3 +143,42 @@ def notebook_docstring(assignment: str, name: str) -> str:
                 if isinstance(node, ast.FunctionDef) and node.name == name:
                     return ast.get_docstring(node) or ""
     return ""
+
+
+# ---------------------------------------------------------------- solutions and what ships
+class _NoInputChecks(ast.NodeTransformer):
+    """``if <bad input>: raise ...``: the docstring's contract, no part of the solution's idea."""
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        if len(node.body) == 1 and isinstance(node.body[0], ast.Raise) and not node.orelse:
+            return ast.Pass()
+        return node
+
+
+def solution_tokens(fn) -> list[str]:
+    """A reference's body as tokens, its input checks left out, ``self``-like first argument as SELF."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    tree = ast.fix_missing_locations(_NoInputChecks().visit(tree))
+    return source_tokens(ast.unparse(tree), normalise_first=True)
+
+
+def shipped_functions(source: str):
+    """(qualified name, tokens) of each function and method in a module's source (the students' edition)."""
+    tree = ast.parse(source)
+    out = []
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((prefix + child.name, source_tokens(ast.unparse(child), normalise_first=True)))
+                walk(child, prefix + child.name + ".")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, prefix + child.name + ".")
+
+    walk(tree, "")
+    return out
+
+
+def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}

@@ -190,3 +190,70 @@ def test_the_token_comparison_finds_the_decode_line_issue_65_quoted():
     old = "decode all the tokens' bytes TOGETHER: b''.join(vocab[i] for i in ids).decode('utf-8', 'surrogatepass')"
     n, _ = longest_shared_run(words(old), object_tokens(_ref(e)))
     assert n > MAX_MESSAGE_RUN
+
+
+# ---------------------------------------------------------------- item 3: no solution in what ships
+MAX_SHIPPED_RUN = 25
+# building blocks that still share a run with an unreleased solution (issue 65 item 3: debt, listed with why)
+_SHIPPED_DEBT = {
+    # lesson 10's padded FAVOR+ reuses lesson 07's linear attention (kv = phi_k^T v, z = sum of phi_k), which
+    # lesson 07 teaches and ships; the exercise's own part, the padding, is in no building block
+    ("course_lib.efficient.favor_attention_torch", "course_lib.proteins.favor_padded_attention"),
+    ("course_lib.efficient.EfficientMultiHeadAttention.forward", "course_lib.proteins.favor_padded_attention"),
+}
+
+
+def _students_edition():
+    """(qualified name, tokens) of every function of the students' edition with no solution released."""
+    from pathlib import Path
+
+    from fair_tokens import shipped_functions
+    from grading import bundle
+    secret = registry.withheld(())
+    for path in sorted((Path(__file__).resolve().parents[1] / "course_lib").glob("*.py")):
+        module = "course_lib." + path.stem
+        new, _ = bundle.student_edition_of_module(path.read_text(), set(secret.get(module, ())))
+        for name, tokens in shipped_functions(new):
+            yield f"{module}.{name}", tokens
+
+
+def test_no_shipped_function_repeats_an_unreleased_solution():
+    """Every function of the students' edition before any release, against every exercise's solution (its
+    input checks left out): no run of more than MAX_SHIPPED_RUN tokens in common (a method's ``self`` and a
+    function's first argument compare alike)."""
+    from fair_tokens import ngrams, solution_tokens
+    n = MAX_SHIPPED_RUN + 1
+    solutions = {e.reference: ngrams(solution_tokens(registry.resolve(e.reference)), n) for e in EXERCISES}
+    found = set()
+    for qual, tokens in _students_edition():
+        grams = ngrams(tokens, n)
+        for ref, sol in solutions.items():
+            if qual != ref and grams & sol:
+                found.add((qual, ref))
+    unexpected = found - _SHIPPED_DEBT
+    assert not unexpected, (f"functions shipped in the students' edition repeat more than {MAX_SHIPPED_RUN} "
+                            f"tokens of an unreleased solution: {sorted(unexpected)}")
+    stale = _SHIPPED_DEBT - found
+    assert not stale, f"no longer sharing a run: drop {sorted(stale)} from _SHIPPED_DEBT"
+
+
+def test_the_shipped_comparison_finds_the_encoder_layer_issue_65_quoted():
+    """The comparison above catches the EncoderLayer.forward that issue 65 found (9 of 10 lines of the
+    solution, with self for layer)."""
+    from fair_tokens import ngrams, solution_tokens, source_tokens
+    old = '''
+def forward(self, x, mask=None, need_weights=False):
+    if self.norm_first:
+        h = self.norm1(x)
+        a, weights = self.self_attn(h, h, h, mask=mask)
+        x = x + self.dropout1(a)
+        x = x + self.dropout2(self.ff(self.norm2(x)))
+    else:
+        a, weights = self.self_attn(x, x, x, mask=mask)
+        x = self.norm1(x + self.dropout1(a))
+        x = self.norm2(x + self.dropout2(self.ff(x)))
+    return (x, weights) if need_weights else x
+'''
+    ref = registry.resolve(registry.exercise("05_blocks", "encoder_layer_forward").reference)
+    n = MAX_SHIPPED_RUN + 1
+    assert ngrams(source_tokens(old, normalise_first=True), n) & ngrams(solution_tokens(ref), n)
