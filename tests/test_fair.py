@@ -129,7 +129,6 @@ HIDDEN_ONLY = {
     ("03_multihead", "merge_heads", "torch in, torch out"),
     ("04_positional", "exponential_basis", "Raises ValueError unless 2^min_half_life <= seq_len"),
     ("05_blocks", "feed_forward", "any leading dims (..., d_model)"),
-    ("06_bpe", "decode_ids", "UTF-8 decoded once, surrogatepass"),
     ("07_efficient", "linear_attention", "any leading dims (..., T, d)"),
     ("07_efficient", "positive_random_features", "w (..., m, d) with leading dims"),
     ("12_long_range_dna", "one_hot_dna", "any other letter raises ValueError"),
