@@ -279,19 +279,22 @@ class EncoderLayer(nn.Module):
         heads (B, T, T)) with ``need_weights=True``.
 
         The same sublayers in the same order as :func:`encoder_layer_forward` (lesson 05's exercise),
-        written out here rather than calling it, so the module works in the students' bundle before
-        that solution is released (tests/test_blocks.py shows the two agree bit for bit).
+        so the module works in the students' bundle before that solution is released
+        (tests/test_blocks.py shows the two agree bit for bit). Written as two residual sublayers,
+        not as that exercise's lines (issue 65: no solution's text in a shipped building block).
         """
-        if self.norm_first:
-            h = self.norm1(x)
-            a, weights = self.self_attn(h, h, h, mask=mask)  # (B, T, d), (B, T, T)
-            x = x + self.dropout1(a)
-            x = x + self.dropout2(self.ff(self.norm2(x)))
-        else:
-            a, weights = self.self_attn(x, x, x, mask=mask)
-            x = self.norm1(x + self.dropout1(a))
-            x = self.norm2(x + self.dropout2(self.ff(x)))
-        return (x, weights) if need_weights else x
+        found = {}
+
+        def attend(h):  # (B, T, d) -> (B, T, d); keeps the weights (B, T, T)
+            out, found["weights"] = self.self_attn(h, h, h, mask=mask)
+            return self.dropout1(out)
+
+        def feed(h):
+            return self.dropout2(self.ff(h))
+
+        for sublayer, norm in ((attend, self.norm1), (feed, self.norm2)):
+            x = x + sublayer(norm(x)) if self.norm_first else norm(x + sublayer(x))
+        return (x, found["weights"]) if need_weights else x
 
 
 # ---------------------------------------------------------------- decoder layer

@@ -44,6 +44,7 @@ Token convention everywhere: ``VOCAB = "-ACGT"``, index 0 is the gap.
 """
 from __future__ import annotations
 
+import collections
 import math
 import pathlib
 from typing import Sequence
@@ -543,26 +544,26 @@ def read_rows(reads: Sequence[str], alignments: Sequence[str], length: int) -> n
     array([[1, 0, 2],
            [1, 3, 2]])
     """
-    # the same checks and messages as pileup, written out here: pileup is this lesson's exercise (withheld
-    # from the students' bundle until its solution is released), read_rows a building block the notebook uses
+    # pileup is this lesson's exercise (withheld from the students' bundle until its solution is released) and
+    # read_rows a building block the notebook uses, so it walks the alignment its own way (issue 65: no
+    # solution's text in a shipped building block): each op takes the next base of the read or not, and fills
+    # the next backbone column or not
     if len(reads) != len(alignments):
         raise ValueError(f"got {len(reads)} reads but {len(alignments)} alignments")
-    rows = np.zeros((len(reads), length), dtype=np.int64)
-    for r, (read, ops) in enumerate(zip(reads, alignments)):
-        n_read = sum(op in "=XI" for op in ops)
-        n_cols = sum(op in "=XD" for op in ops)
-        if n_read != len(read) or n_cols != length:
-            raise ValueError(f"alignment {r} uses {n_read} bases of its read ({len(read)} long) and "
-                             f"{n_cols} backbone columns (expected {length})")
-        i = j = 0
+    rows = np.zeros((len(reads), length), dtype=np.int64)  # GAP = 0 where the read shows no base
+    for r, ops in enumerate(alignments):
+        read = reads[r]
+        uses = collections.Counter(ops)
+        bases_used, columns = uses["="] + uses["X"] + uses["I"], uses["="] + uses["X"] + uses["D"]
+        if bases_used != len(read) or columns != length or len(ops) != sum(uses[o] for o in "=XID"):
+            raise ValueError(f"alignment {r} uses {bases_used} bases of its read ({len(read)} long) and "
+                             f"{columns} backbone columns (expected {length})")
+        bases, shown = iter(read), []
         for op in ops:
-            if op in "=X":
-                rows[r, j] = _INDEX[read[i]]
-                i, j = i + 1, j + 1
-            elif op == "I":
-                i += 1
-            else:
-                j += 1
+            base = next(bases) if op in "=XI" else None  # "D": the read has no base for this column
+            if op != "I":  # "I": a base between columns, in no row
+                shown.append(GAP if base is None else _INDEX[base])
+        rows[r] = shown
     return rows
 
 

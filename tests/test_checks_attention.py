@@ -142,3 +142,29 @@ def test_a_crash_is_named_only_when_it_is_the_known_crash():
 
     message = str(pytest.raises(AssertionError, C.check_attention_numpy, same_crash_text_right_elsewhere).value)
     assert named_in(message) == set() and "ValueError: matmul" in message, message
+
+
+def test_k_T_is_named_in_the_visible_test_issue_65():
+    """numpy attention with k.T: the visible test has a batched case and names the misconception there."""
+    def k_T(q, k, v, mask=None):
+        s = q @ k.T / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        w = A.softmax(s)
+        return w @ v, w
+    with pytest.raises(AssertionError, match="k.T on a batched array"):
+        C.check_attention_numpy(k_T)
+
+
+def test_section_5s_torch_recipe_keeps_full_marks_issue_65():
+    """masked_fill + torch.softmax(..., dim=-1), as section 5 says (NaN on a fully masked row allowed)."""
+    import torch
+
+    def as_written(q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        w = torch.softmax(s, dim=-1)
+        return w @ v, w
+    for hidden in (False, True):
+        C.check_attention_torch(as_written, hidden=hidden)

@@ -11,6 +11,7 @@ shape, permutation equivariance) and names these misconceptions when it sees the
 * ``transposed K``            Q @ K instead of Q @ K^T
 * ``mask inverted``           True treated as "blocked" instead of "may attend"
 * ``mask after softmax``      weights zeroed after the softmax, rows no longer sum to 1
+* ``k.T on a batched array``  every axis of k reversed instead of the last two (fails on batched inputs)
 
 ``hidden=True`` selects a different, larger set of inputs for the hidden tests.
 """
@@ -106,7 +107,7 @@ def _softmax_nan_rows(x, axis=-1):
 
 
 _NO_DENOMINATOR = ("your values are exp(x) (or exp(x - max)) without dividing by their sum, so they do not "
-                   "sum to 1: divide by e.sum(axis=axis, keepdims=True).")
+                   "sum to 1: divide each slice by its own sum along `axis` (keeping that axis, so it broadcasts).")
 _NAN_ROW = ("a slice whose entries are all -inf (a fully masked row) gives NaN: its max is -inf and "
             "(-inf) - (-inf) = NaN. Replace a non-finite max by 0 and divide only where the sum is > 0, "
             "so the slice gets all zeros, as the docstring promises.")
@@ -180,7 +181,7 @@ _ATTENTION_MESSAGES = {
     "scaled by d_k": "the scores are divided by d_k, not sqrt(d_k). The dot product of two random "
                      "unit-variance vectors has variance d_k, so its standard deviation is sqrt(d_k).",
     "transposed K": "the scores use Q @ K instead of Q @ K^T: each query must be dotted with each key "
-                    "row, so transpose the last two axes of K (np.swapaxes(k, -1, -2) / k.transpose(-2, -1)).",
+                    "row, so transpose the last two axes of K (not every axis: the leading ones are batch axes).",
     "softmax wrong axis": "the weights are normalised over the query axis (-2) instead of the key axis (-1): "
                           "each query's weights over the keys must sum to 1.",
     "mask inverted": "the mask is inverted: in this course True means 'may attend', so positions where "
@@ -194,8 +195,8 @@ _ATTENTION_MESSAGES["softmax without normalisation"] = (
     "(the output is not a weighted average of the values).")
 _ATTENTION_MESSAGES["NaN on a fully masked row"] = (
     "a query whose keys are ALL masked gets NaN weights ((-inf) - (-inf) = NaN in the softmax); the docstring "
-    "promises all-zero weights for such a row: replace a non-finite row max by 0 and divide only where the "
-    "sum is > 0.")
+    "promises weights all 0 for a fully masked row: a row whose keys are all -inf needs its own care in the "
+    "softmax (its max is not a number to subtract, and its sum is 0).")
 _VARIANT = {"mask inverted (NaN rows)": "mask inverted"}  # the same misconception, with a plain softmax
 
 WRONG_ATTENTION = [Wrong(_VARIANT.get(name, name), _wrong_attention(name),
@@ -203,6 +204,23 @@ WRONG_ATTENTION = [Wrong(_VARIANT.get(name, name), _wrong_attention(name),
                          + (" (Here a query row whose mask is all True became fully masked: NaN.)"
                             if name in _VARIANT else ""))
                    for name in list(_ATTENTION_MESSAGES) + list(_VARIANT)]
+
+# the torch exercise's docstring and section 5's text promise nothing for a fully masked row: not its misconception
+_NOT_TORCH = ("NaN on a fully masked row",)
+WRONG_ATTENTION_TORCH_SHARED = [w for w in WRONG_ATTENTION if w.name not in _NOT_TORCH]
+
+
+def _np_attention_k_T(q, k, v, mask=None):
+    k = np.asarray(k, dtype=np.float64)
+    return _np_attention(q, k.T, v, mask, transpose_k=False)  # .T reverses every axis: a crash on a batch
+
+
+WRONG_ATTENTION.append(Wrong(
+    "k.T on a batched array", _np_attention_k_T,
+    "k.T reverses EVERY axis of an array, so on a batched k (B, S, d_k) it gives (d_k, S, B) and the "
+    "product with q no longer pairs each query with the keys of its own batch element; the docstring's "
+    "shapes (..., S, d_k) allow leading dims, so transpose only the last two axes of k (section 3 names the numpy "
+    "function)."))
 
 
 def _torch_softmax_dim(dim):
@@ -221,7 +239,7 @@ def _torch_k_T(q, k, v, mask=None):
     return w @ v, w
 
 
-WRONG_ATTENTION_TORCH = [Wrong(w.name, _torchify(w.fn), w.message) for w in WRONG_ATTENTION] + [
+WRONG_ATTENTION_TORCH = [Wrong(w.name, _torchify(w.fn), w.message) for w in WRONG_ATTENTION_TORCH_SHARED] + [
     Wrong("softmax over the head axis", _torch_softmax_dim(1),
           "on a (B, H, T, S) batch the softmax was taken over dim=1 (the heads); each query's weights over the "
           "KEYS must sum to 1: softmax over dim=-1."),
@@ -230,7 +248,7 @@ WRONG_ATTENTION_TORCH = [Wrong(w.name, _torchify(w.fn), w.message) for w in WRON
           "softmax over dim=-1, whatever the number of leading dims."),
     Wrong("k.T on a batched tensor", _torch_k_T,
           "k.T reverses ALL axes of a batched tensor ((B, H, S, d) -> (d, S, H, B)); transpose only the last "
-          "two: k.transpose(-2, -1) (or k.mT)."),
+          "two (section 5 names the method)."),
 ]
 
 
@@ -241,6 +259,7 @@ def _softmax_cases(hidden: bool) -> list[Case]:
         Case("a vector [1, 2, 3]", (np.array([1.0, 2.0, 3.0]),)),
         Case("a 3x4 matrix of random scores", (rng.normal(size=(3, 4)),)),
         Case("large scores [1000, 1001, 1002]", (np.array([[1000.0, 1001.0, 1002.0]]),)),
+        Case("a fully -inf row (every key masked)", (np.array([[1.0, 2.0, 3.0], [-np.inf, -np.inf, -np.inf]]),)),
     ]
     if hidden:
         cases += [
@@ -250,15 +269,17 @@ def _softmax_cases(hidden: bool) -> list[Case]:
             Case("very negative scores [-1000, -1001]", (np.array([[-1000.0, -1001.0]]),)),
             Case("equal scores", (np.zeros((2, 6)),)),
             Case("scores with -inf entries", (np.array([[0.5, -np.inf, 2.0], [-np.inf, 1.0, -np.inf]]),)),
-            Case("a fully -inf row (every key masked)", (np.array([[1.0, 2.0, 3.0], [-np.inf, -np.inf, -np.inf]]),)),
             Case("a (2, 2, 2, 3) array of scores up to 800", (rng.normal(size=(2, 2, 2, 3)) * 800,)),
         ]
     return cases
 
 
 def _attention_cases(hidden: bool, torch_tensors: bool = False) -> list[Case]:
+    """``torch_tensors``: the torch exercise's inputs, without a fully masked row (its docstring and section 5
+    promise nothing there: torch.softmax's NaN is allowed)."""
     rng = seeded(202 if hidden else 2)
-    shapes = [((3, 4), (5, 4), (5, 2)), ((4, 4), (4, 4), (4, 3))]  # second one square: catches Q @ K
+    shapes = [((3, 4), (5, 4), (5, 2)), ((4, 4), (4, 4), (4, 3)),  # second one square: catches Q @ K
+              ((2, 3, 4), (2, 5, 4), (2, 5, 2))]  # batched, as the docstring promises: catches k.T
     if hidden:
         shapes += [((6, 8), (6, 8), (6, 8)), ((2, 3, 4), (2, 7, 4), (2, 7, 5)),
                    ((2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 3))]
@@ -270,14 +291,19 @@ def _attention_cases(hidden: bool, torch_tensors: bool = False) -> list[Case]:
     q, k, v = rng.normal(size=(4, 4)) * 2, rng.normal(size=(4, 4)) * 2, rng.normal(size=(4, 3))
     causal = np.tril(np.ones((4, 4), dtype=bool))
     cases.append(Case("causal mask (True = may attend) on q(4, 4)", (q, k, v), {"mask": causal}))
+    if not torch_tensors:  # the numpy docstring's promise, shown before grading
+        full = causal.copy()
+        full[2] = False
+        cases.append(Case("a query whose keys are all masked (row 2)", (q, k, v), {"mask": full}))
     if hidden:
         pad = np.ones((3, 5), dtype=bool)
         pad[:, 3:] = False
         q, k, v = rng.normal(size=(3, 6)), rng.normal(size=(5, 6)), rng.normal(size=(5, 2))
         cases.append(Case("padding mask hiding the last 2 keys", (q, k, v), {"mask": pad}))
-        full = np.ones((3, 5), dtype=bool)
-        full[1] = False
-        cases.append(Case("a query whose keys are all masked (row 1)", (q, k, v), {"mask": full}))
+        if not torch_tensors:
+            full = np.ones((3, 5), dtype=bool)
+            full[1] = False
+            cases.append(Case("a query whose keys are all masked (row 1)", (q, k, v), {"mask": full}))
         q, k, v = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 4, 2))
         cases.append(Case("a (4, 4) causal mask broadcast over a batch of 2", (q, k, v),
                           {"mask": np.tril(np.ones((4, 4), dtype=bool))}))
@@ -486,6 +512,15 @@ def _right_attention_torch(q, k, v, mask=None):
     return w @ v, w
 
 
+def _right_attention_torch_as_section_5(q, k, v, mask=None):
+    """Section 5's recipe as it reads: masked_fill, then torch.softmax over dim=-1 (NaN on a fully masked row)."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
 def _right_attention_torch_float32(q, k, v, mask=None):
     out, w = _right_attention_torch(q.float(), k.float(), v.float(), mask)
     return out, w
@@ -560,7 +595,7 @@ EXERCISES = (
     declare("01_attention", "scaled_dot_product_attention", check_attention_numpy,
             misconceptions=WRONG_ATTENTION,
             promises=(
-                Breaks("any leading dims (..., T, d_k)", _breaks_attention_2d_only, "scaled_dot_product_attention"),
+                Breaks("any leading dims (..., T, d_k)", _breaks_attention_2d_only, "k.T on a batched array"),
                 Breaks("numpy in, numpy out", _breaks_attention_returns_torch, "numpy array"),
                 Breaks("a fully masked row gets zero weights",
                        wrong_answer(WRONG_ATTENTION, "NaN on a fully masked row"), "NaN on a fully masked row"),
@@ -573,6 +608,7 @@ EXERCISES = (
                 Breaks("differentiable", _breaks_torch_detached, "gradients"),
                 Breaks("any leading dims (k.transpose(-2, -1))", _breaks_torch_kT, "k.T on a batched tensor"),
             ),
-            right=(Right(_right_attention_torch), Right(_right_attention_torch_float32),
+            right=(Right(_right_attention_torch), Right(_right_attention_torch_as_section_5),
+                   Right(_right_attention_torch_float32),
                    Right(_right_attention_torch_einsum))),
 )

@@ -92,11 +92,11 @@ def _ln(x, weight=None, bias=None, eps=1e-5, *, dims=(-1,), correction=0, eps_ou
 WRONG_LAYER_NORM = [
     Wrong("LayerNorm over the wrong axis", lambda x, w=None, b=None, eps=1e-5: _ln(x, w, b, eps, dims=(-2,)),
           "the mean and variance were taken over the TOKEN axis (-2), mixing different tokens; LayerNorm "
-          "normalises each token over its own features: mean(dim=-1, keepdim=True)."),
+          "normalises each token over its own features, the last axis."),
     Wrong("statistics over the whole tensor",
           lambda x, w=None, b=None, eps=1e-5: _ln(x, w, b, eps, dims=tuple(range(x.dim()))),
           "the mean and variance were taken over the whole tensor; LayerNorm uses one mean and one variance "
-          "PER TOKEN, over the last axis only (dim=-1, keepdim=True)."),
+          "PER TOKEN, over the last axis only (keeping that axis so the statistics broadcast)."),
     Wrong("unbiased variance", lambda x, w=None, b=None, eps=1e-5: _ln(x, w, b, eps, correction=1),
           "you divided by d - 1 (torch.var's default, unbiased=True); LayerNorm uses the BIASED variance, "
           "mean((x - mean)^2), as nn.LayerNorm does: x.var(dim=-1, unbiased=False) or correction=0."),
@@ -104,7 +104,7 @@ WRONG_LAYER_NORM = [
           "eps goes INSIDE the square root: (x - mean) / sqrt(var + eps), not / (sqrt(var) + eps)."),
     Wrong("mean not subtracted (RMSNorm)", lambda x, w=None, b=None, eps=1e-5: _ln(x, w, b, eps, center=False),
           "you divided by the root mean square without subtracting the mean first (that is RMSNorm); "
-          "LayerNorm centres each token: x - x.mean(dim=-1, keepdim=True)."),
+          "LayerNorm centres each token on its own mean over the features first."),
     Wrong("weight and bias ignored", lambda x, w=None, b=None, eps=1e-5: _ln(x, w, b, eps, affine=False),
           "after normalising, multiply by `weight` and add `bias` (the learned scale and shift) when given."),
     Wrong("weight and bias swapped", lambda x, w=None, b=None, eps=1e-5: _ln(x, w, b, eps, swap=True),
@@ -219,7 +219,7 @@ WRONG_ENCODER_LAYER = [Wrong(name, (lambda k: lambda layer, x, mask=None: _enc(l
 
 DROPOUT_ON_IN_EVAL = ("dropout left on in eval: in eval mode (layer.eval()) the layer must be deterministic, but "
                       "two calls on the same input gave different outputs. Use the layer's dropout modules "
-                      "(layer.dropout1(a)), which switch off in eval mode, not F.dropout(a, p) whose "
+                      "(the layer's own dropout1 and dropout2), which switch off in eval mode, not F.dropout(a, p) whose "
                       "training flag defaults to True.")
 DROPOUT_NEVER_ON = ("dropout never applied in training: with layer.train() and p=0.5 your output equals the "
                     "eval-mode output. Pass each sublayer's output through layer.dropout1 / layer.dropout2 before "

@@ -162,10 +162,11 @@ def _stats_last_missing(ids):
 
 WRONG_GET_STATS = [
     Wrong("pairs counted once", _stats_set,
-          "every pair has count 1: count how OFTEN each adjacent pair occurs, e.g. "
-          "counts[pair] = counts.get(pair, 0) + 1, not just which pairs occur."),
+          "every pair has count 1: count how OFTEN each adjacent pair occurs (add one each time you meet it), "
+          "not just which pairs occur."),
     Wrong("wrap-around pair", _stats_wrap,
-          "the pair (last, first) was counted, as if the sequence were circular; use zip(ids, ids[1:])."),
+          "the pair (last, first) was counted, as if the sequence were circular; the last element starts no "
+          "pair."),
     Wrong("every other position", _stats_step_two,
           "only pairs starting at even positions were counted (a step of 2); every position i with a "
           "neighbour i+1 starts a pair."),
@@ -319,7 +320,8 @@ def _train_ignore_first_id(word_counts, num_merges, first_id=256):
 
 
 _TIE_RULE = ("the course's rule: the highest count wins; among pairs with equal counts, the smallest pair "
-             "(compare (left, right) as tuples), i.e. min(stats, key=lambda p: (-stats[p], p)).")
+             "wins, comparing (left, right) as tuples. One key can rank by both: a larger count first, then a "
+             "smaller pair.")
 
 WRONG_TRAIN = [
     Wrong("ties broken by first appearance", _train_first_appearance,
@@ -370,7 +372,7 @@ def _encode_overlap_twice(ids, merges):
 
 
 _ORDER = ("merges must be applied in TRAINING order: at each step merge the present pair with the smallest "
-          "new id (the earliest learned), e.g. min(stats, key=lambda p: merges.get(p, float('inf'))). ")
+          "new id (the earliest learned); a pair training never merged cannot be chosen. ")
 
 WRONG_ENCODE = [
     Wrong("merges applied out of training order (leftmost first)", _encode_leftmost,
@@ -407,9 +409,9 @@ def _decode_ignore(ids, vocab):
     return b"".join(vocab[i] for i in ids).decode("utf-8", errors="ignore")
 
 
-_BY_TOKEN = ("decode all the tokens' bytes TOGETHER: b''.join(vocab[i] for i in ids).decode('utf-8', "
-             "'surrogatepass'). A character's UTF-8 bytes may be split over two tokens (an emoji is 4 bytes, "
-             "'é' is 2), and each half alone is not valid UTF-8.")
+_BY_TOKEN = ("the tokens were decoded one at a time: a character's UTF-8 bytes may be split over two tokens "
+             "(an emoji is 4 bytes, 'é' is 2), and each half alone is not valid UTF-8. Put all the tokens' "
+             "bytes TOGETHER first, then decode once.")
 _SURROGATE = ("lone surrogates ('\\ud800') are encoded with errors='surrogatepass', so decode with "
               "errors='surrogatepass' too, or they cannot round-trip.")
 
@@ -679,6 +681,7 @@ def _decode_cases(hidden: bool) -> list[Case]:
         Case("'café' with é as its two bytes C3 A9", (_ids("café"), plain)),
         Case("'🩺' whose 4 bytes are split over two tokens", ([256, 0xA9, 0xBA], emoji)),
         Case("'interferon-γ' as bytes", (_ids("interferon-γ"), plain)),
+        Case("a lone surrogate '\\ud800' between letters", (_ids("a\ud800b"), plain)),  # the docstring's surrogatepass
     ]
     if hidden:
         tok_vocab = _private_vocab(_input("medical 120 merges"))
@@ -687,7 +690,6 @@ def _decode_cases(hidden: bool) -> list[Case]:
         cases += [
             Case("an empty list", ([], plain)),
             Case(f"{sample!r} encoded with 120 merges", (encoded, tok_vocab)),
-            Case("a lone surrogate '\\ud800' between letters", (_ids("a\ud800b"), plain)),
             Case("'💊' with its bytes merged 2 + 2", ([256, 0x92, 0x8A], emoji)),
         ]
     return cases

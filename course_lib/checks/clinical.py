@@ -221,18 +221,18 @@ _CTK_MESSAGES = {
     "keys raw": ("keys not normalised",
                  "the queries are normalised but the keys are not; divide each key by its own norm too."),
     "axis": ("normalised over the wrong axis",
-             "each vector (each ROW) is divided by its own norm: np.linalg.norm(x, axis=-1, keepdims=True); "
+             "each vector (each ROW) is divided by its own norm, taken along the last axis; "
              "you normalised the columns (axis=0)."),
     "ascending": ("most dissimilar first",
                   "the best match comes first: sort the similarities in DECREASING order "
-                  "(np.argsort(-sims, axis=-1, kind='stable'))."),
+                  "(argsort sorts ascending: sort the negated similarities, with a stable sort)."),
     "zero norm": ("NaN for a zero vector",
                   "a zero vector (the embedding of an empty note, a padding row) has norm 0, so x / |x| is 0 / 0 = "
                   "NaN, and a NaN similarity sorts anywhere; the docstring says a zero vector has cosine 0 with "
                   "everything: divide by np.maximum(norm, 1e-12) instead of the bare norm."),
     "reversed ties": ("ties broken by the larger index",
                       "argsort(...)[:, ::-1] puts equal scores in reverse order (larger index first); the "
-                      "docstring asks for the smaller key index first: np.argsort(-sims, axis=-1, kind='stable')."),
+                      "docstring asks for the smaller key index first: a stable sort of the negated similarities keeps it."),
 }
 WRONG_COSINE_TOP_K = [Wrong(name, (lambda kd: lambda q, keys, k: _ctk(q, keys, k, kind=kd))(kind), msg)
                       for kind, (name, msg) in _CTK_MESSAGES.items()]

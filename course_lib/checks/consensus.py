@@ -78,10 +78,10 @@ WRONG_EDIT_DISTANCE = [
           "the first row and column are D[0, j] = j and D[i, 0] = i (start at 0 for the empty prefix), "
           "not j + 1 and i + 1."),
     Wrong("a mismatch costs 2", lambda a, b: _ed_table(a, b, sub_cost=2),
-          "a substitution is ONE edit: D[i-1, j-1] + (a[i-1] != b[j-1]); you charged it as a deletion plus "
+          "a substitution is ONE edit (the diagonal move costs 1 for a mismatch); you charged it as a deletion plus "
           "an insertion (cost 2)."),
     Wrong("a mismatch costs 0", lambda a, b: _ed_table(a, b, sub_cost=0),
-          "the diagonal move costs 1 when a[i-1] != b[j-1] and 0 only when the bases are equal."),
+          "the diagonal move costs 1 when the two bases differ and 0 only when they are equal."),
 ]
 
 
@@ -296,7 +296,8 @@ WRONG_SOFT_ALIGNMENT_LOSS = [
           "a PREDICTED position left unmatched (insertion) costs -log p_j(gap); a LABEL base left unmatched "
           "(deletion) costs del_cost. You used them the other way round."),
     Wrong("raw logits used as log-probabilities", functools.partial(_loss_variant, raw=True),
-          "the costs are -log p with p = softmax(logits): take torch.log_softmax(logits, dim=-1) first."),
+          "the costs are -log p with p = softmax(logits) over the classes: turn the logits into log-probabilities "
+          "first (a stable log-softmax, not log of softmax)."),
     Wrong("padding counted as label", functools.partial(_loss_variant, keep_pad=True),
           "zeros in `target` are padding: remove them, so that row b's label is only its bases (ids 1-4)."),
 ]
@@ -383,7 +384,7 @@ WRONG_CROSS_ENTROPY = [
     Wrong("probabilities instead of log-probabilities", functools.partial(_ce_variant, probs=True),
           "cross-entropy is -log p(label): use log_softmax, not softmax."),
     Wrong("no softmax", functools.partial(_ce_variant, raw=True),
-          "logits are not log-probabilities: take torch.log_softmax(logits, dim=-1) first."),
+          "logits are not log-probabilities: normalise them over the classes (log-softmax) first."),
 ]
 
 

@@ -109,7 +109,7 @@ WRONG_CAUSAL = [
           "past and the token itself: key j is visible to query i when j <= i."),
     Wrong("aligned to the start", lambda T, S=None: _causal_offset(T, S, lambda t, s: 0),
           "with more keys than queries (S > T) the queries are the LAST T positions of the sequence (the "
-          "first S - T keys are earlier tokens), so query i sees keys j <= i + (S - T). Yours aligns them to "
+          "first S - T keys are earlier tokens), so query i sees S - T more keys than its own index. Yours aligns them to "
           "the start, like F.scaled_dot_product_attention(is_causal=True)."),
 ]
 
@@ -199,8 +199,8 @@ WRONG_COMBINE = [
           "a key is visible only if BOTH masks allow it (causal AND not padding): combine with `&`, not `|`."),
     Wrong("padding hides queries",
           lambda attn_mask=None, key_padding=None: _combine(attn_mask, key_padding, "queries"),
-          "the padding mask must hide KEYS (the last axis, columns): broadcast it as key_padding[:, None, :] "
-          "(B, 1, S), not key_padding[:, :, None] (B, S, 1), which hides query rows instead."),
+          "the padding mask must hide KEYS (the last axis, columns): broadcast it with a new axis for the queries, "
+          "(B, 1, S), not a new last axis (B, S, 1), which hides query rows instead."),
     Wrong("mask inverted", lambda attn_mask=None, key_padding=None: _combine(attn_mask, key_padding, "inverted"),
           _INVERTED),
 ]
@@ -384,7 +384,7 @@ def check_masked_softmax(student, hidden: bool = False) -> None:
     for case in cases:
         raw = call_student(student, case, exercise, FORBIDDEN_SOFTMAX)
         core.assert_promised_dtype(raw, "float64", exercise, case.label,
-                                   "Convert the scores with np.asarray(scores, dtype=np.float64) and keep that "
+                                   "Convert the scores to a float64 numpy array and keep that "
                                    "dtype (the docstring: 'Numpy; float64').")
         w = to_numpy(raw)
         assert_finite(w, f"{exercise} on '{case.label}'", "A fully masked row must give zeros, not NaN.")

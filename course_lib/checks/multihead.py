@@ -87,7 +87,7 @@ _SEQ_SPLIT = ("the heads were split along the SEQUENCE axis: x.reshape(B, H, T, 
               "x.reshape(B, T, H, d_head), then swap T and H (.swapaxes(1, 2) / .transpose(1, 2)).")
 _NO_TRANSPOSE_MERGE = ("the heads were merged in the wrong order: x.reshape(B, T, D) straight from "
                        "(B, H, T, d_head) mixes tokens of different heads. Move H back next to d_head "
-                       "first (swap axes 1 and 2), then reshape to (B, T, H * d_head).")
+                       "first (swap axes 1 and 2), then reshape to (B, T, D).")
 _INTERLEAVED = ("head h must own a CONTIGUOUS block of features, h * d_head .. (h + 1) * d_head - 1 (as "
                 "nn.MultiheadAttention does); yours interleaves them (feature j goes to head j % H). "
                 "Reshape the last axis to (H, d_head), not (d_head, H).")

@@ -141,15 +141,17 @@ WRONG_EXPONENTIAL = [
           "negative distances give values above 1: the basis depends on how FAR a key is, |r|, so that "
           "f(r) = f(-r) (the sign(r) copy adds the direction later)."),
     Wrong("missing ln 2", lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, ln2=False),
-          "exp(-|r| / h) is e-folding, not halving: at |r| = h it gives 0.37, not 0.5. Use exp(-ln(2) |r| / h)."),
+          "exp(-|r| / h) is e-folding, not halving: at |r| = h it gives 0.37, not 0.5. A half-life h means the "
+          "value halves every h positions: choose the rate so that f(h) = 1/2."),
     Wrong("half-lives start at min_half_life, not 2^min_half_life",
           lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, spacing="from min_half_life"),
-          "your shortest half-life is min_half_life positions; as in Enformer, min_half_life is in log2 units: "
-          "the half-lives are 2 ** np.linspace(min_half_life, np.log2(seq_len), num_basis), so the default 3.0 "
-          "means 2^3 = 8 positions."),
+          "your shortest half-life is min_half_life positions; as in Enformer, min_half_life is in log2 units "
+          "(an exponent of 2), like the longest half-life's exponent log2(seq_len), so the default 3.0 means "
+          "2^3 = 8 positions."),
     Wrong("half-lives spaced linearly", lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, spacing="lin"),
-          "the half-lives must be spaced evenly in LOG space (2 ** np.linspace(min_half_life, log2(seq_len), n)), "
-          "so short and long ranges get as many basis functions; evenly spaced half-lives crowd them at long range."),
+          "the half-lives must be spaced evenly in LOG space (evenly spaced EXPONENTS of 2, from min_half_life to "
+          "log2(seq_len)), so short and long ranges get as many basis functions; evenly spaced half-lives crowd "
+          "them at long range."),
     Wrong("basis axis first", lambda r, n, s, m=3.0: _exp_basis(r, n, s, m, axis_last=False),
           "the basis index must be the LAST axis: shape distances.shape + (num_basis,), features last like tokens."),
 ]
@@ -178,7 +180,7 @@ def check_sinusoidal_encoding(student, hidden: bool = False) -> None:
                              f"{type(raw).__module__}.{type(raw).__name__}. Build it with numpy (np.sin, np.cos on "
                              "an outer product of positions and frequencies).")
     core.assert_promised_dtype(raw, "float64", exercise, f"({n}, {d})",
-                               "Compute the angles in float64 (np.arange(..., dtype=np.float64)) and do not cast "
+                               "Compute the angles in float64 (ask np.arange for a float64 dtype) and do not cast "
                                "the result: float32 keeps about 7 digits of sin(pos * omega) at large positions.")
     pe = _native(raw)
     assert_shape(pe, (n, d), f"{exercise}: one row per position, one column per feature")

@@ -84,7 +84,7 @@ def _prepend_mask_zeros(x, m, p):
 
 WRONG_PREPEND = [
     Wrong("prompt appended after the tokens", _prepend_after,
-          "the soft prompt goes IN FRONT of the tokens, torch.cat([prompt, input_embeds], dim=1): a causal "
+          "the soft prompt goes IN FRONT of the tokens, along the sequence axis: a causal "
           "model's tokens can only attend to what comes before them, so a prompt at the end reaches no token."),
     Wrong("attention mask not extended", _prepend_mask_unchanged,
           "the sequence is now P + T long, so the mask must be too: P ones for the prompt, then attention_mask."),
@@ -247,7 +247,7 @@ def _ll(logits, labels, normalise=False, *, shift=True, kind="log_softmax", mask
 WRONG_LOGLIK = [
     Wrong("no shift by one", lambda lg, lb, normalise=False: _ll(lg, lb, normalise, shift=False),
           "logits[:, t] predict the token at t + 1: score label t with logits[:, t - 1] "
-          "(logits[:, :-1] against labels[:, 1:])."),
+          "(drop the last position's logits and the first label)."),
     Wrong("raw logits instead of log-probabilities", lambda lg, lb, normalise=False: _ll(lg, lb, normalise, kind="raw"),
           "take log_softmax over the vocabulary first: raw logits are not log-probabilities (each row has its "
           "own additive constant)."),

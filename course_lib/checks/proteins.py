@@ -161,7 +161,7 @@ WRONG_KMER = [
           "skip every window that holds a letter outside the 20 standard amino acids (X, B, Z, U, ...)."),
     Wrong("NaN for a sequence without k-mers", lambda s, k=3: _kmer(s, k, nan_rows=True),
           "a sequence without any k-mer must give a row of zeros, not 0/0 = NaN: divide by "
-          "norm.clamp(min=1e-12) (or skip rows whose norm is 0)."),
+          "a norm kept away from 0 by a tiny floor (or skip rows whose norm is 0)."),
     Wrong("last window missed", lambda s, k=3: _kmer(s, k, miss_last=True),
           "a sequence of n residues has n - k + 1 windows: range(len(s) - k + 1), not range(len(s) - k)."),
 ]
@@ -187,7 +187,7 @@ WRONG_FAVOR = [
           "padded keys must contribute nothing: pass keep (as (B, 1, L, 1)) to favor_features_torch for the KEYS, "
           "so their features are 0 in both phi(K)^T V and phi(K)^T 1."),
     Wrong("padded query rows not zeroed", lambda q, k, v, w, keep: _favor(q, k, v, w, keep, zero_queries=False),
-          "set the output rows of padded queries to 0 (multiply by keep[:, None, :, None])."),
+          "set the output rows of padded queries to 0 (multiply by the keep mask, broadcast over heads and features)."),
     Wrong("normaliser forgotten", lambda q, k, v, w, keep: _favor(q, k, v, w, keep, normalise=False),
           "divide phi(Q)(phi(K)^T V) by phi(Q)(phi(K)^T 1): the softmax weights of each query sum to 1."),
 ]
@@ -226,20 +226,21 @@ def _greedy_wrong(**flags):
 
 WRONG_GREEDY = [
     Wrong("no causal mask", _greedy_wrong(causal=False),
-          "pass a causal tgt_mask (T, T), lower triangle True (torch.ones(T, T, dtype=torch.bool).tril()), to "
+          "pass a causal tgt_mask (T, T), True on and below the diagonal, to "
           "model.decoder: without it, earlier prefix positions attend to later ones and the model sees a "
           "different computation than in training."),
     Wrong("source padding ignored", _greedy_wrong(memory_mask=False),
-          "pass memory_mask=src_keep[:, None, None, :] so that cross-attention ignores the padding of shorter "
+          "pass the source's keep mask as the decoder's memory mask (broadcast over heads and queries) so that "
+          "cross-attention ignores the padding of shorter "
           "proteins."),
     Wrong("start token kept in the output", _greedy_wrong(keep_bos=True),
-          "return the generated tokens only: drop the <bos> column you started with (out[:, 1:])."),
+          "return the generated tokens only: drop the <bos> column you started with."),
     Wrong("tokens generated after <eos>", _greedy_wrong(stop=False),
           "once a row has produced <eos> it is finished: give it model.pad_id at every later step."),
     Wrong("one step too many", _greedy_wrong(extra_step=True),
-          "generate at most max_len tokens (for _ in range(max_len)), the <eos> included."),
+          "generate at most max_len tokens, the <eos> included: count the steps."),
     Wrong("logits of the first position", _greedy_wrong(first_position=True),
-          "the next token is predicted from the LAST position of the prefix: model.generator(h[:, -1])."),
+          "the next token is predicted from the decoder's output at the LAST position of the prefix."),
 ]
 
 
