@@ -968,10 +968,14 @@ def test_grading_run_leaves_nothing_in_tmp(class_run):
 def test_submissions_are_data_after_intake(class_run):
     outcome, *_ = class_run
     folder = os.path.join(outcome.root, "submitted", "x52_links_and_fifo", C.ASSIGNMENT)
-    assert sorted(os.listdir(folder)) == ["attention.ipynb", "timestamp.txt"]
+    # nothing in submitted/ is moved (issue 66.1): the links and the FIFO are held where they are, never read
+    assert sorted(os.listdir(folder)) == ["attention.ipynb", "gradebook.db", "hard.db", "pipe", "s01.ipynb",
+                                          "timestamp.txt"]
+    assert os.path.islink(os.path.join(folder, "gradebook.db")) and os.path.islink(os.path.join(folder, "s01.ipynb"))
     assert os.path.getsize(os.path.join(outcome.root, "gradebook.db")) > 10_000, "the gradebook is intact"
     quarantine = os.path.join(outcome.root, "logs", "intake", C.ASSIGNMENT, "x52_links_and_fifo")
-    assert sorted(os.listdir(quarantine)) == ["gradebook.db", "hard.db", "pipe", "s01.ipynb"]
+    held = sorted(os.listdir(quarantine)) if os.path.isdir(quarantine) else []
+    assert not set(held) & {"gradebook.db", "hard.db", "pipe", "s01.ipynb"}, f"a held entry was copied: {held}"
 
 
 # ------------------------------------------------------------------ warm kernels (issue 16, grading/warm.py)
