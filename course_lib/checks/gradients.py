@@ -44,7 +44,7 @@ def _pick(result, first_of_pair: bool):
 def observe_gradient(inputs: Sequence[torch.Tensor], names: Sequence[str], seed: int,
                      first_of_pair: bool = False) -> Callable:
     """observe=: for the output (the first of an (output, weights) pair with ``first_of_pair``), the gradients of ``sum(w * output)`` (``w`` seeded) with
-    respect to ``inputs``, each detached to a plain float64 tensor, or a string saying why there is none.
+    respect to ``inputs``, each detached to a plain tensor of the output's dtype, or a string saying why there is none.
 
     E.g. for ``f(x) = 2 * x`` the gradient with respect to ``x`` is ``2 * w``; for a numpy computation
     wrapped in ``torch.tensor(..., requires_grad=True)`` it is the NO_GRADIENT text."""
@@ -64,7 +64,9 @@ def observe_gradient(inputs: Sequence[torch.Tensor], names: Sequence[str], seed:
                 grads = torch.autograd.grad(out, list(inputs), grad_outputs=w, allow_unused=True)
         except RuntimeError as err:
             return f"<autograd could not differentiate the output: {str(err)[:200]}>"
-        return tuple(NO_GRADIENT.format(name=n) if gr is None else gr.detach().to(torch.float64).clone()
+        # in the output's precision: a float32 answer's gradient is float32-accurate even where the input is
+        # float64, and the comparison's tolerance follows the recorded dtype (the prose allows float32)
+        return tuple(NO_GRADIENT.format(name=n) if gr is None else gr.detach().to(out.dtype).clone()
                      for n, gr in zip(names, grads))
     return observe
 
