@@ -1196,13 +1196,13 @@ HOSTILE = [
     Case("x18_delete_solution_cell", "softmax_impl deleted (its own loss, not cheating)", 3.0,
          build=delete_solution_cell, feedback=("NameError",), absent=(INTEGRITY_FEEDBACK,)),
     Case("x19_tests_replaced_by_pass", "wrong softmax, both softmax tests replaced by `pass`: restored and run "
-         "(the wrong softmax also fails numpy attention's hidden fully-masked row)", 4.0,
+         "(the wrong softmax also fails numpy attention's fully-masked row, visible and hidden)", 3.0,
          build=test_cells_replaced_by_pass, restored=True,
          feedback=(RESTORED, "locked cell was edited", "unstable softmax"), absent=(INTEGRITY_FEEDBACK,)),
     Case("x20_points_100", "softmax_visible worth 100 points: graded out of 1 as released", 9.0, build=points_100,
          restored=True, feedback=(RESTORED, "points"), absent=(INTEGRITY_FEEDBACK,)),
     Case("x21_test_to_solution", "wrong softmax; softmax_hidden turned into a solution cell holding `pass`: "
-         "put back as released and run", 4.0, build=test_to_solution, restored=True,
+         "put back as released and run (numpy attention loses its fully-masked row too)", 3.0, build=test_to_solution, restored=True,
          feedback=(RESTORED, "metadata", "unstable softmax"), absent=(INTEGRITY_FEEDBACK,)),
     Case("x22_bonus_cell", "an added graded cell worth 50 points: run as an ordinary cell", 9.0, build=bonus_cell,
          restored=True, feedback=(RESTORED, "bonus"), absent=(INTEGRITY_FEEDBACK,)),
