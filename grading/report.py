@@ -173,14 +173,18 @@ def collect(root: str = GRADING_DIR, db_url: str | None = None) -> dict:
             data["assignments"].append({"name": a.name, "max_score": float(a.max_score), "cells": cells,
                                         "solutions": solutions})
             by_student: dict[str, dict] = {}
-            for student, notebook, cell, score in _grades(gb, a.id):
+            pending_of: dict[str, list] = {}
+            for student, notebook, cell, score, needs_manual in _grades(gb, a.id):
                 by_student.setdefault(student, {})[_cell_key(notebook, cell, single)] = float(score or 0.0)
+                if needs_manual:
+                    pending_of.setdefault(student, []).append(_cell_key(notebook, cell, single))
             for sub in a.submissions:
                 student = sub.student_id
                 scores = by_student.get(student, {})
                 # a submission's score is the sum of its grades' scores (nbgrader's SubmittedAssignment.score)
                 record = {"assignment": a.name, "student": student, "score": float(sum(scores.values())),
-                          "max_score": float(a.max_score), "cells": scores}
+                          "max_score": float(a.max_score), "cells": scores,
+                          "pending": sorted(pending_of.get(student, []))}
                 record.update(read_autograded(os.path.join(root, "autograded", student, a.name), single))
                 data["submissions"].append(record)
     return data
@@ -191,7 +195,8 @@ def _grades(gb, assignment_id: str):
     per-submission loading costs about 3 ms a submission)."""
     from nbgrader.api import BaseCell, Grade, Notebook, SubmittedAssignment, SubmittedNotebook
 
-    return (gb.db.query(SubmittedAssignment.student_id, Notebook.name, BaseCell.name, Grade.score)
+    return (gb.db.query(SubmittedAssignment.student_id, Notebook.name, BaseCell.name, Grade.score,
+                        Grade.needs_manual_grade)
             .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
             .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
             .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
@@ -525,7 +530,8 @@ def render(report: dict, plots: dict) -> str:
 
 
 # ------------------------------------------------------------------ build: the files
-def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, root: str) -> dict:
+def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, root: str,
+         pending: str = "autograded", missing: str = "blank") -> dict:
     """Write the Canvas and Moodle files; {'files': [...]} or {'error'/'note': why not}. Stale files are removed."""
     from grading import lms
 
@@ -552,11 +558,9 @@ def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, roo
             return {"note": f"no roster at {default}: the Canvas and Moodle files are not written. Write it "
                             f"(header {','.join(lms.ROSTER_FIELDS)}; README, 'After grading'), or pass --lms-ids "
                             "nbgrader to use the nbgrader ids as the LMS ids"}
-        points = [(a["name"], a["max_score"]) for a in data["assignments"]]
-        grades = {(a["name"], s): 0.0 for a in data["assignments"] for s in students}
-        grades.update({(r["assignment"], r["student"]): r["score"] for r in data["submissions"]})
-        lms.write_canvas(files["canvas"], points, students, grades, roster)
-        lms.write_moodle(files["moodle"], points, students, grades, roster)
+        points, grades = lms.postable(data, pending)
+        lms.write_canvas(files["canvas"], points, students, grades, roster, missing=missing)
+        lms.write_moodle(files["moodle"], points, students, grades, roster, missing=missing)
     except lms.RosterError as err:
         for f in files.values():
             if os.path.exists(f):
@@ -566,7 +570,8 @@ def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, roo
 
 
 def build(root: str = GRADING_DIR, threshold: float = 50.0, roster: str | None = None, lms_ids: str | None = None,
-          db_url: str | None = None, data: dict | None = None) -> dict:
+          db_url: str | None = None, data: dict | None = None,
+          pending: str = "autograded", missing: str = "blank") -> dict:
     """Collect, analyse, render and write everything; {'paths': {...}, 'lms': {...}, 'seconds': ...}."""
     t0 = time.perf_counter()
     data = collect(root, db_url) if data is None else data
@@ -574,7 +579,7 @@ def build(root: str = GRADING_DIR, threshold: float = 50.0, roster: str | None =
     os.makedirs(out, exist_ok=True)
     t1 = time.perf_counter()
     result = write(out, data, threshold)
-    result["lms"] = _lms(out, data, roster, lms_ids, root)
+    result["lms"] = _lms(out, data, roster, lms_ids, root, pending=pending, missing=missing)
     result["seconds"] = {"collect": round(t1 - t0, 2), "render": round(result.pop("render_seconds"), 2)}
     return result
 
@@ -649,6 +654,11 @@ def add_arguments(parser) -> None:
                              "grading/demo/roster.csv)")
     parser.add_argument("--lms-ids", choices=["nbgrader"], default=None,
                         help="without a roster, write the LMS files with the nbgrader ids as the LMS ids")
+    parser.add_argument("--pending", choices=["autograded", "refuse"], default="autograded",
+                        help="hand-graded cells not graded yet: post each such assignment's autograded part with "
+                             "its own maximum (default), or write no LMS file and list the pending cells")
+    parser.add_argument("--missing", choices=["blank", "zero", "excused"], default="blank",
+                        help="a student who did not submit: blank cell (default), 0, or EX (excused; Canvas)")
     parser.add_argument("--demo", action="store_true",
                         help="the demo class's course (grading/demo_class/, graded by `make grade` when "
                              "grading/submitted/ holds no class); the default when only it has a gradebook")
@@ -666,7 +676,8 @@ def run(args) -> int:
         root = demo_root
         os.environ["COURSE_ROOT"] = root  # nbgrader's config (its gradebook URL) follows, as in the grading run
         print(f"[report] the demo class's course: {_rel(root)}")
-    result = build(root=root, threshold=args.threshold, roster=args.roster, lms_ids=args.lms_ids)
+    result = build(root=root, threshold=args.threshold, roster=args.roster, lms_ids=args.lms_ids,
+                   pending=getattr(args, "pending", "autograded"), missing=getattr(args, "missing", "blank"))
     _log_result(result, print)
     print(f"[report] built in {sum(result['seconds'].values()):.1f} s")
     return 2 if "error" in result["lms"] else 0
