@@ -25,7 +25,8 @@ import. Moodle's CSV import has no points row (the grade item holds its maximum)
 Hand-graded cells not graded yet are never posted as 0 (:func:`postable`): by default an assignment
 with any pending cell is posted as its autograded part, score and points possible both without the
 hand-graded cells; ``--pending refuse`` writes no file and lists the pending cells. A student who did
-not submit is blank by default (``--missing zero`` posts 0, ``--missing excused`` posts ``EX``). A
+not submit is blank by default (``--missing zero`` posts 0, ``--missing excused`` posts Canvas's ``EX``,
+blank in Moodle's file). A
 roster row without the id the LMS matches on (Canvas: ID or SIS User ID; Moodle: ID number or email)
 is an error naming the student. Every cell is neutralised against spreadsheet formulas (:func:`safe`).
 
@@ -170,6 +171,8 @@ def write_moodle(path: str, assignments: list[tuple[str, float]], students: list
     """Moodle grade import CSV (map "ID number" to useridnumber, or "Email address" to useremail, at import)."""
     check_roster(roster, students)
     check_ids(roster, students, ("moodle_idnumber", "email"), "Moodle")
+    if missing == "excused":  # EX is Canvas's excused mark; Moodle's CSV import has none: left blank
+        missing = "blank"
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow([*MOODLE_HEADER, *(safe(a) for a, _ in assignments)])
