@@ -46,6 +46,7 @@ import secrets
 import statistics
 import sys
 import time
+import urllib.parse
 
 from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR
 from grading import db_url as course_db_url
@@ -55,6 +56,9 @@ REPORT_DIR_NAME = "report"
 DEMO_ROSTER = os.path.join(PACKAGE_DIR, "demo", "roster.csv")
 HIDDEN_MARK = "BEGIN HIDDEN TESTS"
 _MISCONCEPTION = re.compile(r"likely misconception '([^'\n]{1,120})'")
+# failing test cells that are the student's answer being wrong or missing, not their code crashing
+NOT_A_CRASH = ("misconception", "not implemented", "failed, no misconception named")
+WEAKEST = 5  # exercises listed under "weakest exercises" at the top of the report
 _NOT_IMPLEMENTED = re.compile(r"not implemented yet|NotImplementedError")
 _STEM = re.compile(r"_(visible|hidden|impl|tests?|solution)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -268,6 +272,7 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
             ex["points"] += c["points"]
             ex["cells"].append(c)
         rows = []
+        crashed: dict[str, set] = {}
         for name, ex in exercises.items():
             row = {"name": name, "points": ex["points"], "kinds": sorted({c["kind"] for c in ex["cells"]})}
             for kind in ("visible", "hidden", "manual"):
@@ -307,6 +312,14 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
                                "submissions": len(times)} if times else None)
             rows.append(row)
             for s in subs:
+                for c in ex["cells"]:
+                    if c["kind"] == "manual" or s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9:
+                        continue
+                    ename, message = s["errors"].get(c["key"], ["", ""])
+                    kind, label = failure_kind(ename, message) if (ename or message) else ("", None)
+                    if kind and not label and kind not in NOT_A_CRASH:
+                        crashed.setdefault(s["student"], set()).add(kind)
+            for s in subs:
                 if any(s["cells"].get(c["key"], 0.0) < c["points"] - 1e-9 for c in ex["cells"]):
                     hand = " (graded by hand)" if row["kinds"] == ["manual"] else ""
                     missed[s["student"]].append(f"{a['name']}: {name}{hand}")
@@ -321,7 +334,12 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
             "name": a["name"], "max_score": a["max_score"], "submissions": len(subs),
             "mean_percent": round(statistics.fmean(pct), 1) if pct else None,
             "median_percent": round(statistics.median(pct), 1) if pct else None,
-            "histogram": _histogram(pct), "exercises": rows})
+            "histogram": _histogram(pct), "exercises": rows,
+            "needs_help": {
+                "not_submitted": sorted(st for st in students if st not in submitted),
+                "below": [{"student": s["student"], "percent": round(p, 1)} for s, p in zip(subs, pct)
+                          if p < threshold],
+                "crashed": [{"student": st, "kinds": sorted(k)} for st, k in sorted(crashed.items())]}})
     below = []
     for st in students:
         score, top = totals[st]
@@ -330,6 +348,14 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
             below.append({"student": st, "score": score, "max_score": top, "percent": round(share, 1),
                           "missed": missed[st]})
     report["below_threshold"] = sorted(below, key=lambda b: (b["percent"], b["student"]))
+    shares = []
+    for a in report["assignments"]:
+        for ex in a["exercises"]:
+            passed = [ex[k] for k in ("visible_passed", "hidden_passed") if ex.get(k)]
+            if passed:
+                shares.append({"assignment": a["name"], "exercise": ex["name"],
+                               "share": round(min(p["share"] for p in passed), 3)})
+    report["weakest_exercises"] = sorted(shares, key=lambda e: (e["share"], e["assignment"], e["exercise"]))[:WEAKEST]
     report["similarity"] = [p for p in (similarity_pairs or [])]
     return report
 
@@ -451,6 +477,37 @@ def _share(p) -> str:
     return "-" if not p else f"{100 * p['share']:.0f}% ({p['students']}/{p['of']})"
 
 
+def _feedback_link(student: str, assignment: str) -> str:
+    """A link from report/index.html to the student's feedback pages (feedback/<student>/<assignment>/)."""
+    href = f"../feedback/{urllib.parse.quote(student)}/{urllib.parse.quote(assignment)}/"
+    return f"<a href='{_e(href)}'>{_e(student)}</a>"
+
+
+def _needs_help(report: dict) -> list[str]:
+    """The report's first section: per assignment who did not submit, scored below the threshold of that
+    assignment's maximum, or crashed / timed out (each linked to their feedback pages); the weakest exercises."""
+    b = [f"<h2>Who needs help</h2><p class='note'>Per assignment: not submitted, below "
+         f"{report['threshold_percent']:g}% of the assignment's maximum (<code>--threshold</code>), and code that "
+         "crashed or timed out in a test. Each name links to the student's feedback pages.</p>"]
+    b.append("<table><thead><tr><th>assignment</th><th>not submitted</th><th>below threshold</th>"
+             "<th>crashed or timed out</th></tr></thead><tbody>")
+    for a in report["assignments"]:
+        h = a["needs_help"]
+        miss = ", ".join(_e(st) for st in h["not_submitted"]) or "-"
+        low = ", ".join(f"{_feedback_link(r['student'], a['name'])} ({r['percent']:g}%)" for r in h["below"]) or "-"
+        crash = ", ".join(f"{_feedback_link(r['student'], a['name'])} ({_e(', '.join(r['kinds']))})"
+                          for r in h["crashed"]) or "-"
+        b.append(f"<tr><td>{_e(a['name'])}</td><td>{miss}</td><td>{low}</td><td>{crash}</td></tr>")
+    b.append("</tbody></table>")
+    b.append("<h2>Weakest exercises</h2>")
+    if report["weakest_exercises"]:
+        b.append("<ol>" + "".join(f"<li>{_e(w['assignment'])} / {_e(w['exercise'])}: "
+                                  f"{100 * w['share']:.0f}% passed</li>" for w in report["weakest_exercises"]) + "</ol>")
+    else:
+        b.append("<p>None.</p>")
+    return b
+
+
 def render(report: dict, plots: dict) -> str:
     """The page: a sanitised body (feedback.sanitise), then the plots put in where their markers are."""
     from grading.feedback import sanitise
@@ -468,6 +525,7 @@ def render(report: dict, plots: dict) -> str:
     b = [f"<h1>Class report</h1><p class='note'>{report['students']} students, {report['submissions']} submissions, "
          f"generated {_e(report['generated'])} from the gradebook and the autograded notebooks "
          "(<code>python -m grading report</code> rebuilds it). Student text and code below are shown as text.</p>"]
+    b.extend(_needs_help(report))
     b.append("<h2>Assignments</h2><table><thead><tr><th>assignment</th><th>submissions</th><th>max points</th>"
              "<th>median</th><th>mean</th></tr></thead><tbody>")
     for a in report["assignments"]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -380,3 +381,20 @@ def test_report_rebuilds_without_grading_and_names_students_missing_from_the_ros
     assert not (root / "report" / "canvas_grades.csv").exists(), "a file that leaves students out was written"
     proc = run_grading(["report"], root, timeout=600)  # the demo roster again
     assert proc.returncode == 0 and (root / "report" / "canvas_grades.csv").exists()
+
+
+@pytest.mark.slow
+def test_the_report_opens_with_the_demo_classs_blank_and_crashing_students(demo_class):
+    root, _ = demo_class
+    page = (root / "report" / "index.html").read_text()
+    assert re.findall(r"<h2>(.*?)</h2>", page)[:2] == ["Who needs help", "Weakest exercises"]
+    first = page[page.index("<h2>Who needs help"):page.index("<h2>Weakest exercises")].replace("'", '"')
+    numbers = json.loads((root / "report" / "report.json").read_text())
+    for a in numbers["assignments"]:
+        crashed = {r["student"] for r in a["needs_help"]["crashed"]}
+        below = {r["student"] for r in a["needs_help"]["below"]}
+        assert "s01_correct" not in crashed | below, a["name"]
+        assert "s02_blank" in below | set(a["needs_help"]["not_submitted"]), a["name"]
+    assert any("s04_crash" in {r["student"] for r in a["needs_help"]["crashed"]} for a in numbers["assignments"])
+    assert f'href="../feedback/s02_blank/{GRADED[0]}/"' in first
+    assert any(f'href="../feedback/s04_crash/{a}/"' in first for a in GRADED)
