@@ -22,8 +22,15 @@ A column whose header is not an existing assignment's ("Name (id)") creates a ne
 import. Moodle's CSV import has no points row (the grade item holds its maximum): ``First name``,
 ``Last name``, ``ID number``, ``Email address``, then one column per assignment.
 
-Does NOT cover: uploading, letter grades, late penalties beyond what the gradebook holds, or
-hand-graded cells that are not graded yet (they count 0 in the gradebook's score, as in grades.csv).
+Hand-graded cells not graded yet are never posted as 0 (:func:`postable`): by default an assignment
+with any pending cell is posted as its autograded part, score and points possible both without the
+hand-graded cells; ``--pending refuse`` writes no file and lists the pending cells. A student who did
+not submit is blank by default (``--missing zero`` posts 0, ``--missing excused`` posts Canvas's ``EX``,
+blank in Moodle's file). A
+roster row without the id the LMS matches on (Canvas: ID or SIS User ID; Moodle: ID number or email)
+is an error naming the student. Every cell is neutralised against spreadsheet formulas (:func:`safe`).
+
+Does NOT cover: uploading, letter grades, late penalties beyond what the gradebook holds.
 """
 from __future__ import annotations
 
@@ -42,11 +49,50 @@ class RosterError(ValueError):
     """The roster is missing, malformed, or lacks students of the gradebook."""
 
 
+class PendingError(RosterError):
+    """``--pending refuse`` and hand-graded cells are not graded yet."""
+
+
+MISSING = {"blank": "", "zero": "0", "excused": "EX"}
+
+
+def safe(value) -> str:
+    """A CSV cell a spreadsheet will not run as a formula (``grading.csvsafe``: a leading = + - @ tab or CR
+    gets a quote; a plain number is left as it is)."""
+    return str(csvsafe.safe_cell("" if value is None else str(value)))
+
+
+def postable(data: dict, pending: str = "autograded") -> tuple[list, dict]:
+    """([(assignment, points possible)], {(assignment, student): score}) that post what the instructor means.
+
+    An assignment with any hand-graded cell still to grade is posted as its autograded part (its
+    maximum and every student's score without the hand-graded cells); ``pending="refuse"`` raises
+    PendingError listing the pending cells. A student with no submission has no entry (see MISSING)."""
+    manual = {a["name"]: {c["key"]: c["points"] for c in a["cells"] if c["kind"] == "manual"}
+              for a in data["assignments"]}
+    waiting = [(r["assignment"], r["student"], k) for r in data["submissions"] for k in r.get("pending", ())]
+    if waiting and pending == "refuse":
+        listed = "; ".join(f"{a} {s} {k}" for a, s, k in waiting)
+        raise PendingError(f"{len(waiting)} hand-graded cell(s) not graded yet, no LMS file written "
+                           f"(--pending refuse): {listed}; grade them (nbgrader formgrader) or use --pending autograded")
+    partial = {a for a, _, _ in waiting}
+    points = [(a["name"], a["max_score"] - sum(manual[a["name"]].values()) if a["name"] in partial else a["max_score"])
+              for a in data["assignments"]]
+    grades = {}
+    for r in data["submissions"]:
+        a = r["assignment"]
+        score = r["score"]
+        if a in partial:
+            score -= sum(r["cells"].get(k, 0.0) for k in manual[a])
+        grades[(a, r["student"])] = score
+    return points, grades
+
+
 def read_roster(path: str) -> dict[str, dict]:
     """{nbgrader id: row} from a roster CSV; raises RosterError saying what is wrong and what was expected."""
     if not os.path.isfile(path):
         raise RosterError(f"no roster at {path}: expected a CSV with the header "
-                          f"{','.join(ROSTER_FIELDS)} (one row per student; see README, 'After grading')")
+                          f"{','.join(ROSTER_FIELDS)} (one row per student; see grading/docs/after-grading-report.md)")
     with open(path, newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in reader.fieldnames or []]
@@ -81,23 +127,35 @@ def check_roster(roster: dict, students, where: str = "the roster") -> None:
                           "add a row for each (nbgrader_id and their LMS ids), or the LMS file would leave them out")
 
 
-def _score(grades: dict, assignment: str, student: str) -> str:
+def check_ids(roster: dict, students, fields: tuple, lms: str) -> None:
+    """Every student has one of the ids ``lms`` matches on, or RosterError naming them."""
+    lacking = [f"{roster[s]['name'] or s} ({s})" for s in students if not any(roster[s].get(f) for f in fields)]
+    if lacking:
+        raise RosterError(f"{len(lacking)} student(s) have none of the ids {lms} matches on "
+                          f"({' or '.join(fields)}) in the roster: {', '.join(lacking)}; expected one per student, "
+                          f"or {lms} would skip or mismatch the row")
+
+
+def _score(grades: dict, assignment: str, student: str, missing: str = "blank") -> str:
+    if missing not in MISSING:
+        raise ValueError(f"missing={missing!r}: expected one of {', '.join(MISSING)}")
     score = grades.get((assignment, student))
-    return "" if score is None else f"{score:g}"
+    return MISSING[missing] if score is None else f"{score:g}"
 
 
 def write_canvas(path: str, assignments: list[tuple[str, float]], students: list[str], grades: dict,
-                 roster: dict) -> str:
+                 roster: dict, missing: str = "blank") -> str:
     """Canvas gradebook import CSV. ``assignments``: [(name, points possible)]; ``grades``: {(a, s): score}."""
     check_roster(roster, students)
+    check_ids(roster, students, ("canvas_id", "sis_user_id"), "Canvas")
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csvsafe.writer(fh)  # every cell neutralised against formulas (issue 57)
         w.writerow([*CANVAS_HEADER, *(a for a, _ in assignments)])
         w.writerow(["Points Possible", "", "", "", "", *(f"{p:g}" for _, p in assignments)])
         for s in students:
             r = roster[s]
-            w.writerow([r["name"] or s, r["canvas_id"], r["sis_user_id"], r["sis_login_id"], r["section"],
-                        *(_score(grades, a, s) for a, _ in assignments)])
+            w.writerow([*(safe(x) for x in (r["name"] or s, r["canvas_id"], r["sis_user_id"], r["sis_login_id"],
+                                            r["section"])), *(_score(grades, a, s, missing) for a, _ in assignments)])
     return path
 
 
@@ -111,14 +169,18 @@ def _split_name(name: str) -> tuple[str, str]:
 
 
 def write_moodle(path: str, assignments: list[tuple[str, float]], students: list[str], grades: dict,
-                 roster: dict) -> str:
+                 roster: dict, missing: str = "blank") -> str:
     """Moodle grade import CSV (map "ID number" to useridnumber, or "Email address" to useremail, at import)."""
     check_roster(roster, students)
+    check_ids(roster, students, ("moodle_idnumber", "email"), "Moodle")
+    if missing == "excused":  # EX is Canvas's excused mark; Moodle's CSV import has none: left blank
+        missing = "blank"
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csvsafe.writer(fh)  # every cell neutralised against formulas (issue 57)
         w.writerow([*MOODLE_HEADER, *(a for a, _ in assignments)])
         for s in students:
             r = roster[s]
             first, last = _split_name(r["name"] or s)
-            w.writerow([first, last, r["moodle_idnumber"], r["email"], *(_score(grades, a, s) for a, _ in assignments)])
+            w.writerow([*(safe(x) for x in (first, last, r["moodle_idnumber"], r["email"])),
+                        *(_score(grades, a, s, missing) for a, _ in assignments)])
     return path

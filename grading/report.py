@@ -46,6 +46,7 @@ import secrets
 import statistics
 import sys
 import time
+import urllib.parse
 
 from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR
 from grading import db_url as course_db_url
@@ -55,6 +56,9 @@ REPORT_DIR_NAME = "report"
 DEMO_ROSTER = os.path.join(PACKAGE_DIR, "demo", "roster.csv")
 HIDDEN_MARK = "BEGIN HIDDEN TESTS"
 _MISCONCEPTION = re.compile(r"likely misconception '([^'\n]{1,120})'")
+# failing test cells that are the student's answer being wrong or missing, not their code crashing
+NOT_A_CRASH = ("misconception", "not implemented", "failed, no misconception named")
+WEAKEST = 5  # exercises listed under "weakest exercises" at the top of the report
 _NOT_IMPLEMENTED = re.compile(r"not implemented yet|NotImplementedError")
 _STEM = re.compile(r"_(visible|hidden|impl|tests?|solution)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -173,14 +177,18 @@ def collect(root: str = GRADING_DIR, db_url: str | None = None) -> dict:
             data["assignments"].append({"name": a.name, "max_score": float(a.max_score), "cells": cells,
                                         "solutions": solutions})
             by_student: dict[str, dict] = {}
-            for student, notebook, cell, score in _grades(gb, a.id):
+            pending_of: dict[str, list] = {}
+            for student, notebook, cell, score, needs_manual in _grades(gb, a.id):
                 by_student.setdefault(student, {})[_cell_key(notebook, cell, single)] = float(score or 0.0)
+                if needs_manual:
+                    pending_of.setdefault(student, []).append(_cell_key(notebook, cell, single))
             for sub in a.submissions:
                 student = sub.student_id
                 scores = by_student.get(student, {})
                 # a submission's score is the sum of its grades' scores (nbgrader's SubmittedAssignment.score)
                 record = {"assignment": a.name, "student": student, "score": float(sum(scores.values())),
-                          "max_score": float(a.max_score), "cells": scores}
+                          "max_score": float(a.max_score), "cells": scores,
+                          "pending": sorted(pending_of.get(student, []))}
                 record.update(read_autograded(os.path.join(root, "autograded", student, a.name), single))
                 data["submissions"].append(record)
     return data
@@ -191,7 +199,8 @@ def _grades(gb, assignment_id: str):
     per-submission loading costs about 3 ms a submission)."""
     from nbgrader.api import BaseCell, Grade, Notebook, SubmittedAssignment, SubmittedNotebook
 
-    return (gb.db.query(SubmittedAssignment.student_id, Notebook.name, BaseCell.name, Grade.score)
+    return (gb.db.query(SubmittedAssignment.student_id, Notebook.name, BaseCell.name, Grade.score,
+                        Grade.needs_manual_grade)
             .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
             .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
             .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
@@ -263,6 +272,7 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
             ex["points"] += c["points"]
             ex["cells"].append(c)
         rows = []
+        crashed: dict[str, set] = {}
         for name, ex in exercises.items():
             row = {"name": name, "points": ex["points"], "kinds": sorted({c["kind"] for c in ex["cells"]})}
             for kind in ("visible", "hidden", "manual"):
@@ -302,6 +312,14 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
                                "submissions": len(times)} if times else None)
             rows.append(row)
             for s in subs:
+                for c in ex["cells"]:
+                    if c["kind"] == "manual" or s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9:
+                        continue
+                    ename, message = s["errors"].get(c["key"], ["", ""])
+                    kind, label = failure_kind(ename, message) if (ename or message) else ("", None)
+                    if kind and not label and kind not in NOT_A_CRASH:
+                        crashed.setdefault(s["student"], set()).add(kind)
+            for s in subs:
                 if any(s["cells"].get(c["key"], 0.0) < c["points"] - 1e-9 for c in ex["cells"]):
                     hand = " (graded by hand)" if row["kinds"] == ["manual"] else ""
                     missed[s["student"]].append(f"{a['name']}: {name}{hand}")
@@ -316,7 +334,12 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
             "name": a["name"], "max_score": a["max_score"], "submissions": len(subs),
             "mean_percent": round(statistics.fmean(pct), 1) if pct else None,
             "median_percent": round(statistics.median(pct), 1) if pct else None,
-            "histogram": _histogram(pct), "exercises": rows})
+            "histogram": _histogram(pct), "exercises": rows,
+            "needs_help": {
+                "not_submitted": sorted(st for st in students if st not in submitted),
+                "below": [{"student": s["student"], "percent": round(p, 1)} for s, p in zip(subs, pct)
+                          if p < threshold],
+                "crashed": [{"student": st, "kinds": sorted(k)} for st, k in sorted(crashed.items())]}})
     below = []
     for st in students:
         score, top = totals[st]
@@ -325,6 +348,14 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
             below.append({"student": st, "score": score, "max_score": top, "percent": round(share, 1),
                           "missed": missed[st]})
     report["below_threshold"] = sorted(below, key=lambda b: (b["percent"], b["student"]))
+    shares = []
+    for a in report["assignments"]:
+        for ex in a["exercises"]:
+            passed = [ex[k] for k in ("visible_passed", "hidden_passed") if ex.get(k)]
+            if passed:
+                shares.append({"assignment": a["name"], "exercise": ex["name"],
+                               "share": round(min(p["share"] for p in passed), 3)})
+    report["weakest_exercises"] = sorted(shares, key=lambda e: (e["share"], e["assignment"], e["exercise"]))[:WEAKEST]
     report["similarity"] = [p for p in (similarity_pairs or [])]
     return report
 
@@ -446,6 +477,37 @@ def _share(p) -> str:
     return "-" if not p else f"{100 * p['share']:.0f}% ({p['students']}/{p['of']})"
 
 
+def _feedback_link(student: str, assignment: str) -> str:
+    """A link from report/index.html to the student's feedback pages (feedback/<student>/<assignment>/)."""
+    href = f"../feedback/{urllib.parse.quote(student)}/{urllib.parse.quote(assignment)}/"
+    return f"<a href='{_e(href)}'>{_e(student)}</a>"
+
+
+def _needs_help(report: dict) -> list[str]:
+    """The report's first section: per assignment who did not submit, scored below the threshold of that
+    assignment's maximum, or crashed / timed out (each linked to their feedback pages); the weakest exercises."""
+    b = [f"<h2>Who needs help</h2><p class='note'>Per assignment: not submitted, below "
+         f"{report['threshold_percent']:g}% of the assignment's maximum (<code>--threshold</code>), and code that "
+         "crashed or timed out in a test. Each name links to the student's feedback pages.</p>"]
+    b.append("<table><thead><tr><th>assignment</th><th>not submitted</th><th>below threshold</th>"
+             "<th>crashed or timed out</th></tr></thead><tbody>")
+    for a in report["assignments"]:
+        h = a["needs_help"]
+        miss = ", ".join(_e(st) for st in h["not_submitted"]) or "-"
+        low = ", ".join(f"{_feedback_link(r['student'], a['name'])} ({r['percent']:g}%)" for r in h["below"]) or "-"
+        crash = ", ".join(f"{_feedback_link(r['student'], a['name'])} ({_e(', '.join(r['kinds']))})"
+                          for r in h["crashed"]) or "-"
+        b.append(f"<tr><td>{_e(a['name'])}</td><td>{miss}</td><td>{low}</td><td>{crash}</td></tr>")
+    b.append("</tbody></table>")
+    b.append("<h2>Weakest exercises</h2>")
+    if report["weakest_exercises"]:
+        b.append("<ol>" + "".join(f"<li>{_e(w['assignment'])} / {_e(w['exercise'])}: "
+                                  f"{100 * w['share']:.0f}% passed</li>" for w in report["weakest_exercises"]) + "</ol>")
+    else:
+        b.append("<p>None.</p>")
+    return b
+
+
 def render(report: dict, plots: dict) -> str:
     """The page: a sanitised body (feedback.sanitise), then the plots put in where their markers are."""
     from grading.feedback import sanitise
@@ -463,6 +525,7 @@ def render(report: dict, plots: dict) -> str:
     b = [f"<h1>Class report</h1><p class='note'>{report['students']} students, {report['submissions']} submissions, "
          f"generated {_e(report['generated'])} from the gradebook and the autograded notebooks "
          "(<code>python -m grading report</code> rebuilds it). Student text and code below are shown as text.</p>"]
+    b.extend(_needs_help(report))
     b.append("<h2>Assignments</h2><table><thead><tr><th>assignment</th><th>submissions</th><th>max points</th>"
              "<th>median</th><th>mean</th></tr></thead><tbody>")
     for a in report["assignments"]:
@@ -525,7 +588,8 @@ def render(report: dict, plots: dict) -> str:
 
 
 # ------------------------------------------------------------------ build: the files
-def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, root: str) -> dict:
+def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, root: str,
+         pending: str = "autograded", missing: str = "blank") -> dict:
     """Write the Canvas and Moodle files; {'files': [...]} or {'error'/'note': why not}. Stale files are removed."""
     from grading import lms
 
@@ -550,13 +614,11 @@ def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, roo
             roster, source = lms.nbgrader_roster(students), "nbgrader ids (--lms-ids nbgrader)"
         else:
             return {"note": f"no roster at {default}: the Canvas and Moodle files are not written. Write it "
-                            f"(header {','.join(lms.ROSTER_FIELDS)}; README, 'After grading'), or pass --lms-ids "
+                            f"(header {','.join(lms.ROSTER_FIELDS)}; grading/docs/after-grading-report.md), or pass --lms-ids "
                             "nbgrader to use the nbgrader ids as the LMS ids"}
-        points = [(a["name"], a["max_score"]) for a in data["assignments"]]
-        grades = {(a["name"], s): 0.0 for a in data["assignments"] for s in students}
-        grades.update({(r["assignment"], r["student"]): r["score"] for r in data["submissions"]})
-        lms.write_canvas(files["canvas"], points, students, grades, roster)
-        lms.write_moodle(files["moodle"], points, students, grades, roster)
+        points, grades = lms.postable(data, pending)
+        lms.write_canvas(files["canvas"], points, students, grades, roster, missing=missing)
+        lms.write_moodle(files["moodle"], points, students, grades, roster, missing=missing)
     except lms.RosterError as err:
         for f in files.values():
             if os.path.exists(f):
@@ -566,7 +628,8 @@ def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, roo
 
 
 def build(root: str = GRADING_DIR, threshold: float = 50.0, roster: str | None = None, lms_ids: str | None = None,
-          db_url: str | None = None, data: dict | None = None) -> dict:
+          db_url: str | None = None, data: dict | None = None,
+          pending: str = "autograded", missing: str = "blank") -> dict:
     """Collect, analyse, render and write everything; {'paths': {...}, 'lms': {...}, 'seconds': ...}."""
     t0 = time.perf_counter()
     data = collect(root, db_url) if data is None else data
@@ -574,7 +637,7 @@ def build(root: str = GRADING_DIR, threshold: float = 50.0, roster: str | None =
     os.makedirs(out, exist_ok=True)
     t1 = time.perf_counter()
     result = write(out, data, threshold)
-    result["lms"] = _lms(out, data, roster, lms_ids, root)
+    result["lms"] = _lms(out, data, roster, lms_ids, root, pending=pending, missing=missing)
     result["seconds"] = {"collect": round(t1 - t0, 2), "render": round(result.pop("render_seconds"), 2)}
     return result
 
@@ -651,6 +714,11 @@ def add_arguments(parser) -> None:
                              "grading/demo/roster.csv)")
     parser.add_argument("--lms-ids", choices=["nbgrader"], default=None,
                         help="without a roster, write the LMS files with the nbgrader ids as the LMS ids")
+    parser.add_argument("--pending", choices=["autograded", "refuse"], default="autograded",
+                        help="hand-graded cells not graded yet: post each such assignment's autograded part with "
+                             "its own maximum (default), or write no LMS file and list the pending cells")
+    parser.add_argument("--missing", choices=["blank", "zero", "excused"], default="blank",
+                        help="a student who did not submit: blank cell (default), 0, or EX (excused; Canvas)")
     parser.add_argument("--demo", action="store_true",
                         help="the demo class's course (grading/demo_class/, graded by `make grade` when "
                              "grading/submitted/ holds no class); the default when only it has a gradebook")
@@ -668,7 +736,8 @@ def run(args) -> int:
         root = demo_root
         os.environ["COURSE_ROOT"] = root  # nbgrader's config (its gradebook URL) follows, as in the grading run
         print(f"[report] the demo class's course: {_rel(root)}")
-    result = build(root=root, threshold=args.threshold, roster=args.roster, lms_ids=args.lms_ids)
+    result = build(root=root, threshold=args.threshold, roster=args.roster, lms_ids=args.lms_ids,
+                   pending=getattr(args, "pending", "autograded"), missing=getattr(args, "missing", "blank"))
     _log_result(result, print)
     print(f"[report] built in {sum(result['seconds'].values()):.1f} s")
     return 2 if "error" in result["lms"] else 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -340,20 +341,24 @@ def test_collect_reads_what_the_gradebook_api_reads(demo_class):
 
 @pytest.mark.slow
 def test_the_canvas_file_has_one_row_per_student(demo_class):
+    """Before hand grading, each assignment with a pending written answer is posted as its autograded part:
+    the perfect student has full marks on it (never 9 of 11), and a blank row is never a 0 for a pending cell."""
     root, _ = demo_class
     rows = list(csv.reader(open(root / "report" / "canvas_grades.csv", newline="")))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *GRADED]
     assert rows[1][0] == "Points Possible"
-    with open(root / "grades.csv", newline="") as fh:
-        grades = list(csv.DictReader(fh))
-    max_score = {r["assignment"]: float(r["max_score"]) for r in grades}
-    assert [float(x) for x in rows[1][5:]] == [max_score[a] for a in GRADED]
+    data = report.collect(str(root), db_url=f"sqlite:///{root / 'gradebook.db'}")
+    manual = {a["name"]: sum(c["points"] for c in a["cells"] if c["kind"] == "manual") for a in data["assignments"]}
+    pending = {r["assignment"] for r in data["submissions"] if r["pending"]}
+    assert pending, "the demo class has no pending hand-graded cell: this test checks nothing"
+    autograded_max = {a["name"]: a["max_score"] - (manual[a["name"]] if a["name"] in pending else 0.0)
+                      for a in data["assignments"]}
+    assert [float(x) for x in rows[1][5:]] == [autograded_max[a] for a in GRADED]
     roster = lms.read_roster(os.path.join(REPO, "grading", "demo", "roster.csv"))
     by_sis = {r["sis_user_id"]: s for s, r in roster.items()}
     assert sorted(by_sis[r[2]] for r in rows[2:]) == ["s01_correct", "s02_blank", "s03_misconception", "s04_crash"]
-    score = {(r["assignment"], r["student_id"]): float(r["score"]) for r in grades}
-    for r in rows[2:]:
-        assert [float(x) for x in r[5:]] == [score[(a, by_sis[r[2]])] for a in GRADED]
+    perfect = next(r for r in rows[2:] if by_sis[r[2]] == "s01_correct")
+    assert [float(x) for x in perfect[5:]] == [autograded_max[a] for a in GRADED], (rows[1], perfect)
 
 
 @pytest.mark.slow
@@ -376,3 +381,20 @@ def test_report_rebuilds_without_grading_and_names_students_missing_from_the_ros
     assert not (root / "report" / "canvas_grades.csv").exists(), "a file that leaves students out was written"
     proc = run_grading(["report"], root, timeout=600)  # the demo roster again
     assert proc.returncode == 0 and (root / "report" / "canvas_grades.csv").exists()
+
+
+@pytest.mark.slow
+def test_the_report_opens_with_the_demo_classs_blank_and_crashing_students(demo_class):
+    root, _ = demo_class
+    page = (root / "report" / "index.html").read_text()
+    assert re.findall(r"<h2>(.*?)</h2>", page)[:2] == ["Who needs help", "Weakest exercises"]
+    first = page[page.index("<h2>Who needs help"):page.index("<h2>Weakest exercises")].replace("'", '"')
+    numbers = json.loads((root / "report" / "report.json").read_text())
+    for a in numbers["assignments"]:
+        crashed = {r["student"] for r in a["needs_help"]["crashed"]}
+        below = {r["student"] for r in a["needs_help"]["below"]}
+        assert "s01_correct" not in crashed | below, a["name"]
+        assert "s02_blank" in below | set(a["needs_help"]["not_submitted"]), a["name"]
+    assert any("s04_crash" in {r["student"] for r in a["needs_help"]["crashed"]} for a in numbers["assignments"])
+    assert f'href="../feedback/s02_blank/{GRADED[0]}/"' in first
+    assert any(f'href="../feedback/s04_crash/{a}/"' in first for a in GRADED)
