@@ -297,7 +297,7 @@ def main(argv=None) -> int:
                    help="the assignment this download is for, e.g. 01_attention (default: the one whose notebooks "
                         "the submitted files are named after)")
     p.add_argument("--roster", default=os.path.join(GRADING_DIR, "roster.csv"),
-                   help="roster CSV (default grading/roster.csv; README, 'The roster')")
+                   help="roster CSV (default grading/roster.csv; grading/docs/after-grading-report.md)")
     p.add_argument("--submitted", default=os.path.join(GRADING_DIR, "submitted"), help=argparse.SUPPRESS)
     p.add_argument("--replace", action="store_true",
                    help="replace a notebook already in submitted/ whose content differs (default: keep it)")
