@@ -627,12 +627,27 @@ def apply_findings(statuses: dict, findings: list[dict]) -> dict:
     return statuses
 
 
+def _kept_rows(path: str, students: list[str], assignments: list[str]) -> tuple[list[str], list[dict]]:
+    """(fields, rows) of the grades.csv at ``path`` for the other assignments than ``assignments``, of the
+    students in ``students``: what a run that graded only some assignments leaves as it was."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            fields = list(reader.fieldnames or [])
+            rows = [r for r in reader if r.get("assignment") not in assignments and r.get("student_id") in students]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return [], []
+    return (fields, rows) if {"assignment", "student_id"} <= set(fields) else ([], [])
+
+
 def write_grades_csv(export: str, students: list[str], assignments: list[str], statuses: dict,
-                     out: str | None = None) -> dict:
+                     out: str | None = None, keep_others: bool = False) -> dict:
     """Write grades.csv from nbgrader's export: exactly the rows of ``students`` x ``assignments`` (the
-    class graded, whatever else the gradebook holds), with a ``status`` column. Written beside the old
-    file and swapped in (``os.replace``), so a failure leaves the previous grades.csv intact. Returns
-    {(assignment, student): (score, max_score)}."""
+    class graded, whatever else the gradebook holds), with a ``status`` column. With ``keep_others`` (a run
+    of some assignments, ``--assignment``), the previous file's rows of the other assignments stay, for the
+    students of the class (issue 66.3: a partial regrade never drops another lesson's rows). Written beside
+    the old file and swapped in (``os.replace``), so a failure leaves the previous grades.csv intact. Returns
+    {(assignment, student): (score, max_score)} of ``assignments``."""
     from grading import csvsafe
 
     out = out or GRADES_CSV
@@ -642,6 +657,8 @@ def write_grades_csv(export: str, students: list[str], assignments: list[str], s
         rows = {(r["assignment"], r["student_id"]): r for r in reader}
     if "status" not in fields:
         fields.append("status")
+    kept_fields, kept = _kept_rows(out, students, assignments) if keep_others else ([], [])
+    fields += [f for f in kept_fields if f not in fields]
     max_of = {a: r["max_score"] for (a, _), r in rows.items()}
     grades, lines = {}, []
     for a in assignments:
@@ -652,6 +669,10 @@ def write_grades_csv(export: str, students: list[str], assignments: list[str], s
             row["status"] = statuses.get((a, s), "graded")
             lines.append(row)
             grades[(a, s)] = (float(row["score"] or 0), float(row["max_score"] or 0))
+    if kept:  # in the file's order: assignment by assignment (lesson order), then student
+        order = {s: i for i, s in enumerate(students)}
+        lines = sorted(lines + [{f: r.get(f, "") for f in fields} for r in kept],
+                       key=lambda r: (r["assignment"], order.get(r["student_id"], len(order))))
     tmp = f"{out}.new-{os.getpid()}"
     try:
         with open(tmp, "w", newline="") as fh:
@@ -1016,7 +1037,7 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     with tempfile.TemporaryDirectory(prefix="course-export-") as folder:
         export = os.path.join(folder, "export.csv")
         run_nbgrader("export", "--to", export)
-        grades = write_grades_csv(export, students, assignments, statuses)
+        grades = write_grades_csv(export, students, assignments, statuses, keep_others=opts.listed)
     log("")
     mismatches = print_table(assignments, students, grades, expected, results)
     problems = [(k, failure_reason(r)) for k, r in sorted(results.items()) if failure_reason(r)]

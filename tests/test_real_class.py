@@ -304,6 +304,32 @@ def test_findings_fill_the_status_column(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if ".new-" in p]
 
 
+def test_a_run_of_one_assignment_keeps_the_other_assignments_rows(tmp_path):
+    """``grade --assignment 01_attention`` (or with ``--student``) after a run of two lessons: grades.csv keeps
+    06_bpe's rows as they were (issue 66.3), for the students still in the class; 01_attention's are new."""
+    from grading import pipeline
+
+    out = tmp_path / "grades.csv"
+    out.write_text("assignment,student_id,score,max_score,status\n01_attention,ana,3.0,11.0,graded\n"
+                   "01_attention,bo,0.0,11.0,graded\n06_bpe,ana,18.0,18.0,graded\n06_bpe,bo,6.0,18.0,graded\n"
+                   "06_bpe,gone,1.0,18.0,graded\n")
+    export = tmp_path / "export.csv"
+    export.write_text("assignment,student_id,score,max_score\n01_attention,ana,9.0,11.0\n01_attention,bo,2.0,11.0\n"
+                      "06_bpe,ana,18.0,18.0\n06_bpe,bo,6.0,18.0\n")
+    statuses = {("01_attention", "ana"): "graded", ("01_attention", "bo"): "graded"}
+    grades = pipeline.write_grades_csv(str(export), ["ana", "bo"], ["01_attention"], statuses, out=str(out),
+                                       keep_others=True)
+    assert grades == {("01_attention", "ana"): (9.0, 11.0), ("01_attention", "bo"): (2.0, 11.0)}
+    rows = csv_rows(out)
+    assert set(rows) == {("01_attention", "ana"), ("01_attention", "bo"), ("06_bpe", "ana"), ("06_bpe", "bo")}
+    assert rows[("01_attention", "ana")]["score"] == "9.0" and rows[("06_bpe", "bo")]["score"] == "6.0"
+    assert [(r["assignment"], r["student_id"]) for r in csv.DictReader(open(out))] == \
+        [("01_attention", "ana"), ("01_attention", "bo"), ("06_bpe", "ana"), ("06_bpe", "bo")]
+    # without keep_others (a run of the class's every assignment) the file is exactly what was graded
+    pipeline.write_grades_csv(str(export), ["ana", "bo"], ["01_attention"], statuses, out=str(out))
+    assert set(csv_rows(out)) == {("01_attention", "ana"), ("01_attention", "bo")}
+
+
 def test_ids_with_pattern_characters_are_refused():
     from grading import pipeline
 
