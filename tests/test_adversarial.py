@@ -30,6 +30,7 @@ import nbformat
 import pytest
 
 from conftest import REPO
+import sandbox_kernel
 from adversarial import cases as C
 from adversarial import classrun
 
@@ -180,45 +181,9 @@ def test_static_scan_flags_exactly_the_cheating(release_ctx, case):
 
 
 # ====================================================================== fast part: the sandbox itself
-class Kernel:
+def Kernel(root: str, workdir: str, env: dict | None = None) -> sandbox_kernel.Kernel:
     """One course-sandbox kernel started the way grading starts it (IPC, own folder, COURSE_ROOT)."""
-
-    def __init__(self, root: str, workdir: str, env: dict | None = None):
-        import shutil
-
-        from jupyter_client.manager import KernelManager
-
-        self.ipc = ipc = tempfile.mkdtemp(prefix="nbg-ipc-")
-        self.km = KernelManager(kernel_name="course-sandbox", transport="ipc", ip=os.path.join(ipc, "kernel"))
-        try:
-            self.km.start_kernel(cwd=workdir, env=dict(os.environ, COURSE_ROOT=root, PYTHONPATH=REPO, **(env or {})),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        except Exception:
-            shutil.rmtree(ipc, ignore_errors=True)
-            raise
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=120)
-
-    def run(self, code: str, timeout: float = 60) -> str:
-        out = []
-
-        def hook(msg):
-            c = msg.get("content", {})
-            if msg.get("msg_type") == "stream":
-                out.append(c.get("text", ""))
-            elif msg.get("msg_type") == "error":
-                out.append(f"{c.get('ename')}: {c.get('evalue')}\n")
-
-        self.kc.execute_interactive(code, timeout=timeout, output_hook=hook)
-        return "".join(out)
-
-    def close(self):
-        import shutil
-
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
-        shutil.rmtree(self.ipc, ignore_errors=True)
+    return sandbox_kernel.Kernel(workdir, dict(COURSE_ROOT=root, PYTHONPATH=REPO, **(env or {})))
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ import tempfile
 import pytest
 
 from conftest import REPO
+from sandbox_kernel import Kernel
 from grading import packages, sandbox
 
 LESSONS = sorted(d for d in os.listdir(os.path.join(REPO, "notebooks"))
@@ -72,35 +73,8 @@ def test_transformers_only_for_the_lessons_that_use_it_and_unlisted_packages_now
 
 
 # ------------------------------------------------------------------ a real sandboxed kernel
-class _Kernel:
-    def __init__(self, workdir: str, env: dict | None = None):
-        from jupyter_client.manager import KernelManager
-
-        self.ipc = tempfile.mkdtemp(prefix="nbg-ipc-")
-        self.km = KernelManager(kernel_name="course-sandbox", transport="ipc", ip=os.path.join(self.ipc, "kernel"))
-        self.km.start_kernel(cwd=workdir, env=dict(os.environ, **(env or {})),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=120)
-
-    def run(self, code: str, timeout: float = 120) -> str:
-        out = []
-
-        def hook(msg):
-            c = msg.get("content", {})
-            if msg.get("msg_type") == "stream":
-                out.append(c.get("text", ""))
-            elif msg.get("msg_type") == "error":
-                out.append(f"{c.get('ename')}: {c.get('evalue')}\n")
-
-        self.kc.execute_interactive(code, timeout=timeout, output_hook=hook)
-        return "".join(out)
-
-    def close(self):
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
-        shutil.rmtree(self.ipc, ignore_errors=True)
+def _Kernel(workdir: str, env: dict | None = None) -> Kernel:
+    return Kernel(workdir, env, timeout=120)
 
 
 @pytest.fixture(scope="module")
