@@ -30,6 +30,9 @@ Covers
       builds one molecule's examples end to end; ``stitch`` puts window predictions back on the backbone.
     * ``VoteResidualTransformer``: majority vote plus a learned correction (a ``ConsensusTransformer``
       whose output starts at zero), the model shipped for section 6.
+    * ``homopolymer_median_consensus``: a rule with no training (each homopolymer run of the POA backbone
+      set to the reads' median run length), the strongest simple baseline of section 6;
+      ``spanning_read_sets``: test sets of subreads cut to the reference span they share.
     * Evaluation: ``trimmed_error_rate``, ``phred_qv`` (QV = -10 log10 error rate),
       ``pass_subsets`` (the test subsets of 3 passes), ``sign_test`` (exact, paired), and
       ``load_pretrained`` (the leave-one-molecule-out models shipped in ``course_lib/data``).
@@ -63,7 +66,7 @@ __all__ = [
     "edit_distance", "alignment_counts", "pileup", "majority_consensus",
     "soft_alignment_loss", "soft_edit_distance", "hard_alignment_loss", "positionwise_cross_entropy",
     "poa_consensus", "error_rate", "trimmed_error_rate", "column_labels", "windows", "label_windows", "ConsensusTransformer",
-    "VoteResidualTransformer", "read_rows", "row_windows", "context_windows", "molecule_windows", "pass_subsets", "stitch", "phred_qv", "sign_test", "PRETRAINED_FILE", "load_pretrained",
+    "VoteResidualTransformer", "homopolymer_median_consensus", "spanning_read_sets", "read_rows", "row_windows", "context_windows", "molecule_windows", "pass_subsets", "stitch", "phred_qv", "sign_test", "PRETRAINED_FILE", "load_pretrained",
 ]
 
 VOCAB = "-ACGT"
@@ -640,6 +643,43 @@ def context_windows(rows: np.ndarray, strands: Sequence[str], backbone: str, wid
     return np.concatenate([feats, np.stack([extra[s:s + width] for s in starts])], axis=-1), starts
 
 
+def homopolymer_median_consensus(rows: np.ndarray, backbone: str) -> str:
+    """A consensus rule with no training: the POA backbone with each homopolymer run set to the reads' median length.
+
+    ``rows`` are the reads' symbols per backbone column (:func:`read_rows`). The backbone is cut into
+    homopolymer runs (maximal stretches of one base; a lone base is a run of length 1). For each run of
+    base b over columns i..j, each read's length of the run is the number of those columns in which it
+    shows b (as in :func:`context_windows`), and the run is written as b repeated the lower median of
+    those lengths (the middle value for an odd number of reads, the smaller middle value for an even
+    number), so a run can keep its length, get shorter or vanish, never grow. Bases other than b that a
+    read shows in the run, and bases it inserts between columns, are not counted.
+
+    It is the strongest simple baseline of lesson 11: most errors of majority vote on the POA backbone
+    are extra bases inside homopolymers, which two reads that are each one base short hide by putting
+    their gaps in different columns; the median of the reads' run lengths sees that both are short.
+
+    Raises:
+        ValueError when ``rows`` is not (n_reads >= 1, len(backbone)).
+
+    >>> homopolymer_median_consensus(np.array([[1, 0, 1, 2], [1, 1, 0, 2], [1, 1, 1, 2]]), "AAAC")
+    'AAC'
+    """
+    rows = np.asarray(rows)
+    if rows.ndim != 2 or rows.shape[0] < 1 or rows.shape[1] != len(backbone):
+        raise ValueError(f"rows must be (n_reads >= 1, {len(backbone)}) for a backbone of {len(backbone)} bases, "
+                         f"got {rows.shape}")
+    ids = encode(backbone)
+    out, i, L = [], 0, len(backbone)
+    while i < L:
+        j = i
+        while j < L and ids[j] == ids[i]:
+            j += 1
+        lengths = np.sort((rows[:, i:j] == ids[i]).sum(-1))
+        out.append(backbone[i] * int(lengths[(len(lengths) - 1) // 2]))
+        i = j
+    return "".join(out)
+
+
 def molecule_windows(truth: str, reads: Sequence[str], width: int, max_label: int, stride: int,
                      max_reads: int | None = None, strands: Sequence[str] | None = None):
     """One molecule's model inputs on its POA backbone, with the reference functions of this module.
@@ -684,6 +724,46 @@ def pass_subsets(n_passes: int, n: int = 20, seed: int = 1) -> list[tuple[int, .
         return subsets
     pick = np.random.default_rng(seed).choice(len(subsets), size=n, replace=False)
     return [subsets[i] for i in sorted(pick)]
+
+
+def spanning_read_sets(molecule, k: int = 3, min_span: int = 96) -> list[dict]:
+    """Every set of ``k`` subreads of ``molecule`` (full or partial passes), cut to the reference span they all cover.
+
+    For subreads i1 < ... < ik whose mapped spans (``Subread.ref_start`` / ``ref_end``) share at least
+    ``min_span`` reference bases, each subread is aligned to its own mapped span (:func:`edit_distance`)
+    and the read bases aligned to the common span are kept, so that every read and the truth cover the
+    same bases. A molecule with few full passes still gives test sets this way (as the training sets of
+    ``tests/data_scripts/consensus_weights.py`` are made).
+
+    Returns:
+        a list, in the order of ``itertools.combinations``, of dicts with ``subreads`` (the indices),
+        ``reads`` (forward-strand bases), ``strands`` and ``truth`` (the reference bases of the span).
+    """
+    import itertools
+
+    offsets = []
+    for s in molecule.subreads:
+        a = s.ref_start - molecule.ref_start
+        ops = edit_distance(s.seq, molecule.reference[a:s.ref_end - molecule.ref_start])[1]
+        before, used = [], 0          # before[j]: read bases aligned before reference column a + j
+        for op in ops:
+            if op == "I":
+                used += 1
+                continue
+            before.append(used)
+            used += op in "=X"
+        before.append(len(s.seq))
+        offsets.append((a, before))
+    sets = []
+    for combo in itertools.combinations(range(len(molecule.subreads)), k):
+        lo = max(molecule.subreads[i].ref_start for i in combo) - molecule.ref_start
+        hi = min(molecule.subreads[i].ref_end for i in combo) - molecule.ref_start
+        if hi - lo < min_span:
+            continue
+        reads = [molecule.subreads[i].seq[offsets[i][1][lo - offsets[i][0]]:offsets[i][1][hi - offsets[i][0]]] for i in combo]
+        sets.append(dict(subreads=combo, reads=reads, strands=[molecule.subreads[i].strand for i in combo],
+                         truth=molecule.reference[lo:hi]))
+    return sets
 
 
 def stitch(predictions, starts: Sequence[int], length: int) -> np.ndarray:
