@@ -533,7 +533,7 @@ class VoteResidualTransformer(nn.Module):
         return self.vote_scale * torch.log(frac + self.eps) + self.net(seen)         # (B, W, 5)
 
 
-# ---------------------------------------------------------------- held-out evaluation and shipped weights
+# ---------------------------------------------------------------- evaluation on molecules left out of training and shipped weights
 def read_rows(reads: Sequence[str], alignments: Sequence[str], length: int) -> np.ndarray:
     """Each read's symbol at each backbone column, as the rows of a multiple alignment: (n_reads, length) int64.
 
@@ -726,14 +726,15 @@ def pass_subsets(n_passes: int, n: int = 20, seed: int = 1) -> list[tuple[int, .
     return [subsets[i] for i in sorted(pick)]
 
 
-def spanning_read_sets(molecule, k: int = 3, min_span: int = 96) -> list[dict]:
+def spanning_read_sets(molecule, align, k: int = 3, min_span: int = 96) -> list[dict]:
     """Every set of ``k`` subreads of ``molecule`` (full or partial passes), cut to the reference span they all cover.
 
     For subreads i1 < ... < ik whose mapped spans (``Subread.ref_start`` / ``ref_end``) share at least
-    ``min_span`` reference bases, each subread is aligned to its own mapped span (:func:`edit_distance`)
-    and the read bases aligned to the common span are kept, so that every read and the truth cover the
-    same bases. A molecule with few full passes still gives test sets this way (as the training sets of
-    ``tests/data_scripts/consensus_weights.py`` are made).
+    ``min_span`` reference bases, each subread is aligned to its own mapped span with ``align`` (a function
+    ``(read, reference) -> (distance, operations)`` such as :func:`edit_distance`; the notebook passes the
+    student's) and the read bases aligned to the common span are kept, so that every read and the truth
+    cover the same bases. A molecule with few full passes still gives test sets this way (as the training
+    sets of ``tests/data_scripts/consensus_weights.py`` are made).
 
     Returns:
         a list, in the order of ``itertools.combinations``, of dicts with ``subreads`` (the indices),
@@ -744,7 +745,7 @@ def spanning_read_sets(molecule, k: int = 3, min_span: int = 96) -> list[dict]:
     offsets = []
     for s in molecule.subreads:
         a = s.ref_start - molecule.ref_start
-        ops = edit_distance(s.seq, molecule.reference[a:s.ref_end - molecule.ref_start])[1]
+        ops = align(s.seq, molecule.reference[a:s.ref_end - molecule.ref_start])[1]
         before, used = [], 0          # before[j]: read bases aligned before reference column a + j
         for op in ops:
             if op == "I":
@@ -824,10 +825,10 @@ PRETRAINED_FILE = pathlib.Path(__file__).resolve().parent / "data" / "consensus_
 
 
 def load_pretrained(device: str | torch.device = "cpu") -> tuple[dict, dict]:
-    """The models trained offline by ``tests/data_scripts/consensus_weights.py``, one per held-out molecule.
+    """The models trained offline by ``tests/data_scripts/consensus_weights.py``, one per molecule left out of training.
 
     Returns:
-        (models: {held-out ZMW: model in eval mode}, info: the settings and the figures measured
+        (models: {left-out ZMW: model in eval mode}, info: the settings and the figures measured
         when they were trained, as stored in the file). The model is the class that
         ``info["architecture"]`` names (:class:`VoteResidualTransformer` for the shipped file;
         :class:`ConsensusTransformer` when the file names none), built with ``info["model"]``;

@@ -475,3 +475,57 @@ def test_model_calls_no_graded_reference(monkeypatch):
     monkeypatch.setattr(blocks.Encoder, "forward", withheld)
     assert torch.equal(model(features), expected)
     model.train()(features).sum().backward()
+
+
+# ---------------------------------------------------------------- the strongest simple baseline (issue 59)
+def _median_rule_by_hand(rows, backbone):
+    """The homopolymer-median rule written another way: itertools.groupby over the backbone's runs."""
+    import itertools
+
+    out, start = [], 0
+    for base, run in itertools.groupby(backbone):
+        n = len(list(run))
+        lengths = sorted(int(sum(C.VOCAB[x] == base for x in row[start:start + n])) for row in rows)
+        out.append(base * lengths[(len(lengths) - 1) // 2])
+        start += n
+    return "".join(out)
+
+
+def test_homopolymer_median_rule_sets_each_run_to_the_reads_median():
+    # run AAA: the reads show 2, 2, 3 A's (gaps in different columns): the vote keeps 3, the rule writes 2
+    rows = np.array([[1, 0, 1, 2], [1, 1, 0, 2], [1, 1, 1, 2]])
+    assert C.majority_consensus(np.stack([np.bincount(c, minlength=5) for c in rows.T])) == "AAAC"
+    assert C.homopolymer_median_consensus(rows, "AAAC") == "AAC"
+    # even number of reads: the lower median; a lone base shown by no read vanishes; another base is not counted
+    assert C.homopolymer_median_consensus(np.array([[3, 3, 1], [3, 0, 1], [3, 3, 0], [0, 0, 1]]), "GGA") == "GA"
+    assert C.homopolymer_median_consensus(np.array([[2, 4], [2, 0], [2, 0]]), "CT") == "C"
+    assert C.homopolymer_median_consensus(np.array([[4, 4], [2, 2], [4, 4]]), "TT") == "TT"
+    assert C.homopolymer_median_consensus(np.array([[4, 4], [2, 2], [2, 2]]), "TT") == ""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        backbone = "".join(rng.choice(list("ACGT"), size=int(rng.integers(1, 30)), p=[0.4, 0.2, 0.2, 0.2]))
+        rows = rng.integers(0, 5, size=(int(rng.integers(1, 6)), len(backbone)))
+        out = C.homopolymer_median_consensus(rows, backbone)
+        assert out == _median_rule_by_hand(rows, backbone)
+        assert len(out) <= len(backbone)          # a run never grows
+    with pytest.raises(ValueError, match="rows must be"):
+        C.homopolymer_median_consensus(np.zeros((3, 4), dtype=int), "ACG")
+    with pytest.raises(ValueError, match="rows must be"):
+        C.homopolymer_median_consensus(np.zeros((0, 3), dtype=int), "ACG")
+
+
+def test_spanning_read_sets_cut_every_read_to_the_shared_span():
+    mols = {m.zmw: m for m in pacbio.load_molecules()}
+    for zmw, n_sets in ((14743, 4), (39571, 1), (13473, 0)):
+        sets = C.spanning_read_sets(mols[zmw], C.edit_distance)
+        assert len(sets) == n_sets
+        for s in sets:
+            subs = [mols[zmw].subreads[i] for i in s["subreads"]]
+            lo = max(x.ref_start for x in subs) - mols[zmw].ref_start
+            assert s["truth"] == mols[zmw].reference[lo:lo + len(s["truth"])] and len(s["truth"]) >= 96
+            assert s["strands"] == [x.strand for x in subs]
+            for read, sub in zip(s["reads"], subs):
+                assert read in sub.seq                                  # a piece of the subread, not edited
+                assert C.trimmed_error_rate(read, s["truth"]) < 0.2     # and it covers the truth span
+    # the molecules' passes give many sets; the span rule drops sets that share too little
+    assert len(C.spanning_read_sets(mols[14743], C.edit_distance, min_span=500)) == 1

@@ -11,7 +11,7 @@ correction; untrained, it outputs the vote; ``base_blind``: the correction sees 
 to the backbone, not which bases they are, so it cannot learn the training molecules' sequence by
 heart) is trained with the alignment loss on real subreads of
 ALL the other molecules of the extract (the other two test molecules and the 8 molecules with 3-4
-subreads), never on the held-out one, and is then tested on the held-out molecule, subsets of 3 full
+subreads), never on the left-out one, and is then tested on the left-out molecule, subsets of 3 full
 passes, against majority vote on the same POA backbone.
 
 Training examples use partial subreads too: for a set of 2-5 subreads of one molecule, the reference
@@ -49,7 +49,7 @@ from course_lib.consensus import (PRETRAINED_FILE, VoteResidualTransformer, deco
 from course_lib.training import TrainConfig, train
 
 SEED = 0
-FOLDS = (32861, 6251, 37134)           # held-out molecule of each fold (32861: the notebook's test molecule)
+FOLDS = (32861, 6251, 37134)           # molecule left out of each fold (32861: the notebook's test molecule)
 WIDTH, MAX_LABEL, STRIDE = 32, 40, 8
 GAMMA, DEL_COST = 0.1, 5.0
 MAX_READS = 5                          # read slots of the input (training sets: 2-5 subreads)
@@ -61,7 +61,7 @@ PER_K = {2: 15, 3: 40, 4: 15, 5: 10}   # read sets per molecule and number of re
 MIN_SPAN = 96                          # shortest common reference span of a read set (3 windows)
 EPOCHS = 10
 BATCH, LR = 64, 3e-3
-N_TEST = 20                            # test subsets of 3 passes per held-out molecule
+N_TEST = 20                            # test subsets of 3 passes per left-out molecule
 _FLIP = str.maketrans("ACGT", "TGCA")
 
 
