@@ -120,10 +120,10 @@ def roster_kind(header: list[str]) -> str:
         return "canvas"
     if header[:2] == ["First name", "Last name"] and ("ID number" in header or "Email address" in header):
         return "moodle"
-    raise RosterError(f"the header {header[:8]} is none of: this course's roster ({','.join(ROSTER_FIELDS)}); "
-                      "Canvas's gradebook export (Student, ID, SIS User ID, SIS Login ID, [Integration ID,] Section, "
-                      "then the assignments); Moodle's grade export as a CSV file (First name, Last name, ID number, "
-                      "..., Email address, then the grade items)")
+    raise RosterError(f"the header {header[:8]} has no 'nbgrader_id' column; expected {','.join(ROSTER_FIELDS)} "
+                      "(this course's roster), or the header of Canvas's gradebook export (Student, ID, SIS User ID, "
+                      "SIS Login ID, [Integration ID,] Section, then the assignments) or of Moodle's grade export as "
+                      "a CSV file (First name, Last name, ID number, ..., Email address, then the grade items)")
 
 
 def read_roster(path: str, match: str | None = None) -> Roster:
@@ -143,7 +143,10 @@ def read_roster(path: str, match: str | None = None) -> Roster:
     if not lines:
         raise RosterError(f"{path} is empty: expected a header row and one row per student")
     header = [h.strip() for h in lines[0]]
-    kind = roster_kind(header)
+    try:
+        kind = roster_kind(header)
+    except RosterError as err:
+        raise RosterError(f"{path}: {err}") from None
     if kind == "roster":
         if match not in (None, "nbgrader_id"):
             raise RosterError(f"--roster-match {match}: {path} is this course's roster, whose nbgrader_id column "

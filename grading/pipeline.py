@@ -290,6 +290,23 @@ def register_students(students: list[str]) -> None:
             gb.update_or_create_student(s)
 
 
+def roster_students(use_demo: bool = False) -> list[str]:
+    """The nbgrader ids of the course's roster (``roster.csv`` in the course folder, read as ``grading.lms``
+    reads it, ``COURSE_ROSTER_MATCH`` naming an LMS export's column), or none when there is no roster (the demo
+    class: its students are its folders). A roster that cannot be read is reported and left out of grading
+    (its error is the report's LMS step's too)."""
+    from grading import lms
+
+    path = os.path.join(GRADING_DIR, "roster.csv")
+    if use_demo or not os.path.isfile(path):
+        return []
+    try:
+        return sorted(lms.read_roster(path, os.environ.get("COURSE_ROSTER_MATCH") or None))
+    except lms.RosterError as err:
+        log(f"[roster] WARNING: {err}; the class is the folders in submitted/ alone")
+        return []
+
+
 def _real_dir(path: str) -> bool:
     """A directory itself, not a link to one."""
     try:
@@ -935,7 +952,9 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
         for name in sorted(os.listdir(SUBMITTED)):
             if not name.startswith(".") and name not in linked and not _real_dir(os.path.join(SUBMITTED, name)):
                 log(f"[intake] ignored submitted/{name}: not a folder (a file), not graded")
-    students = sorted(set(student_folders()) | set(linked))
+    # every roster student (grading/roster.csv: this course's roster or the LMS's gradebook export) has a row, a
+    # page and a report line, a folder or not: one without is "no submission", never left out
+    students = sorted(set(student_folders()) | set(linked) | set(roster_students(use_demo)))
     refused = {s: why for s in students if (why := linked.get(s) or id_refusal(s))}
     for s, why in refused.items():
         log(f"[intake] {s}: not graded: {why}")
