@@ -9,7 +9,12 @@ student id to the LMS's ids, one row per student, UTF-8, a header row naming the
     nbgrader_id,name,canvas_id,sis_user_id,sis_login_id,section,moodle_idnumber,email
     s001,"Doe, Jane",48211,2024001,jdoe,Section A,2024001,jane.doe@example.edu
 
-``nbgrader_id`` is required; every other column may be empty. Canvas matches a row by its ``ID``
+``nbgrader_id`` is required; every other column may be empty. The roster may instead be the LMS's own
+gradebook export (Canvas: Grades > Export; Moodle: Grades > Export > Plain text file), read as it is
+downloaded, the nbgrader ids in the column the instructor names (``--roster-match``, :data:`MATCH`); the
+files then write back the export's own assignment headers, and Canvas's Points Possible row never changes
+an existing assignment's points (:func:`canvas_points`); ``moodle_grade_items.csv`` gives each Moodle
+grade item's maximum (:func:`write_moodle_items`). Canvas matches a row by its ``ID``
 (``canvas_id``) or ``SIS User ID``; Moodle by the column chosen at import ("ID number" ->
 ``useridnumber`` or "Email address" -> ``useremail``). A student of the gradebook missing from the
 roster is an error that names them (:class:`RosterError`): a file with a student left out would

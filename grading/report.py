@@ -18,8 +18,14 @@ rebuilds, from the gradebook and the autograded notebooks (nothing is graded aga
   escaped text, and the whole body goes through the feedback pages' sanitiser
   (``grading.feedback.sanitise``) before the plots are put in.
 * ``report.json``: the same numbers.
-* ``canvas_grades.csv``, ``moodle_grades.csv``: the LMS import files (``grading/lms.py``), when a
-  roster says who is who (``grading/roster.csv``; the demo class uses ``grading/demo/roster.csv``).
+* ``canvas_grades.csv``, ``moodle_grades.csv``, ``moodle_grade_items.csv`` (each Moodle grade item's
+  maximum): the LMS import files (``grading/lms.py``), when a roster says who is who
+  (``grading/roster.csv``, this course's layout or the LMS's own gradebook export, ``--roster-match``;
+  the demo class uses ``grading/demo/roster.csv``).
+
+The class is the one graded (:func:`given`): the assignments of ``grades.csv`` (not every lesson the
+gradebook holds), its students and the roster's; what was handed in but not graded is a section of its
+own ("Not graded", ``not_graded``), never "not submitted".
 * ``similarity.csv``: every flagged pair (assignment, exercise, students, similarity, shared n-grams).
 
 Time measured: for each test cell, the wall-clock time from the kernel starting the cell to its
