@@ -134,7 +134,8 @@ def roster_kind(header: list[str]) -> str:
 def read_roster(path: str, match: str | None = None) -> Roster:
     """{nbgrader id: row} from this course's roster CSV, or from the LMS's own gradebook export (Canvas:
     Grades > Export; Moodle: Grades > Export > Plain text file), told apart by the header. ``match``: the
-    export's column that holds the nbgrader ids (:data:`MATCH`; default :data:`DEFAULT_MATCH`). Raises
+    export's column that holds the nbgrader ids (:data:`MATCH`; else ``COURSE_ROSTER_MATCH``, which the grading
+    run, its report and ``collect`` read too; else :data:`DEFAULT_MATCH`). Raises
     RosterError saying what is wrong and what was expected (a student without that id is named)."""
     if not os.path.isfile(path):
         raise RosterError(f"no roster at {path}: expected a CSV with the header "
@@ -157,7 +158,8 @@ def read_roster(path: str, match: str | None = None) -> Roster:
             raise RosterError(f"--roster-match {match}: {path} is this course's roster, whose nbgrader_id column "
                               "is the nbgrader id; --roster-match is for an LMS's gradebook export")
         return _own_roster(path, header, lines[1:])
-    return _export_roster(path, kind, header, lines[1:], match or DEFAULT_MATCH[kind])
+    return _export_roster(path, kind, header, lines[1:],
+                          match or os.environ.get("COURSE_ROSTER_MATCH") or DEFAULT_MATCH[kind])
 
 
 def _own_roster(path: str, header: list[str], lines: list[list[str]]) -> Roster:

@@ -302,7 +302,7 @@ def roster_students(use_demo: bool = False) -> list[str]:
     if use_demo or not os.path.isfile(path):
         return []
     try:
-        return sorted(lms.read_roster(path, os.environ.get("COURSE_ROSTER_MATCH") or None))
+        return sorted(lms.read_roster(path))  # an LMS export: matched on COURSE_ROSTER_MATCH
     except lms.RosterError as err:
         log(f"[roster] WARNING: {err}; the class is the folders in submitted/ alone")
         return []

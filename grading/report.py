@@ -776,8 +776,9 @@ def after_grading(log) -> int:
     import grading
 
     try:
-        # the course just graded (the demo class's own, grading/demo_class/); COURSE_ROSTER_MATCH: --roster-match
-        result = build(root=grading.GRADING_DIR, roster_match=os.environ.get("COURSE_ROSTER_MATCH") or None)
+        # the course just graded (the demo class's own, grading/demo_class/); an LMS export as the roster is
+        # matched on COURSE_ROSTER_MATCH (lms.read_roster)
+        result = build(root=grading.GRADING_DIR)
     except Exception as err:  # noqa: BLE001 - the grades are written; say what failed
         log(f"[report] ERROR: the class report could not be built ({type(err).__name__}: {err}); "
             "grades.csv stands; rerun `python -m grading report`")
@@ -850,7 +851,7 @@ def run(args) -> int:
         print(f"[report] the demo class's course: {_rel(root)}")
     result = build(root=root, threshold=args.threshold, roster=args.roster, lms_ids=args.lms_ids,
                    pending=getattr(args, "pending", "autograded"), missing=getattr(args, "missing", "blank"),
-                   roster_match=getattr(args, "roster_match", None) or os.environ.get("COURSE_ROSTER_MATCH") or None)
+                   roster_match=getattr(args, "roster_match", None))
     _log_result(result, print)
     print(f"[report] built in {sum(result['seconds'].values()):.1f} s")
     return 2 if "error" in result["lms"] else 0

@@ -207,3 +207,26 @@ def test_without_grades_csv_the_assignments_given_are_those_submitted(tmp_path):
     assert [a["name"] for a in numbers["assignments"]] == ["01_attention"]
     assert numbers["not_graded"] == [] and "jdoe" not in {b["student"] for b in numbers["below_threshold"]}
     assert _rows(os.path.join(tmp_path, "report", "canvas_grades.csv"))[0][5:] == ["01_attention"]
+
+
+def test_the_match_comes_from_the_environment_for_every_command(monkeypatch):
+    monkeypatch.setenv("COURSE_ROSTER_MATCH", "sis_user_id")
+    assert sorted(lms.read_roster(CANVAS)) == ["2024001", "2024002", "2024005"]
+    assert sorted(lms.read_roster(CANVAS, "canvas_id")) == ["48211", "48212", "48215"], "the flag wins"
+    demo = os.path.join(os.path.dirname(EXPORTS), "..", "grading", "demo", "roster.csv")
+    assert "s01_correct" in lms.read_roster(demo), "ignored for this course's own roster"
+
+
+def test_grading_lists_every_roster_student_and_reports_a_roster_it_cannot_read(tmp_path, monkeypatch, capsys):
+    from grading import pipeline
+
+    monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
+    assert pipeline.roster_students() == [], "no roster: the class is the folders"
+    shutil.copy(CANVAS, tmp_path / "roster.csv")
+    assert pipeline.roster_students() == ["anakamura", "jdoe", "mmuster"]
+    assert pipeline.roster_students(use_demo=True) == [], "the demo class is its folders"
+    _copy(tmp_path, CANVAS, lambda t: t.replace(",2024005,anakamura,", ",2024005,,"))
+    shutil.copy(tmp_path / os.path.basename(CANVAS), tmp_path / "roster.csv")
+    assert pipeline.roster_students() == []
+    out = capsys.readouterr().out
+    assert "[roster] WARNING:" in out and "Nakamura, Aiko" in out, out
