@@ -113,7 +113,8 @@ MATCH = {"canvas": {"sis_login_id": "SIS Login ID", "sis_user_id": "SIS User ID"
 DEFAULT_MATCH = {"canvas": "sis_login_id", "moodle": "idnumber"}
 CANVAS_TEST_STUDENT = "Student, Test"  # the test student Canvas's "Student View" adds to every course
 _CANVAS_COLUMN = re.compile(r"^(?P<name>.*\S)\s+\((?P<id>\d+)\)$")  # an assignment column: "Name (id)"
-_MOODLE_ITEM = re.compile(r"^(?:[^:]+:\s*)?(?P<name>.*?)\s*\((?:Real|Percentage|Letter)\)$")  # "Assignment: Name (Real)"
+# a grade item's column: "Assignment: Name (Real)"
+_MOODLE_ITEM = re.compile(r"^(?:[^:]+:\s*)?(?P<name>.*?)\s*\((?:Real|Percentage|Letter)\)$")
 
 
 def roster_kind(header: list[str]) -> str:

@@ -394,7 +394,8 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
         for st in students:
             totals[st][1] += a["max_score"]
             if st not in submitted:
-                missed[st].append(f"{a['name']}: " + ("not graded" if (a["name"], st) in not_graded else "not submitted"))
+                why = "not graded" if (a["name"], st) in not_graded else "not submitted"
+                missed[st].append(f"{a['name']}: {why}")
         report["assignments"].append({
             "name": a["name"], "max_score": a["max_score"], "submissions": len(subs),
             "mean_percent": round(statistics.fmean(pct), 1) if pct else None,
