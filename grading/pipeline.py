@@ -27,6 +27,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -290,6 +291,23 @@ def register_students(students: list[str]) -> None:
             gb.update_or_create_student(s)
 
 
+def roster_students(use_demo: bool = False) -> list[str]:
+    """The nbgrader ids of the course's roster (``roster.csv`` in the course folder, read as ``grading.lms``
+    reads it, ``COURSE_ROSTER_MATCH`` naming an LMS export's column), or none when there is no roster (the demo
+    class: its students are its folders). A roster that cannot be read is reported and left out of grading
+    (its error is the report's LMS step's too)."""
+    from grading import lms
+
+    path = os.path.join(GRADING_DIR, "roster.csv")
+    if use_demo or not os.path.isfile(path):
+        return []
+    try:
+        return sorted(lms.read_roster(path))  # an LMS export: matched on COURSE_ROSTER_MATCH
+    except lms.RosterError as err:
+        log(f"[roster] WARNING: {err}; the class is the folders in submitted/ alone")
+        return []
+
+
 def _real_dir(path: str) -> bool:
     """A directory itself, not a link to one."""
     try:
@@ -375,9 +393,86 @@ def _remove_stale_pages(tasks: list[tuple[str, str]]) -> list[str]:
     return removed
 
 
+# the score nbgrader's feedback template prints under a page's title: "<h4>attention (Score: 6.0 / 11.0)</h4>"
+_PAGE_SCORE = re.compile(r"\(Score: (-?\d+(?:\.\d+)?) / (-?\d+(?:\.\d+)?)\)</h4>")
+
+
+def page_score(path: str) -> tuple[float, float] | None:
+    """(score, maximum) a feedback page shows for its notebook, or None when it shows none that can be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            m = _PAGE_SCORE.search(fh.read(2_000_000))  # the title comes after the page's CSS (~125 KB)
+    except OSError:
+        return None
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+def _gradebook_scores(tasks: list[tuple[str, str]]) -> dict:
+    """{(assignment, student, notebook): (score, max_score)} the gradebook holds now for the tasks (an empty dict
+    when there is no gradebook yet: one is never created here)."""
+    from nbgrader.api import Assignment, Grade, Gradebook, Notebook, SubmittedAssignment, SubmittedNotebook
+    from sqlalchemy import func
+
+    url = db_url()
+    if url.startswith("sqlite:///") and not os.path.isfile(url[len("sqlite:///"):].split("?", 1)[0]):
+        return {}
+    wanted = set(tasks)
+    out = {}
+    try:
+        with Gradebook(url) as gb:
+            # one query (a submitted notebook's score and maximum are the sums of its grades', as nbgrader's)
+            rows = (gb.db.query(Assignment.name, SubmittedAssignment.student_id, Notebook.name,
+                                func.sum(Grade.score), func.sum(Grade.max_score))
+                    .join(SubmittedNotebook, Grade.notebook_id == SubmittedNotebook.id)
+                    .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+                    .join(Assignment, SubmittedAssignment.assignment_id == Assignment.id)
+                    .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
+                    .filter(Assignment.name.in_(sorted({a for a, _ in wanted})))
+                    .group_by(Assignment.name, SubmittedAssignment.student_id, Notebook.name).all())
+    except Exception as err:  # noqa: BLE001 - a check of the pages only: the grading run reports the gradebook
+        log(f"[resume] could not compare the feedback pages with the gradebook ({type(err).__name__}: {err}); "
+            "pages are compared by date only")
+        return {}
+    for a, s, nb, score, top in rows:
+        if (a, s) in wanted:
+            out[(a, s, nb)] = (float(score or 0.0), float(top or 0.0))
+    return out
+
+
+def _stale_against_gradebook(tasks: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The tasks whose feedback page shows another score than the gradebook holds now (a hand grade given in
+    the formgrader, a page left by an earlier grading: 6/11 on the page, 9/11 in grades.csv)."""
+    shown = {}
+    for a, s in tasks:
+        pages = os.path.join(GRADING_DIR, "feedback", s, a)
+        try:
+            names = [f for f in os.listdir(pages) if f.endswith(".html") and f != NOT_GRADED_PAGE]
+        except OSError:
+            continue
+        for f in names:
+            score = page_score(os.path.join(pages, f))
+            if score is not None:
+                shown[(a, s, f[:-len(".html")])] = score
+    if not shown:
+        return set()
+    now = _gradebook_scores(sorted({(a, s) for a, s, _ in shown}))
+    return {(a, s) for (a, s, nb), (score, top) in shown.items()
+            if (a, s, nb) in now and (abs(round(now[(a, s, nb)][0], 2) - score) > 0.006
+                                      or abs(round(now[(a, s, nb)][1], 2) - top) > 0.006)}
+
+
 def _resumed(tasks: list[tuple[str, str]], resume: bool, feedback: bool) -> list[tuple[str, str]]:
-    """The tasks to (re)do: all, or with ``resume`` those without a current result (and current pages)."""
-    return [t for t in tasks if not (resume and _task_done(*t) and (not feedback or _feedback_current(*t)))]
+    """The tasks to (re)do: all, or with ``resume`` those without a current result (and, with feedback, current
+    pages: written after their grading and showing the score the gradebook holds)."""
+    if not resume:
+        return list(tasks)
+    kept = [t for t in tasks if _task_done(*t) and (not feedback or _feedback_current(*t))]
+    stale = _stale_against_gradebook(kept) if feedback else set()
+    if stale:
+        log(f"[resume] {len(stale)} feedback page(s) show another score than the gradebook: written again: "
+            + ", ".join(f"{a}/{s}" for a, s in sorted(stale)[:10]) + (" ..." if len(stale) > 10 else ""))
+    done = set(kept) - stale
+    return [t for t in tasks if t not in done]
 
 
 SECOND_PASS_FACTOR = 3  # the cell and notebook time limits of the second pass, times the first pass's
@@ -935,7 +1030,9 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
         for name in sorted(os.listdir(SUBMITTED)):
             if not name.startswith(".") and name not in linked and not _real_dir(os.path.join(SUBMITTED, name)):
                 log(f"[intake] ignored submitted/{name}: not a folder (a file), not graded")
-    students = sorted(set(student_folders()) | set(linked))
+    # every roster student (grading/roster.csv: this course's roster or the LMS's gradebook export) has a row, a
+    # page and a report line, a folder or not: one without is "no submission", never left out
+    students = sorted(set(student_folders()) | set(linked) | set(roster_students(use_demo)))
     refused = {s: why for s in students if (why := linked.get(s) or id_refusal(s))}
     for s, why in refused.items():
         log(f"[intake] {s}: not graded: {why}")

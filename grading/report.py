@@ -18,8 +18,14 @@ rebuilds, from the gradebook and the autograded notebooks (nothing is graded aga
   escaped text, and the whole body goes through the feedback pages' sanitiser
   (``grading.feedback.sanitise``) before the plots are put in.
 * ``report.json``: the same numbers.
-* ``canvas_grades.csv``, ``moodle_grades.csv``: the LMS import files (``grading/lms.py``), when a
-  roster says who is who (``grading/roster.csv``; the demo class uses ``grading/demo/roster.csv``).
+* ``canvas_grades.csv``, ``moodle_grades.csv``, ``moodle_grade_items.csv`` (each Moodle grade item's
+  maximum): the LMS import files (``grading/lms.py``), when a roster says who is who
+  (``grading/roster.csv``, this course's layout or the LMS's own gradebook export, ``--roster-match``;
+  the demo class uses ``grading/demo/roster.csv``).
+
+The class is the one graded (:func:`given`): the assignments of ``grades.csv`` (not every lesson the
+gradebook holds), its students and the roster's; what was handed in but not graded is a section of its
+own ("Not graded", ``not_graded``), never "not submitted".
 * ``similarity.csv``: every flagged pair (assignment, exercise, students, similarity, shared n-grams).
 
 Time measured: for each test cell, the wall-clock time from the kernel starting the cell to its
@@ -209,6 +215,62 @@ def _grades(gb, assignment_id: str):
             .all())
 
 
+# ------------------------------------------------------------------ the class: grades.csv and the roster
+_NO_SUBMISSION = ("no submission for ", "missing: no submission for ")
+
+
+def read_class(root: str) -> dict | None:
+    """The class as the last grading run wrote it (``grades.csv``): its assignments (in the file's order), its
+    students (every student folder, refused and linked ones included) and each row's status; None when there
+    is no readable grades.csv."""
+    path = os.path.join(root, "grades.csv")
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    rows = [r for r in rows if r.get("assignment") and r.get("student_id")]
+    if not rows:
+        return None
+    return {"assignments": list(dict.fromkeys(r["assignment"] for r in rows)),
+            "students": sorted({r["student_id"] for r in rows}),
+            "status": {(r["assignment"], r["student_id"]): r.get("status") or "graded" for r in rows}}
+
+
+def given(data: dict, klass: dict | None, roster_students=()) -> dict:
+    """``data`` (:func:`collect`) for the class as graded: only the assignments the class was given (those in
+    grades.csv; without it, those someone submitted), so a percentage is over them and not over every lesson
+    the gradebook holds; every student of grades.csv and of the roster (a refused, linked or absent student
+    too); ``status`` of each (assignment, student) from grades.csv."""
+    if klass:
+        names = set(klass["assignments"])
+        students = set(klass["students"])
+        status = klass["status"]
+    else:
+        names = {s["assignment"] for s in data["submissions"]}
+        students, status = set(), {}
+    return {**data, "assignments": [a for a in data["assignments"] if a["name"] in names],
+            "submissions": [s for s in data["submissions"] if s["assignment"] in names],
+            "students": sorted(set(data["students"]) | students | set(roster_students)),
+            "status": {**data.get("status", {}), **status}}
+
+
+def not_graded_of(data: dict) -> dict:
+    """{(assignment, student): (why, what to do)} of what grades.csv says was not graded although something was
+    handed in or the student's folder was refused (a symbolic link, an unsafe id, an unreadable or misnamed
+    notebook, the grader's failure); "no submission" is not among them (that is not submitted)."""
+    out = {}
+    for (a, st), status in (data.get("status") or {}).items():
+        if not status.startswith("not graded"):
+            continue
+        reason = status[len("not graded"):].lstrip(": ")
+        if reason.startswith(_NO_SUBMISSION):
+            continue
+        why, _, fix = reason.partition(" (fix: ")
+        out[(a, st)] = (why.strip(), fix.rstrip(")").strip())
+    return out
+
+
 # ------------------------------------------------------------------ analyse: the numbers (report.json)
 def anonymiser(students):
     """A function that replaces, in a message, each student id (a whole word) with ``<student>`` and the
@@ -263,6 +325,9 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
               "submissions": len(data["submissions"]), "assignments": []}
     missed: dict[str, list[str]] = {s: [] for s in students}
     totals = {s: [0.0, 0.0] for s in students}
+    not_graded = not_graded_of(data)  # handed in (or refused) but not graded: never "not submitted"
+    report["not_graded"] = [{"assignment": a, "student": st, "reason": why, "fix": fix}
+                            for (a, st), (why, fix) in sorted(not_graded.items())]
     for a in data["assignments"]:
         subs = sorted(by_assignment.get(a["name"], []), key=lambda r: r["student"])
         pct = [100.0 * s["score"] / a["max_score"] if a["max_score"] else 0.0 for s in subs]
@@ -329,14 +394,16 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
         for st in students:
             totals[st][1] += a["max_score"]
             if st not in submitted:
-                missed[st].append(f"{a['name']}: not submitted")
+                why = "not graded" if (a["name"], st) in not_graded else "not submitted"
+                missed[st].append(f"{a['name']}: {why}")
         report["assignments"].append({
             "name": a["name"], "max_score": a["max_score"], "submissions": len(subs),
             "mean_percent": round(statistics.fmean(pct), 1) if pct else None,
             "median_percent": round(statistics.median(pct), 1) if pct else None,
             "histogram": _histogram(pct), "exercises": rows,
             "needs_help": {
-                "not_submitted": sorted(st for st in students if st not in submitted),
+                "not_submitted": sorted(st for st in students if st not in submitted
+                                        and (a["name"], st) not in not_graded),
                 "below": [{"student": s["student"], "percent": round(p, 1)} for s, p in zip(subs, pct)
                           if p < threshold],
                 "crashed": [{"student": st, "kinds": sorted(k)} for st, k in sorted(crashed.items())]}})
@@ -508,6 +575,25 @@ def _needs_help(report: dict) -> list[str]:
     return b
 
 
+def _not_graded(report: dict) -> list[str]:
+    """A section of its own: who handed something in (or has a folder) but was not graded, why, and what to do;
+    each name links to the page that tells the student."""
+    rows = report.get("not_graded") or []
+    b = ["<h2>Not graded</h2><p class='note'>Handed in, or a folder in <code>submitted/</code>, but not graded "
+         "(a symbolic link, an unsafe id, an unreadable, misnamed or missing notebook, the grader's failure): scored "
+         "0 in grades.csv until it is fixed and graded again; never counted as not submitted.</p>"]
+    if not rows:
+        b.append("<p>None.</p>")
+        return b
+    b.append("<table><thead><tr><th>assignment</th><th>student</th><th>why</th><th>what to do</th></tr></thead>"
+             "<tbody>")
+    for r in rows:
+        b.append(f"<tr><td>{_e(r['assignment'])}</td><td>{_feedback_link(r['student'], r['assignment'])}</td>"
+                 f"<td>{_e(r['reason'])}</td><td>{_e(r['fix']) or '-'}</td></tr>")
+    b.append("</tbody></table>")
+    return b
+
+
 def render(report: dict, plots: dict) -> str:
     """The page: a sanitised body (feedback.sanitise), then the plots put in where their markers are."""
     from grading.feedback import sanitise
@@ -526,6 +612,7 @@ def render(report: dict, plots: dict) -> str:
          f"generated {_e(report['generated'])} from the gradebook and the autograded notebooks "
          "(<code>python -m grading report</code> rebuilds it). Student text and code below are shown as text.</p>"]
     b.extend(_needs_help(report))
+    b.extend(_not_graded(report))
     b.append("<h2>Assignments</h2><table><thead><tr><th>assignment</th><th>submissions</th><th>max points</th>"
              "<th>median</th><th>mean</th></tr></thead><tbody>")
     for a in report["assignments"]:
@@ -588,56 +675,74 @@ def render(report: dict, plots: dict) -> str:
 
 
 # ------------------------------------------------------------------ build: the files
-def _lms(out: str, data: dict, roster_path: str | None, lms_ids: str | None, root: str,
-         pending: str = "autograded", missing: str = "blank") -> dict:
-    """Write the Canvas and Moodle files; {'files': [...]} or {'error'/'note': why not}. Stale files are removed."""
+def _roster(root: str, roster_path: str | None, lms_ids: str | None, match: str | None = None) -> dict:
+    """Who is who in the LMS: {'roster': lms.Roster, 'source': where from}, {'nbgrader': True} (``--lms-ids
+    nbgrader``), or {'note'/'error': why there is none}. ``roster_path``, else ``root/roster.csv``, else the demo
+    class's own; each may be this course's roster or the LMS's gradebook export (``match``: --roster-match)."""
     from grading import lms
 
-    files = {"canvas": os.path.join(out, "canvas_grades.csv"), "moodle": os.path.join(out, "moodle_grades.csv")}
-    for f in files.values():
-        if os.path.exists(f):
-            os.remove(f)
-    students = data["students"]
     default = os.path.join(root, "roster.csv")
     # the demo class is a course of its own (grading/demo_class/, pipeline.DEMO_ROOT); an earlier version
     # generated it into submitted/ with this marker
     is_demo = (os.path.basename(os.path.normpath(root)) == "demo_class"
                or os.path.exists(os.path.join(root, "submitted", ".demo-class")))
+    path = roster_path or (default if os.path.exists(default) else
+                           DEMO_ROSTER if is_demo and os.path.exists(DEMO_ROSTER) else None)
+    if path is None:
+        if lms_ids == "nbgrader":
+            return {"nbgrader": True, "source": "nbgrader ids (--lms-ids nbgrader)"}
+        return {"note": f"no roster at {default}: the Canvas and Moodle files are not written. Write it "
+                        f"(header {','.join(lms.ROSTER_FIELDS)}), or put the LMS's own gradebook export there "
+                        "(Canvas or Moodle; grading/docs/site-and-collect.md), or pass --lms-ids nbgrader to use "
+                        "the nbgrader ids as the LMS ids"}
     try:
-        if roster_path:
-            roster, source = lms.read_roster(roster_path), roster_path
-        elif os.path.exists(default):
-            roster, source = lms.read_roster(default), default
-        elif is_demo and os.path.exists(DEMO_ROSTER):
-            roster, source = lms.read_roster(DEMO_ROSTER), DEMO_ROSTER
-        elif lms_ids == "nbgrader":
-            roster, source = lms.nbgrader_roster(students), "nbgrader ids (--lms-ids nbgrader)"
-        else:
-            return {"note": f"no roster at {default}: the Canvas and Moodle files are not written. Write it "
-                            f"(header {','.join(lms.ROSTER_FIELDS)}; grading/docs/after-grading-report.md), or pass --lms-ids "
-                            "nbgrader to use the nbgrader ids as the LMS ids"}
+        return {"roster": lms.read_roster(path, match), "source": path}
+    except lms.RosterError as err:
+        return {"error": str(err)}
+
+
+def _lms(out: str, data: dict, who: dict, pending: str = "autograded", missing: str = "blank") -> dict:
+    """Write the Canvas and Moodle files (and what each Moodle grade item's maximum must be) for every student of
+    ``data`` (the class and the roster); {'files': [...]} or {'error'/'note': why not}. Stale files are removed."""
+    from grading import lms
+
+    files = {"canvas": os.path.join(out, "canvas_grades.csv"), "moodle": os.path.join(out, "moodle_grades.csv"),
+             "moodle_items": os.path.join(out, "moodle_grade_items.csv")}
+    for f in files.values():
+        if os.path.exists(f):
+            os.remove(f)
+    if "note" in who or "error" in who:
+        return {k: v for k, v in who.items() if k in ("note", "error")}
+    students = data["students"]
+    roster = lms.nbgrader_roster(students) if who.get("nbgrader") else who["roster"]
+    try:
         points, grades = lms.postable(data, pending)
         lms.write_canvas(files["canvas"], points, students, grades, roster, missing=missing)
         lms.write_moodle(files["moodle"], points, students, grades, roster, missing=missing)
+        lms.write_moodle_items(files["moodle_items"], points, roster)
     except lms.RosterError as err:
         for f in files.values():
             if os.path.exists(f):
                 os.remove(f)
         return {"error": str(err)}
-    return {"roster": source, "files": list(files.values())}
+    return {"roster": who["source"], "files": list(files.values())}
 
 
 def build(root: str = GRADING_DIR, threshold: float = 50.0, roster: str | None = None, lms_ids: str | None = None,
           db_url: str | None = None, data: dict | None = None,
-          pending: str = "autograded", missing: str = "blank") -> dict:
-    """Collect, analyse, render and write everything; {'paths': {...}, 'lms': {...}, 'seconds': ...}."""
+          pending: str = "autograded", missing: str = "blank", roster_match: str | None = None) -> dict:
+    """Collect, analyse, render and write everything; {'paths': {...}, 'lms': {...}, 'seconds': ...}. The
+    class is the one graded (:func:`given`: its assignments and students from grades.csv, and every roster
+    student)."""
     t0 = time.perf_counter()
     data = collect(root, db_url) if data is None else data
+    who = _roster(root, roster, lms_ids, roster_match)
+    data = given(data, read_class(root), who.get("roster") or ())
     out = os.path.join(root, REPORT_DIR_NAME)
     os.makedirs(out, exist_ok=True)
     t1 = time.perf_counter()
     result = write(out, data, threshold)
-    result["lms"] = _lms(out, data, roster, lms_ids, root, pending=pending, missing=missing)
+    result["lms"] = _lms(out, data, who, pending=pending, missing=missing)
     result["seconds"] = {"collect": round(t1 - t0, 2), "render": round(result.pop("render_seconds"), 2)}
     return result
 
@@ -672,7 +777,9 @@ def after_grading(log) -> int:
     import grading
 
     try:
-        result = build(root=grading.GRADING_DIR)  # the course just graded (the demo class's own, grading/demo_class/)
+        # the course just graded (the demo class's own, grading/demo_class/); an LMS export as the roster is
+        # matched on COURSE_ROSTER_MATCH (lms.read_roster)
+        result = build(root=grading.GRADING_DIR)
     except Exception as err:  # noqa: BLE001 - the grades are written; say what failed
         log(f"[report] ERROR: the class report could not be built ({type(err).__name__}: {err}); "
             "grades.csv stands; rerun `python -m grading report`")
@@ -693,6 +800,8 @@ def _log_result(result: dict, log) -> None:
     if "files" in lms_result:
         log(f"[report] LMS import files (roster: {_rel(lms_result['roster'])}): "
             + ", ".join(_rel(f) for f in lms_result["files"]))
+        log("[report] Moodle: set each grade item's maximum grade as moodle_grade_items.csv gives it before importing "
+            "moodle_grades.csv (its import has no points row)")
     elif "error" in lms_result:
         log(f"[report] ERROR: LMS files not written: {lms_result['error']}")
     else:
@@ -712,6 +821,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--roster", default=None,
                         help="roster CSV for the LMS files (default: grading/roster.csv; the demo class: "
                              "grading/demo/roster.csv)")
+    parser.add_argument("--roster-match", default=None,
+                        choices=["canvas_id", "email", "idnumber", "sis_login_id", "sis_user_id"],  # lms.MATCH
+                        help="when the roster is the LMS's gradebook export: the column that holds the nbgrader "
+                             "ids (Canvas: sis_login_id (default), sis_user_id, canvas_id; Moodle: idnumber "
+                             "(default), email); a student without it is an error naming them")
     parser.add_argument("--lms-ids", choices=["nbgrader"], default=None,
                         help="without a roster, write the LMS files with the nbgrader ids as the LMS ids")
     parser.add_argument("--pending", choices=["autograded", "refuse"], default="autograded",
@@ -737,7 +851,8 @@ def run(args) -> int:
         os.environ["COURSE_ROOT"] = root  # nbgrader's config (its gradebook URL) follows, as in the grading run
         print(f"[report] the demo class's course: {_rel(root)}")
     result = build(root=root, threshold=args.threshold, roster=args.roster, lms_ids=args.lms_ids,
-                   pending=getattr(args, "pending", "autograded"), missing=getattr(args, "missing", "blank"))
+                   pending=getattr(args, "pending", "autograded"), missing=getattr(args, "missing", "blank"),
+                   roster_match=getattr(args, "roster_match", None))
     _log_result(result, print)
     print(f"[report] built in {sum(result['seconds'].values()):.1f} s")
     return 2 if "error" in result["lms"] else 0

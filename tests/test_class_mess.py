@@ -742,3 +742,23 @@ def test_the_page_names_the_copy_that_holds_the_work_and_no_grader_path(messy_ru
     for student in ("s01_correct", "m03_copy1", "m17_scratch_import", "m13_symlinked_notebook"):
         raw = outcome.feedback_raw(student)
         assert outcome.root not in raw and "course-grading-" not in raw and "nbg-ipc-" not in raw, student
+
+
+@pytest.mark.slow
+def test_the_report_has_who_was_not_graded_apart_from_who_did_not_submit(messy_run):
+    """Issue 66.3: refused, held and unreadable submissions are a section of their own, never "not submitted";
+    every student folder is in the report, the linked one too."""
+    _, outcome = messy_run
+    with open(os.path.join(outcome.root, "report", "report.json"), encoding="utf-8") as fh:
+        numbers = json.load(fh)
+    (a,) = numbers["assignments"]
+    assert a["needs_help"]["not_submitted"] == ["m10_missing"], a["needs_help"]
+    not_graded = {r["student"]: r for r in numbers["not_graded"]}
+    assert {"m04_renamed", "m06_truncated", "m09_folder", "m13_symlinked_notebook", "m14_linked_folder"} \
+        <= set(not_graded), sorted(not_graded)
+    assert "s01_correct" not in not_graded and "m10_missing" not in not_graded
+    assert "symbolic link" in not_graded["m14_linked_folder"]["reason"] and not_graded["m14_linked_folder"]["fix"]
+    assert "s01_correct" not in {b["student"] for b in numbers["below_threshold"]}
+    with open(os.path.join(outcome.root, "report", "index.html"), encoding="utf-8") as fh:
+        page = fh.read()
+    assert "<h2>Not graded</h2>" in page and "m14_linked_folder" in page

@@ -98,3 +98,26 @@ def test_a_read_only_gradebook_is_one_named_line(tmp_path):
     assert proc.stderr.strip().count("\n") == 0, f"not one line:\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr and "the gradebook is read-only" in proc.stderr, proc.stderr
     assert "readonly database" in proc.stderr and "previous results are unchanged" in proc.stderr
+
+
+def test_resume_writes_again_a_page_that_shows_another_score_than_the_gradebook(course, monkeypatch):
+    """Issue 66.4: a page written after its grading but showing 6/11 while the gradebook holds 9/11 (a hand grade
+    given since, a page an earlier run left) is written again by --resume; one showing the gradebook's score is
+    kept."""
+    task = ("01_attention", "ana")
+    (course / "logs" / "results" / "01_attention" / "ana.json").write_text(
+        json.dumps({"autograded": True, "feedback_ok": True}))
+    page = course / "feedback" / "ana" / "01_attention" / "attention.html"
+    page.write_text("<h4>attention (Score: 6.0 / 11.0)</h4>")  # nbgrader's feedback template's title line
+    assert pipeline.page_score(str(page)) == (6.0, 11.0)
+    holds = {}
+    monkeypatch.setattr(pipeline, "_gradebook_scores", lambda tasks: {(*t, "attention"): holds[t] for t in tasks})
+    holds[task] = (9.0, 11.0)
+    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "6/11 on the page, 9/11 in the gradebook"
+    holds[task] = (6.0, 11.0)
+    assert pipeline._resumed([task], resume=True, feedback=True) == [], "the page shows the gradebook's score"
+    holds[task] = (6.0, 12.0)
+    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "another maximum"
+    page.write_text("<p>no score line</p>")
+    assert pipeline.page_score(str(page)) is None
+    assert pipeline._resumed([task], resume=True, feedback=True) == [], "nothing to compare: the dates decide"
