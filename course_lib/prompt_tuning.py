@@ -24,6 +24,10 @@ Covers
       (``mcnemar_exact``: McNemar's exact binomial test on the discordant pairs), and the
       shipped soft prompts' file format (``save_soft_prompt`` / ``load_soft_prompt``:
       safetensors, float16, with the settings that made them as metadata).
+    * Contextual calibration (Zhao et al. 2021, "Calibrate before use"), a training-free baseline:
+      ``content_free_scores`` (each option's score after a content-free input such as "N/A", the
+      model's prior for that answer text) and ``calibrate`` (the scores minus that prior); and
+      ``pick_rule`` (the scoring rule, summed or length-normalised, that VALIDATION accuracy picks).
     * Chain-of-thought prompting (Wei et al. 2022) and self-consistency (Wang et al. 2023):
       ``cot_prompt`` (solved training questions with the worked rationales of ``COT_RATIONALES``),
       ``rationale_option_scores`` (greedy or seeded sampled rationales, batched with the key/value
@@ -51,8 +55,8 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 __all__ = ["prepend_soft_prompt", "answer_only_labels", "option_log_likelihood", "freeze_model", "SoftPrompt",
            "PromptedLM", "lm_loss", "encode_examples", "trim_padding", "option_scores", "text_embeds", "wilson_interval",
            "IGNORE", "InstructionPrompt", "step_budget", "mcnemar_exact", "save_soft_prompt", "load_soft_prompt",
-           "SHIPPED_PROMPTS", "COT_RATIONALES", "cot_prompt", "stop_token_ids", "rationale_option_scores",
-           "majority_vote"]
+           "SHIPPED_PROMPTS", "SHIPPED_SEEDS", "SHIPPED_FIGURES", "COT_RATIONALES", "cot_prompt", "stop_token_ids", "rationale_option_scores",
+           "majority_vote", "CONTENT_FREE", "content_free_scores", "calibrate", "pick_rule"]
 
 IGNORE = -100  # the label torch's cross_entropy skips (ignore_index)
 
@@ -427,6 +431,10 @@ SHIPPED_PROMPTS = {
     "plain": pathlib.Path(__file__).resolve().parent / "data" / "soft_prompt_09_plain.safetensors",
     "instruction": pathlib.Path(__file__).resolve().parent / "data" / "soft_prompt_09_instruction.safetensors",
 }
+# the same plain prompt trained with other training seeds (the order of the batches), for the spread over seeds
+SHIPPED_SEEDS = {seed: SHIPPED_PROMPTS["plain"].parent / f"soft_prompt_09_plain_seed{seed}.safetensors" for seed in (1, 2)}
+# what the script measured offline: per condition, which validation and test questions it got right
+SHIPPED_FIGURES = SHIPPED_PROMPTS["plain"].parent / "soft_prompt_09_figures.json"
 
 
 def save_soft_prompt(path, weight: torch.Tensor, metadata: dict | None = None) -> pathlib.Path:
@@ -452,6 +460,68 @@ def load_soft_prompt(path, device=None) -> tuple[torch.Tensor, dict]:
         meta = dict(fh.metadata() or {})
         weight = fh.get_tensor("soft_prompt").float()
     return weight.to(device or "cpu"), meta
+
+
+# ---------------------------------------------------------------- contextual calibration and the scoring rule
+CONTENT_FREE = ("N/A", "", "[MASK]")  # the content-free inputs of Zhao et al. (2021)
+
+
+@torch.no_grad()
+def content_free_scores(lm: nn.Module, tokenizer, prefix: torch.Tensor | None, labels: Sequence[str], *,
+                        template: str = "Phenotype: {}\nSystem:", content_free: Sequence[str] = CONTENT_FREE,
+                        scorer: Callable = option_log_likelihood, normalise: bool | tuple = False) -> dict:
+    """{label text: its log prior} for contextual calibration (Zhao et al. 2021, "Calibrate before use").
+
+    Every answer text in ``labels`` (e.g. the twelve organ systems, each with its leading space) is scored
+    by :func:`option_scores` after ``prefix`` and ``template`` filled with each content-free input (a
+    question that asks nothing: "N/A", the empty string, "[MASK]"). The prior of a label is the log of
+    its probability averaged over the content-free inputs, ``log mean_c exp(score_c)``, with the score
+    summed or length-normalised as ``normalise`` says (a tuple gives a tuple of dicts, as in
+    :func:`option_scores`). What the model gives an answer with no question in front is its bias towards
+    that answer's text; :func:`calibrate` takes it off.
+    """
+    if not labels or not content_free:
+        raise ValueError("content_free_scores needs at least one label and one content-free input")
+    prompts = [template.format(c) for c in content_free]
+    scores = option_scores(lm, tokenizer, prefix, prompts, [list(labels)] * len(prompts), scorer=scorer,
+                           normalise=normalise)
+    n = torch.tensor(float(len(prompts)))
+    to_dict = lambda s: {lab: float(v) for lab, v in zip(labels, torch.logsumexp(s.double(), dim=0) - n.log())}
+    return tuple(to_dict(s) for s in scores) if isinstance(normalise, tuple) else to_dict(scores)
+
+
+def calibrate(scores: torch.Tensor, options: Sequence[Sequence[str]], prior: dict) -> torch.Tensor:
+    """(N, K) the option scores minus each option's log prior from :func:`content_free_scores`.
+
+    Zhao et al. divide each answer's probability by its content-free probability and renormalise; in
+    log space that is a subtraction, and the renormalisation is one constant per question, which does
+    not change which option scores highest. Raises ValueError for an option without a prior.
+
+    >>> calibrate(torch.tensor([[-1.0, -2.0]]), [[" eye", " ear"]], {" eye": -0.5, " ear": -3.0})
+    tensor([[-0.5000,  1.0000]])
+    """
+    missing = sorted({o for row in options for o in row} - set(prior))
+    if missing:
+        raise ValueError(f"no content-free prior for the options {missing}; known: {sorted(prior)}")
+    if scores.shape != (len(options), len(options[0])):
+        raise ValueError(f"scores {tuple(scores.shape)} do not match {len(options)} questions x {len(options[0])} options")
+    offset = torch.tensor([[prior[o] for o in row] for row in options], dtype=scores.dtype, device=scores.device)
+    return scores - offset
+
+
+def pick_rule(val_right_summed: int, val_right_normalised: int) -> int:
+    """0 (summed) or 1 (length-normalised): the scoring rule with more VALIDATION questions right.
+
+    A tie goes to the summed log-likelihood, the plain rule (stated before any number was seen). The
+    rule is chosen per condition from its validation counts only; the test questions are then scored
+    with it, so no choice depends on the test set.
+
+    >>> pick_rule(63, 71), pick_rule(53, 52), pick_rule(60, 60)
+    (1, 0, 0)
+    """
+    if min(val_right_summed, val_right_normalised) < 0:
+        raise ValueError(f"validation counts must be >= 0, got {val_right_summed}, {val_right_normalised}")
+    return int(val_right_normalised > val_right_summed)
 
 
 # ---------------------------------------------------------------- chain of thought and self-consistency

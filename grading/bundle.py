@@ -617,7 +617,9 @@ environment as above.
 Some lessons load small pretrained models from the installed packages and keep a converted copy
 in a cache folder, `~/.cache/course_lib/` ({MODEL_CACHE_NOTE} once every lesson has run: lesson 09's
 language model is almost all of it, the sentence encoder of lessons 01 to 08 about 2 MB). Lesson 09
-converts its model on its first run, which takes up to a minute; later runs read the cache. To put
+converts its model on its first run (27 CPU-seconds, but minutes of wall time on a busy disk: it writes
+about 0.5 GB); later runs read the cache. Lesson 09's default run does not fit in a minute: it needs
+about 900 CPU-seconds, several minutes on 2 cores (the notebook's first cell says where they go). To put
 the cache elsewhere, set `COURSE_CACHE` to a folder before starting JupyterLab
 (`export COURSE_CACHE=/path/to/folder`). Deleting the cache is safe: it is rebuilt when needed.
 

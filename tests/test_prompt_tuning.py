@@ -335,3 +335,96 @@ def test_shipped_plain_prompt_reproduces_its_recorded_test_answers(smollm):
     for scores, how in ((summed, "summed"), (normed, "normalised")):
         got = (scores.argmax(1) == gold).int().tolist()
         assert sum(a != b for a, b in zip(got, rec[f"correct_{how}"])) <= 1, how  # float rounding may flip a tie
+
+
+# ---------------------------------------------------------------- contextual calibration and the validation-picked rule
+def test_content_free_priors_are_the_log_mean_probability_over_the_content_free_inputs():
+    """content_free_scores = log mean_c exp(score of the label after the content-free question c), each rule."""
+    lm = tiny_llama(5, tied=True).eval()
+    tok = _Tok()
+    prefix = torch.randn(2, 16, generator=torch.Generator().manual_seed(3))
+    labels = ["x", "y z", "u v w"]
+    content_free = ("N/A", "", "[MASK]")
+    summed, normed = pt.content_free_scores(lm, tok, prefix, labels, template="Phenotype: {} System:",
+                                            content_free=content_free, normalise=(False, True))
+    for got, flag in ((summed, False), (normed, True)):
+        plain = _plain_scores(lm, tok, prefix, [f"Phenotype: {c} System:" for c in content_free],
+                              [labels] * 3, flag).double()  # (3 inputs, 3 labels)
+        want = torch.log(plain.exp().mean(dim=0))
+        assert sorted(got) == sorted(labels)
+        for k, lab in enumerate(labels):
+            assert got[lab] == pytest.approx(float(want[k]), abs=1e-5), (flag, lab)
+
+
+def test_calibrate_subtracts_each_options_prior_and_refuses_unknown_options():
+    scores = torch.tensor([[-1.0, -2.0, -3.0], [-4.0, -1.0, -0.5]])
+    options = [[" eye", " ear", " blood"], [" blood", " eye", " ear"]]
+    prior = {" eye": -0.5, " ear": -3.0, " blood": -1.0}
+    got = pt.calibrate(scores, options, prior)
+    assert torch.allclose(got, torch.tensor([[-0.5, 1.0, -2.0], [-3.0, -0.5, 2.5]]))
+    assert got.argmax(1).tolist() == [1, 2]  # the calibration moves the choice away from the favoured " eye"
+    with pytest.raises(ValueError, match="no content-free prior"):
+        pt.calibrate(scores, [[" eye", " ear", " skin"]] * 2, prior)
+    with pytest.raises(ValueError, match="do not match"):
+        pt.calibrate(scores[:, :2], options, prior)
+
+
+@pytest.mark.parametrize("counts,want", [((63, 71), 1), ((53, 52), 0), ((60, 60), 0), ((0, 1), 1)])
+def test_pick_rule_takes_the_rule_with_more_validation_questions_right_and_summed_on_a_tie(counts, want):
+    assert pt.pick_rule(*counts) == want
+
+
+def test_pick_rule_refuses_negative_counts():
+    with pytest.raises(ValueError, match=">= 0"):
+        pt.pick_rule(-1, 3)
+
+
+def test_every_condition_of_the_lesson_has_validation_answers_recorded():
+    """The lesson picks each condition's scoring rule from validation counts in the figures file: every
+    condition it reads must have them, on the 96 validation questions, and per-question test answers."""
+    import json
+
+    figures = json.loads(pt.SHIPPED_FIGURES.read_text())
+    for key in ("zero-shot", "calibrated zero-shot", "few-shot", "plain", "instruction",
+                *(f"plain seed {s}" for s in pt.SHIPPED_SEEDS)):
+        entry = figures[key]
+        for how in ("summed", "normalised"):
+            right, n = map(int, entry[f"val_{how}"].split("/"))
+            assert n == 96 and 0 <= right <= n, (key, how)
+            assert len(entry[f"correct_{how}"]) == 96 and sum(entry[f"correct_{how}"]) == entry[f"test_{how}"]
+    assert figures["calibrated zero-shot"]["content_free"] == list(pt.CONTENT_FREE)
+
+
+@pytest.mark.parametrize("seed", sorted(pt.SHIPPED_SEEDS) + [3, 4])  # 3 and 4: the check seeds (data README)
+def test_the_other_training_seeds_are_small_and_say_how_they_were_made(seed):
+    import json
+
+    path = pt.SHIPPED_PROMPTS["plain"].parent / f"soft_prompt_09_plain_seed{seed}.safetensors"
+    assert path.is_file() and path.stat().st_size < 16_000, path
+    w, meta = pt.load_soft_prompt(path)
+    assert w.shape == (8, 576) and torch.isfinite(w).all()
+    assert meta["seed"] == str(seed) and meta["which"] == "plain" and f"--seed {seed}" in meta["command"]
+    plain_meta = pt.load_soft_prompt(pt.SHIPPED_PROMPTS["plain"])[1]
+    assert meta["steps"] == plain_meta["steps"] and meta["lr"] == plain_meta["lr"]  # only the seed differs
+    entry = json.loads(pt.SHIPPED_FIGURES.read_text())[f"plain seed {seed}"]
+    assert f"{entry['test_summed']}/96" == meta["test_summed"] and entry["val_normalised"] == meta["val_normalised"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", sorted(pt.SHIPPED_SEEDS))
+def test_the_other_training_seeds_reproduce_their_recorded_answers(smollm, seed):
+    """The default run reads seeds 1 and 2's answers from the figures file: scoring them again gives them."""
+    import json
+
+    from course_lib.bio import hpo_questions
+
+    lm, tok = smollm
+    w, _ = pt.load_soft_prompt(pt.SHIPPED_SEEDS[seed])
+    test = hpo_questions.load_questions("test")
+    summed, normed = pt.option_scores(lm, tok, w, [f"Phenotype: {q.phenotype}\nSystem:" for q in test],
+                                      [[" " + o for o in q.options] for q in test], normalise=(False, True))
+    gold = torch.tensor([q.answer for q in test])
+    rec = json.loads(pt.SHIPPED_FIGURES.read_text())[f"plain seed {seed}"]
+    for scores, how in ((summed, "summed"), (normed, "normalised")):
+        got = (scores.argmax(1) == gold).int().tolist()
+        assert sum(a != b for a, b in zip(got, rec[f"correct_{how}"])) <= 1, how  # float rounding may flip a tie

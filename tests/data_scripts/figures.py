@@ -57,6 +57,10 @@ def _f(expr: str, kind: str, meaning: str) -> tuple[str, str, str]:
 P9 = "100 * results[{k!r}][{j}] / results[{k!r}][2]"
 YOURS9 = "f'your prompt ({STEPS} steps)'"
 SC9 = "f'self-consistency ({K_PATHS} paths)'"
+CONDITIONS9 = (("zero_shot", "zero-shot"), ("calibrated_zero_shot", "zero-shot, calibrated"),
+               ("few_shot", "few-shot (3 examples)"), ("shipped_prompt", "prompt tuning (shipped)"),
+               ("shipped_prompt_seed1", "prompt tuning (seed 1)"), ("shipped_prompt_seed2", "prompt tuning (seed 2)"),
+               ("shipped_instruction", "instruction PT (shipped)"))
 MAJ10 = "f'majority name ({majority_name!r})'"
 ROUTE10 = "'retrieval + consensus (k-mers)'"
 KMER10 = "'k-mer nearest neighbour (k=3)'"
@@ -103,11 +107,19 @@ LESSONS: dict[str, dict] = {
         "seeds": SEEDS,
         "figures": {
             **{f"{key}_{how}": _f(P9.format(k=name, j=j), "pct1", f"{name}: test accuracy (%), {how} scores")
-               for key, name in (("zero_shot", "zero-shot"), ("few_shot", "few-shot (3 examples)"),
-                                 ("shipped_prompt", "prompt tuning (shipped)"),
-                                 ("shipped_instruction", "instruction PT (shipped)"),
-                                 ("cot_greedy", "chain-of-thought (greedy)"))
+               for key, name in CONDITIONS9 + (("cot_greedy", "chain-of-thought (greedy)"),)
                for j, how in enumerate(("summed", "normalised"))},
+            **{f"{key}_picked": _f(f"100 * results[{name!r}][rule[{name!r}]] / results[{name!r}][2]", "pct1",
+                                   f"{name}: test accuracy (%) with the scoring rule its validation questions picked")
+               for key, name in CONDITIONS9},
+            **{f"{key}_rule_normalised": _f(f"rule[{name!r}]", "count",
+                                            f"{name}: 1 when validation picked length-normalised scoring, 0 summed")
+               for key, name in CONDITIONS9},
+            "plain_seeds_mean": _f("100 * seed_acc.mean()", "pct1",
+                                   "plain prompt tuning, training seeds 0-2: mean test accuracy (%), picked rules"),
+            "plain_seeds_sd": _f("100 * seed_acc.std(ddof=1)", "pct1",
+                                 "plain prompt tuning, training seeds 0-2: standard deviation (points)"),
+            "n_tests": _f("len(TESTS)", "count", "paired tests of section 6 (multiplicity)"),
             **{f"your_prompt_{how}": _f(f"100 * results[{YOURS9}][{j}] / results[{YOURS9}][2]", "pct1",
                                         f"the student's own short soft prompt (8 steps): test accuracy (%), {how}")
                for j, how in enumerate(("summed", "normalised"))},
@@ -116,17 +128,19 @@ LESSONS: dict[str, dict] = {
                for j, how in enumerate(("summed", "normalised"))},
             "n_test": _f("len(test)", "count", "test questions"),
             "n_cot": _f("n_cot", "count", "test questions of the chain-of-thought section"),
-            **{f"p_{a}_vs_{b}_{how}": _f(f"verdicts[({an!r}, {bn}, {how!r})]['p']", "p",
-                                         f"exact McNemar p, {an} vs {bn.strip(chr(39))}, {how}")
-               for a, an, b, bn in (("shipped_prompt", "prompt tuning (shipped)", "zero_shot", "'zero-shot'"),
-                                    ("shipped_prompt", "prompt tuning (shipped)", "few_shot", "'few-shot (3 examples)'"),
-                                    ("shipped_instruction", "instruction PT (shipped)", "few_shot",
-                                     "'few-shot (3 examples)'"))
-               for how in ("summed", "normalised")},
-            **{f"p_your_prompt_vs_{b}_{how}": _f(f"verdicts[({YOURS9}, {bn!r}, {how!r})]['p']", "p",
-                                                 f"exact McNemar p, the student's prompt vs {bn}, {how}")
-               for b, bn in (("shipped_prompt", "prompt tuning (shipped)"), ("zero_shot", "zero-shot"))
-               for how in ("summed", "normalised")},
+            **{f"p_{a}_vs_{b}": _f(f"verdicts[({an!r}, {bn!r})]['p']", "p",
+                                   f"exact McNemar p, {an} vs {bn}, each with its validation-picked rule")
+               for a, an, b, bn in [(a, an, b, bn) for a, an in CONDITIONS9[3:6] for b, bn in CONDITIONS9[:3]]
+               + [("shipped_instruction", "instruction PT (shipped)", "few_shot", "few-shot (3 examples)")]},
+            **{f"wins_{a}_vs_{b}": _f(f"verdicts[({an!r}, {bn!r})]['a_only']", "count",
+                                      f"questions only {an} got right, against {bn} (picked rules)")
+               for a, an in CONDITIONS9[3:4] for b, bn in CONDITIONS9[:3]},
+            **{f"losses_{a}_vs_{b}": _f(f"verdicts[({an!r}, {bn!r})]['b_only']", "count",
+                                        f"questions only {bn} got right, against {an} (picked rules)")
+               for a, an in CONDITIONS9[3:4] for b, bn in CONDITIONS9[:3]},
+            **{f"p_your_prompt_vs_{b}": _f(f"verdicts[({YOURS9}, {bn!r})]['p']", "p",
+                                           f"exact McNemar p, the student's prompt vs {bn}")
+               for b, bn in (("shipped_prompt", "prompt tuning (shipped)"), ("zero_shot", "zero-shot"))},
             **{f"p_{a}_vs_few_shot_{how}": _f(f"verdicts_cot[({an}, 'few-shot (3 examples)', {how!r})][2]", "p",
                                               f"exact McNemar p on the chain-of-thought questions, {a} vs 3-shot, {how}")
                for a, an in (("cot_greedy", "'chain-of-thought (greedy)'"), ("self_consistency", SC9))

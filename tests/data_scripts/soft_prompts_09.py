@@ -26,10 +26,12 @@ one thread per process is several times faster than two threads).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import pathlib
 import platform
 import sys
+import tempfile
 import time
 
 import torch
@@ -64,6 +66,57 @@ def accuracy(lm, tok, prefix, qs):
     return summed.argmax(1) == gold, normed.argmax(1) == gold
 
 
+def update_figures(out: pathlib.Path, change) -> dict:
+    """Read course_lib/data/soft_prompt_09_figures.json, apply ``change(figures)``, write it back, under a lock
+    (several runs of this script may finish at once)."""
+    path = out / "soft_prompt_09_figures.json"
+    with open(pathlib.Path(tempfile.gettempdir()) / "soft_prompt_09_figures.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        figures = json.loads(path.read_text()) if path.is_file() else {}
+        change(figures)
+        path.write_text(json.dumps(figures, indent=1) + "\n")
+    return figures
+
+
+def baselines(lm, tok, questions, out: pathlib.Path, command: str, log) -> None:
+    """The prompt-free baselines on the validation AND the test questions: zero-shot, few-shot (the hard
+    prompt) and zero-shot with contextual calibration (Zhao et al. 2021). Their validation answers are what
+    the lesson picks each condition's scoring rule with (``PT.pick_rule``); nothing is trained."""
+    hard = hard_prompt(questions["train"])
+    zero = PT.text_embeds(lm, tok, INSTRUCTION)
+    labels = [" " + name for name in hpo_questions.SYSTEMS.values()]
+    priors = PT.content_free_scores(lm, tok, zero, labels, normalise=(False, True))
+    entries = {}
+    for name, prefix in (("zero-shot", zero), ("few-shot", PT.text_embeds(lm, tok, hard))):
+        cal = {}
+        for split in ("val", "test"):
+            qs = questions[split]
+            gold = torch.tensor([q.answer for q in qs])
+            opts = [[" " + o for o in q.options] for q in qs]
+            scores = PT.option_scores(lm, tok, prefix, [question_text(q) for q in qs], opts, normalise=(False, True))
+            entries.setdefault(name, {})[split] = [s.argmax(1) == gold for s in scores]
+            if name == "zero-shot":
+                cal[split] = [PT.calibrate(s, opts, prior).argmax(1) == gold for s, prior in zip(scores, priors)]
+        if cal:
+            entries["calibrated zero-shot"] = cal
+    def change(figures):
+        for name, parts in entries.items():
+            (vs, vn), (ts, tn) = parts["val"], parts["test"]
+            entry = figures.setdefault(name, {})
+            entry.update({"test_summed": int(ts.sum()), "test_normalised": int(tn.sum()), "n": len(ts),
+                          "correct_summed": ts.int().tolist(), "correct_normalised": tn.int().tolist(),
+                          "val_summed": f"{int(vs.sum())}/{len(vs)}", "val_normalised": f"{int(vn.sum())}/{len(vn)}",
+                          "correct_val_summed": vs.int().tolist(), "correct_val_normalised": vn.int().tolist(),
+                          "baseline_command": command})
+            if name == "calibrated zero-shot":
+                entry["content_free"] = list(PT.CONTENT_FREE)
+                entry["priors_summed"], entry["priors_normalised"] = ({k: round(v, 4) for k, v in pr.items()}
+                                                                      for pr in priors)
+            log(f"[{name}] validation {int(vs.sum())} / {int(vn.sum())}, test {int(ts.sum())} / {int(tn.sum())} "
+                f"of {len(ts)} (summed / normalised)")
+    update_figures(out, change)
+
+
 def make_prompt(which, lm, tok, train_qs):
     init_ids = tok(INSTRUCTION)["input_ids"][:P]
     if which == "plain":
@@ -74,17 +127,25 @@ def make_prompt(which, lm, tok, train_qs):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("which", choices=["plain", "instruction"])
+    ap.add_argument("which", choices=["plain", "instruction", "baselines"],
+                    help="the soft prompt to train, or 'baselines': score the prompt-free baselines on validation and test")
     ap.add_argument("--steps", type=int, default=216, help="optimiser steps (216 = 3 epochs of 288 questions)")
     ap.add_argument("--save-every", type=int, default=24, help="steps between checkpoints written to the file")
     ap.add_argument("--baseline", choices=["zero-shot", "few-shot"], default=None,
                     help="also score this prompt-free baseline on the test questions")
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "course_lib" / "data")
     ap.add_argument("--threads", type=int, default=1, help="1 is fastest on a busy shared CPU")
+    ap.add_argument("--seed", type=int, default=SEED,
+                    help="training seed (the order of the training batches); 0 is the shipped prompt, another "
+                         "seed writes soft_prompt_09_<which>_seed<N>.safetensors and its own figures entry")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    torch.manual_seed(SEED)
+    seed = args.seed
+    if seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {seed}")
+    torch.manual_seed(seed)
     which = args.which
+    key = which if seed == SEED else f"{which} seed {seed}"  # the figures entry of this run
 
     def log(msg):
         print(time.strftime("%H:%M:%S"), msg, flush=True)
@@ -97,6 +158,9 @@ def main(argv=None):
                f"thread(s) on a shared 2-core machine, torch {torch.__version__}")
     command = ".venv/bin/python tests/data_scripts/soft_prompts_09.py " + " ".join(
         argv if argv is not None else sys.argv[1:])
+    if which == "baselines":
+        baselines(lm, tok, questions, args.out, command, log)
+        return
     prompt = make_prompt(which, lm, tok, questions["train"])
     model = PT.PromptedLM(lm, prompt)
     train_qs = questions["train"]
@@ -104,15 +168,15 @@ def main(argv=None):
                               prompt().shape[0])
     opt = torch.optim.AdamW([prompt.weight], lr=LR, weight_decay=0.0)
     meta = {"which": which, "P": P, "batch_size": BATCH, "lr": LR, "optimizer": "AdamW, no weight decay, grad clip 1",
-            "seed": SEED, "init": "first 8 token embeddings of the instruction",
+            "seed": seed, "init": "first 8 token embeddings of the instruction",
             "hard_prompt": hard if which == "instruction" else "", "command": command, "machine": machine}
-    path = args.out / PT.SHIPPED_PROMPTS[which].name
+    path = args.out / (PT.SHIPPED_PROMPTS[which].name if seed == SEED else f"soft_prompt_09_{which}_seed{seed}.safetensors")
     start, done, losses = time.perf_counter(), 0, []
     while done < args.steps:
         chunk = min(args.save_every, args.steps - done)
-        cfg = TrainConfig(epochs=1, batch_size=BATCH, lr=LR, weight_decay=0.0, seed=SEED + done, grad_clip=1.0,
+        cfg = TrainConfig(epochs=1, batch_size=BATCH, lr=LR, weight_decay=0.0, seed=seed + done, grad_clip=1.0,
                           device="cpu", progress=False)
-        hist = train(model, PT.step_budget(data, chunk, BATCH, seed=SEED + done), cfg, loss_fn=PT.lm_loss,
+        hist = train(model, PT.step_budget(data, chunk, BATCH, seed=seed + done), cfg, loss_fn=PT.lm_loss,
                      optimizer=opt)
         done += hist.steps
         losses.append(round(hist.train_loss[-1], 4))
@@ -131,28 +195,28 @@ def main(argv=None):
     PT.save_soft_prompt(path, saved, meta_saved)
     log(f"[{which}] {done} steps in {seconds:.0f} s; validation {int(vs.sum())} / {int(vn.sum())} of {len(vs)}, "
         f"test {int(ts.sum())} / {int(tn.sum())} of {len(ts)} (summed / normalised); {path.stat().st_size} bytes")
-    parts = {which: (ts, tn)}
+    parts = {key: (ts, tn)}
     if args.baseline:
         text = INSTRUCTION if args.baseline == "zero-shot" else hard
         parts[args.baseline] = accuracy(lm, tok, PT.text_embeds(lm, tok, text), questions["test"])
-    figures_path = args.out / "soft_prompt_09_figures.json"
-    figures = json.loads(figures_path.read_text()) if figures_path.is_file() else {}
-    for name, (s_, n_) in parts.items():
-        figures[name] = {"test_summed": int(s_.sum()), "test_normalised": int(n_.sum()), "n": len(s_),
-                         "correct_summed": s_.int().tolist(), "correct_normalised": n_.int().tolist()}
-        if name == which:
-            figures[name].update({k: meta_saved[k] for k in ("steps", "val_summed", "val_normalised",
-                                                               "train_seconds", "command", "machine", "seed")})
-    for a in ("plain", "instruction"):
-        for b in ("zero-shot", "few-shot"):
-            if a in figures and b in figures:
-                for how in ("summed", "normalised"):
-                    r = PT.mcnemar_exact(figures[a][f"correct_{how}"], figures[b][f"correct_{how}"])
-                    figures[f"{a} vs {b} ({how})"] = r
-                    log(f"test {how}: {a} {figures[a][f'test_{how}']} vs {b} {figures[b][f'test_{how}']} of "
-                        f"{r['n']}: discordant {r['a_only']} vs {r['b_only']}, McNemar exact p = {r['p']:.4g}")
-    figures_path.write_text(json.dumps(figures, indent=1) + "\n")
-    log(f"wrote {figures_path}")
+    def change(figures):
+        for name, (s_, n_) in parts.items():
+            figures[name] = {**figures.get(name, {}), "test_summed": int(s_.sum()), "test_normalised": int(n_.sum()),
+                             "n": len(s_), "correct_summed": s_.int().tolist(), "correct_normalised": n_.int().tolist()}
+            if name == key:
+                figures[name].update({"correct_val_summed": vs.int().tolist(), "correct_val_normalised": vn.int().tolist(),
+                                      **{k: meta_saved[k] for k in ("steps", "val_summed", "val_normalised",
+                                                                    "train_seconds", "command", "machine", "seed")}})
+        for a in ("plain", "instruction"):
+            for b in ("zero-shot", "few-shot"):
+                if a in figures and b in figures:
+                    for how in ("summed", "normalised"):
+                        r = PT.mcnemar_exact(figures[a][f"correct_{how}"], figures[b][f"correct_{how}"])
+                        figures[f"{a} vs {b} ({how})"] = r
+                        log(f"test {how}: {a} {figures[a][f'test_{how}']} vs {b} {figures[b][f'test_{how}']} of "
+                            f"{r['n']}: discordant {r['a_only']} vs {r['b_only']}, McNemar exact p = {r['p']:.4g}")
+    update_figures(args.out, change)
+    log(f"wrote {args.out / 'soft_prompt_09_figures.json'}")
 
 
 if __name__ == "__main__":
