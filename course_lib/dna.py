@@ -371,7 +371,8 @@ LESSON12_RUN = {"n_train": 7200, "epochs": 2, "batch_size": 32, "lr": 5e-3}
 LESSON12_FULL_RUN = {"n_train": 28800, "epochs": 2, "batch_size": 32, "lr": 5e-3}
 
 
-def lesson12_models(seed: int = 0, channels: int = 24, seq_len: int = 512) -> dict[str, nn.Module]:
+def lesson12_models(seed: int = 0, channels: int = 24, seq_len: int = 512,
+                    pool_init_scale: float = POOL_INIT_SCALE) -> dict[str, nn.Module]:
     """Lesson 12's three models, each initialised right after ``torch.manual_seed(seed)``.
 
     "CNN": dilations (1, 2), a receptive field of 238 bases (it ends inside 512);
@@ -379,11 +380,13 @@ def lesson12_models(seed: int = 0, channels: int = 24, seq_len: int = 512) -> di
     512 (the control for "a field that covers the sequence");
     "CNN + transformer": the stem, one residual convolution and one relative-position
     attention layer, which reaches every bin.
+    ``pool_init_scale``: where the stems' softmax poolings start (the recipe search varies it).
     """
     torch.manual_seed(seed)
-    cnn = DNAConvNet(channels=channels, dilations=(1, 2))
+    cnn = DNAConvNet(channels=channels, dilations=(1, 2), pool_init_scale=pool_init_scale)
     torch.manual_seed(seed)
-    dilated = DNAConvNet(channels=channels, dilations=(1, 2, 4, 8))
+    dilated = DNAConvNet(channels=channels, dilations=(1, 2, 4, 8), pool_init_scale=pool_init_scale)
     torch.manual_seed(seed)
-    transformer = DNATransformer(seq_len=seq_len, channels=channels, num_layers=1, num_heads=4)
+    transformer = DNATransformer(seq_len=seq_len, channels=channels, num_layers=1, num_heads=4,
+                                 pool_init_scale=pool_init_scale)
     return {"CNN": cnn, "dilated CNN": dilated, "CNN + transformer": transformer}
