@@ -174,7 +174,12 @@ def test_simulated_data_is_deterministic_and_follows_the_rule():
     for i, (s, fwd, y) in enumerate(zip(a.sequences, a.promoter_forward, a.labels)):
         assert len(s) == 512 and set(s) <= set("ACGT")
         site = s[a.tss - R.PROMOTER_END_UPSTREAM - len(sp1):a.tss - R.PROMOTER_END_UPSTREAM]
-        assert site == (sp1 if fwd else dna.reverse_complement(sp1))
+        state = a.promoter_state[i]
+        assert fwd == (state == "forward")
+        if state in ("forward", "reversed"):
+            assert site == (sp1 if fwd else dna.reverse_complement(sp1))
+        else:
+            assert site != sp1
         for present, d, name in ((a.has_enhancer[i], a.enhancer_distance[i], "HNF4A"),
                                  (a.has_decoy[i], a.decoy_distance[i], "CTCF")):
             if present:
@@ -185,6 +190,10 @@ def test_simulated_data_is_deterministic_and_follows_the_rule():
                 assert d == 0
         assert y == int(fwd and a.has_enhancer[i])  # the decoy never enters the label
     assert R.simulated_label(True, True, 200, max_effect_distance=100) == 0
+    with pytest.raises(ValueError, match="region"):
+        R.regulatory_dataset(2, region="held-out")
+    with pytest.raises(ValueError, match="p_promoter"):
+        R.regulatory_dataset(2, p_promoter=(0.5, 0.5, 0.5, 0.0))
     assert R.regulatory_dataset(20, seed=3, max_effect_distance=100).labels.tolist() == [
         int(f and e and abs(d) <= 100) for f, e, d in zip(a.promoter_forward[:20], a.has_enhancer[:20],
                                                           a.enhancer_distance[:20])]
@@ -205,6 +214,82 @@ def test_enhancer_and_decoy_are_independent_so_the_decoy_is_no_shortcut():
     for de, dd in zip(d.enhancer_distance[both], d.decoy_distance[both]):
         assert dd + 15 <= de or de + 14 <= dd
     assert (d.enhancer_distance[e] < 0).any() and (d.enhancer_distance[e] > 0).any()
+
+
+def test_promoter_states_no_promoter_is_never_expressed():
+    """Issue 59: forward, reversed, absent and mutated promoters all occur; only a forward one can be expressed,
+    so a model cannot read "expressed" off "no reversed site"."""
+    d = R.regulatory_dataset(3000, seed=12, region="train")
+    sp1 = R.load_motifs()["SP1"].consensus
+    shares = {s: float(np.mean(d.promoter_state == s)) for s in R.PROMOTER_STATES}
+    for state, expected in zip(R.PROMOTER_STATES, (0.6, 0.2, 0.1, 0.1)):
+        assert abs(shares[state] - expected) < 0.03, shares
+    assert not d.labels[~d.promoter_forward].any(), "only a forward promoter may be expressed"
+    assert d.labels[d.promoter_forward & d.has_enhancer].all()
+    no_promoter = np.isin(d.promoter_state, ["absent", "mutated"])
+    assert (no_promoter & d.has_enhancer).sum() > 250, "enhancer-without-promoter sequences must be common"
+    end = d.tss - R.PROMOTER_END_UPSTREAM
+    for i in np.flatnonzero(d.promoter_state == "mutated"):
+        site = d.sequences[i][end - len(sp1):end]
+        assert sum(x != y for x, y in zip(site, sp1)) == R.PROMOTER_MUTATIONS
+    # the promoter state is independent of the enhancer: "enhancer present" says nothing about the promoter
+    assert abs(d.has_enhancer[no_promoter].mean() - d.has_enhancer[~no_promoter].mean()) < 0.05
+
+
+def test_genome_regions_are_disjoint_and_windows_stay_inside():
+    """Training, validation and test windows share no DNA: no 32-base stretch of one region occurs in another,
+    on either strand (the inverted repeats, each the other's reverse complement, are both in "train")."""
+    from course_lib.bio.corpus import chloroplast_genome
+    g = chloroplast_genome()
+    assert len(g) == 154478
+    k = 32
+    kmers = {}
+    for name, blocks in R.GENOME_REGIONS.items():
+        seen = set()
+        for a, b in blocks:
+            seg = g[a:b]
+            rc = dna.reverse_complement(seg)
+            seen.update(seg[i:i + k] for i in range(len(seg) - k + 1))
+            seen.update(rc[i:i + k] for i in range(len(rc) - k + 1))
+        kmers[name] = seen
+    for x, y in (("train", "validation"), ("train", "test"), ("validation", "test")):
+        assert not kmers[x] & kmers[y], f"{x} and {y} share DNA"
+    spans = sorted(ab for blocks in R.GENOME_REGIONS.values() for ab in blocks)
+    assert all(b1 <= a2 for (_, b1), (a2, _) in zip(spans, spans[1:])), "regions overlap"
+    for region, seed in (("train", 1), ("validation", 3), ("test", 2)):
+        d = R.regulatory_dataset(300, seed=seed, region=region)
+        for s, seq in zip(d.window_start, d.sequences):
+            assert any(a <= s and s + 512 <= b for a, b in R.GENOME_REGIONS[region])
+            window = g[s:s + 512]
+            bg = [i for i in range(512) if seq[i] == window[i]]  # the strand may be reversed: check one of the two
+            assert len(bg) > 300 or sum(p == q for p, q in zip(seq, dna.reverse_complement(window))) > 300
+
+
+def test_randomise_and_reverse_in_place():
+    d = R.regulatory_dataset(20, seed=5)
+    x = torch.from_numpy(np.stack([dna.one_hot_dna(s) for s in d.sequences]))
+    prom = R.element_spans(d, "promoter")
+    before = x.clone()
+    rev = R.reverse_in_place(x, prom)
+    ran = R.randomise(x, prom, seed=4)
+    assert torch.equal(x, before), "the probes must not modify their input"
+    sp1 = R.load_motifs()["SP1"].consensus
+    a, b = prom[0]
+    for i in range(20):
+        assert torch.equal(rev[i, :a], x[i, :a]) and torch.equal(rev[i, b:], x[i, b:])
+        assert torch.equal(ran[i, :a], x[i, :a]) and torch.equal(ran[i, b:], x[i, b:])
+        assert torch.equal(ran[i].sum(-1), torch.ones(512)), "randomised bases are ordinary DNA, not N"
+        site = d.sequences[i][a:b]
+        assert torch.equal(rev[i, a:b], torch.from_numpy(dna.one_hot_dna(dna.reverse_complement(site))))
+    assert torch.equal(R.randomise(x, prom, seed=4), ran)
+    assert not torch.equal(ran[:, a:b], x[:, a:b])
+    fwd = np.flatnonzero(d.promoter_forward)[0]
+    assert torch.equal(rev[fwd, a:b], torch.from_numpy(dna.one_hot_dna(dna.reverse_complement(sp1))))
+    keep = prom.copy()
+    keep[1:] = -1
+    assert torch.equal(R.reverse_in_place(x, keep)[1:], x[1:])
+    with pytest.raises(ValueError, match="spans"):
+        R.randomise(x, prom[:3])
 
 
 def test_element_spans_background_spans_and_knock_out():
@@ -269,7 +354,8 @@ def test_the_notebook_trains_with_the_shared_models_and_budget():
     nb = pathlib.Path(__file__).resolve().parent.parent / "notebooks" / "12_long_range_dna" / "long_range_dna.ipynb"
     code = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
     for needle in ("lesson12_models(seed=SEED", "LESSON12_FULL_RUN if FULL_RUN else LESSON12_RUN",
-                   "regulatory_dataset(RUN[\"n_train\"], seed=1)", "regulatory_dataset(2000, seed=2)",
+                   "regulatory_dataset(RUN[\"n_train\"], seed=1, region=\"train\")",
+                   "regulatory_dataset(2000, seed=2, region=\"test\")",
                    "TrainConfig(epochs=RUN[\"epochs\"], batch_size=RUN[\"batch_size\"], lr=RUN[\"lr\"], seed=SEED"):
         assert needle in code, f"the notebook no longer contains {needle!r}: keep it and this test in step"
     assert "max_seconds" not in code
@@ -285,8 +371,8 @@ def test_the_default_transformer_uses_the_enhancer_not_the_decoy():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the notebook
     try:
-        train_data = R.regulatory_dataset(run["n_train"], seed=1)
-        test_data = R.regulatory_dataset(2000, seed=2)
+        train_data = R.regulatory_dataset(run["n_train"], seed=1, region="train")
+        test_data = R.regulatory_dataset(2000, seed=2, region="test")
         x_train = torch.from_numpy(np.stack([dna.one_hot_dna(s) for s in train_data.sequences]))
         model = dna.lesson12_models(seed=0, channels=24)["CNN + transformer"]
         train(model, TensorDataset(x_train, torch.from_numpy(train_data.labels)),
@@ -304,11 +390,42 @@ def test_the_default_transformer_uses_the_enhancer_not_the_decoy():
         called = ref > 0
         assert called.float().mean() > 0.9, f"the default model calls only {called.float().mean():.0%} of them expressed"
         flips = {}
-        for what, spans in (("enhancer", R.element_spans(test_data, "enhancer")[both]),
-                            ("decoy", R.element_spans(test_data, "decoy")[both]),
-                            ("background", R.background_spans(test_data, 15, seed=0)[both])):
-            flips[what] = float((called & (score(R.knock_out(x, spans)) <= 0)).sum() / called.sum())
+        prom = R.element_spans(test_data, "promoter")[both]
+        for what, changed in (("enhancer", R.knock_out(x, R.element_spans(test_data, "enhancer")[both])),
+                              ("decoy", R.knock_out(x, R.element_spans(test_data, "decoy")[both])),
+                              ("background", R.knock_out(x, R.background_spans(test_data, 15, seed=0)[both])),
+                              ("promoter", R.knock_out(x, prom)), ("promoter randomised", R.randomise(x, prom, seed=0)),
+                              ("promoter reversed", R.reverse_in_place(x, prom))):
+            flips[what] = float((called & (score(changed) <= 0)).sum() / called.sum())
     finally:
         torch.set_num_threads(threads)
     assert flips["enhancer"] > 0.8, f"removing the enhancer flips only {flips['enhancer']:.0%} of expressed calls"
+    for what in ("promoter", "promoter randomised", "promoter reversed"):  # issue 59: the promoter is read as present
+        assert flips[what] > 0.8, f"changing the {what} flips only {flips[what]:.0%} of expressed calls: {flips}"
     assert flips["decoy"] < 0.05 and flips["background"] < 0.05, f"decoy/background knock-outs flip calls: {flips}"
+
+
+def test_lesson12_recipe_was_chosen_on_validation_windows():
+    """Issue 59: the recipe (learning rate, pooling start, steps) comes from validation windows and seeds the
+    lesson never reports; the stored choice follows the stated rule, and the shipped constants equal it."""
+    import inspect
+    import json
+    import pathlib
+    rec = json.loads((pathlib.Path(__file__).resolve().parent.parent / "course_lib" / "data"
+                      / "lesson12_recipe.json").read_text())
+    assert rec["data"]["test"] == "not built" and "region='validation'" in rec["data"]["validation"]
+    assert not set(rec["training_seeds"]) & {0, 1, 2, 3, 4}, "the reported and checked seeds may not choose"
+    results = rec["results"]
+    assert len(results) == 3 * 2 * 2 and all(len(r["validation_accuracy"]) == 4 for r in results)
+    for r in results:
+        accs = list(r["validation_accuracy"].values())
+        assert abs(r["mean"] - np.mean(accs)) < 1e-4 and r["min"] == min(accs)
+    best = max(r["mean"] for r in results)
+    choice = sorted([r for r in results if r["mean"] >= best - 0.001], key=lambda r: (-r["min"], r["steps"]))[0]
+    assert {k: rec["choice"][k] for k in ("lr", "pool_init_scale", "steps")} == {
+        k: choice[k] for k in ("lr", "pool_init_scale", "steps")}
+    run = dna.LESSON12_RUN
+    assert run["lr"] == choice["lr"] == dna.LESSON12_FULL_RUN["lr"]
+    assert dna.POOL_INIT_SCALE == choice["pool_init_scale"]
+    assert run["n_train"] // run["batch_size"] * run["epochs"] == choice["steps"]
+    assert "test accuracy" not in inspect.getsource(dna), "no choice in course_lib.dna may cite test accuracy"

@@ -8,7 +8,9 @@ test data, that
 
 * both long-range models are far above the promoter-only level (accuracy > 0.9);
 * knocking out the enhancer flips most of their expressed calls, the decoy and a background window
-  almost none (the decoy is not a shortcut);
+  almost none (the decoy is not a shortcut); knocking out, randomising or reversing the promoter flips
+  most of them too, and sequences with the enhancer but no promoter are not called expressed (issue 59:
+  the promoter is read as "forward present", not as "not reversed");
 * the CNN, whose field ends inside the sequence, uses a near enhancer (|d| < 96) and cannot see one
   outside its field (|d| >= 176): knocking that out leaves its score unchanged, and it calls those
   sequences expressed no more often than forward-promoter sequences without an enhancer.
@@ -33,8 +35,8 @@ def trained():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the notebook
     try:
-        train_data = R.regulatory_dataset(run["n_train"], seed=1)  # the notebook's data seeds
-        test_data = R.regulatory_dataset(2000, seed=2)
+        train_data = R.regulatory_dataset(run["n_train"], seed=1, region="train")  # the notebook's data
+        test_data = R.regulatory_dataset(2000, seed=2, region="test")
         x_train = torch.from_numpy(np.stack([dna.one_hot_dna(s) for s in train_data.sequences]))
         x_test = torch.from_numpy(np.stack([dna.one_hot_dna(s) for s in test_data.sequences]))
         models = dna.lesson12_models(seed=SEED, channels=24)
@@ -72,7 +74,16 @@ def test_long_range_models_find_the_enhancer_with_seed_1(trained, name):
                         ("decoy", R.element_spans(test_data, "decoy")[both]),
                         ("background", R.background_spans(test_data, 15, seed=SEED)[both])):
         flips[what] = float((called & (_score(model, R.knock_out(x, spans)) <= 0)).sum() / called.sum())
+    prom = R.element_spans(test_data, "promoter")[both]
+    for what, changed in (("promoter", R.knock_out(x, prom)), ("promoter randomised", R.randomise(x, prom, seed=SEED)),
+                          ("promoter reversed", R.reverse_in_place(x, prom))):
+        flips[what] = float((called & (_score(model, changed) <= 0)).sum() / called.sum())
     assert flips["enhancer"] > 0.8, f"{name}: removing the enhancer flips only {flips['enhancer']:.0%}"
+    for what in ("promoter", "promoter randomised", "promoter reversed"):  # issue 59
+        assert flips[what] > 0.8, f"{name}: changing the {what} flips only {flips[what]:.0%}: {flips}"
+    # a sequence with the enhancer and no promoter is not called expressed
+    no_promoter = np.isin(test_data.promoter_state, ["absent", "mutated"]) & test_data.has_enhancer
+    assert float(pred[no_promoter].mean()) < 0.1, f"{name}: calls {pred[no_promoter].mean():.0%} of them expressed"
     assert flips["decoy"] < 0.05 and flips["background"] < 0.05, f"{name}: decoy/background flip calls: {flips}"
 
 

@@ -241,14 +241,21 @@ LESSONS: dict[str, dict] = {
             **{f"{key}_expressed_calls": _f(f"knockout_result[{name!r}]['enhancer'][2]", "count",
                                             f"{name}: of those, called expressed")
                for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))},
-            **{f"{key}_{what}_flips": _f(f"100 * knockout_result[{name!r}][{what!r}][1] / max(1, knockout_result[{name!r}][{what!r}][2])",
-                                         "pct1", f"{name}: knocking out the {what} flips this share of expressed calls (%)")
+            **{f"{key}_{what.replace(' ', '_')}_flips": _f(
+                f"100 * knockout_result[{name!r}][{what!r}][1] / max(1, knockout_result[{name!r}][{what!r}][2])",
+                "pct1", f"{name}: changing the {what} (to N unless named) flips this share of expressed calls (%)")
                for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))
-               for what in ("enhancer", "decoy", "background")},
-            **{f"{key}_{what}_change": _f(f"knockout_result[{name!r}][{what!r}][0]", "logit",
-                                          f"{name}: mean |change| of the logit when the {what} is knocked out")
+               for what in ("promoter", "promoter randomised", "promoter reversed", "enhancer", "decoy", "background")},
+            **{f"{key}_{what.replace(' ', '_')}_change": _f(
+                f"knockout_result[{name!r}][{what!r}][0]", "logit",
+                f"{name}: mean |change| of the logit when the {what} is changed (to N unless named)")
                for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))
-               for what in ("enhancer", "decoy", "background")},
+               for what in ("promoter", "promoter randomised", "promoter reversed", "enhancer", "decoy", "background")},
+            "n_no_promoter": _f("int(no_promoter.sum())", "count",
+                                "test sequences with the enhancer and no promoter (absent or mutated; all not expressed)"),
+            **{f"{key}_no_promoter_called": _f(f"100 * called_no_promoter[{name!r}]", "pct1",
+                                               f"{name}: of those, called expressed (%)")
+               for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))},
         },
     },
 }
