@@ -5,22 +5,34 @@
 rebuilds, from the gradebook and the autograded notebooks (nothing is graded again), the folder
 ``report/`` next to ``grades.csv``:
 
-* ``index.html``: one self-contained page (plots embedded as base64 PNG, each with alt text).
-  Two plots (one figure each, so that a class of hundreds renders in seconds): every assignment's
-  score distribution (a heat-map row per assignment) and every exercise's passing share. Per
-  assignment, a table; per exercise (the graded cells sharing a name stem:
-  ``softmax_impl``, ``softmax_visible``, ``softmax_hidden``): the share of submissions that passed
-  its visible and its hidden tests, the misconceptions the failing tests named ("likely
-  misconception '<name>'", the checks' messages, decided by ``grading/verify.py``) with the number
-  of students and one anonymised example message, the other failures by kind, and the time its
-  test cells took; the students below ``--threshold`` with the exercises they missed; the similarity
-  table (``grading/similarity.py``). Everything that came from a submission (messages, code) is
-  escaped text, and the whole body goes through the feedback pages' sanitiser
-  (``grading.feedback.sanitise``) before the plots are put in.
-* ``report.json``: the same numbers.
+* ``index.html``: one self-contained page (plots embedded as base64 PNG, each with alt text). It
+  opens with who needs help (per assignment: not submitted, below ``--threshold`` percent, crashed
+  or timed out, each linked to their feedback pages), then the weakest exercises, then: the
+  assignments (median and mean percent); two plots (each exercise's share of submissions passing
+  all its tests, a sorted bar chart with its values; every assignment's score distribution); per
+  assignment, a table; per exercise (the graded cells sharing a name stem: ``softmax_impl``,
+  ``softmax_visible``, ``softmax_hidden``): the share of submissions that passed its visible and
+  its hidden tests, the misconceptions the failing tests named ("likely misconception '<name>'",
+  the checks' messages, decided by ``grading/verify.py``) with their students' ids, a mailto link
+  to them (when the roster gives e-mail addresses) and one anonymised example message, the other
+  failures by kind, and the time its test cells took; each student's misconceptions; the
+  similarity table, one row per pair of students, with the matched lines side by side
+  (``grading/similarity.py``; the instructor's solution takes part as a pseudo-student).
+  Everything that came from a submission (messages, code) is escaped text, and the whole body
+  goes through the feedback pages' sanitiser (``grading.feedback.sanitise``) before the plots are
+  put in.
+* ``report.json``: the same numbers (the flagged cells without their code).
 * ``canvas_grades.csv``, ``moodle_grades.csv``: the LMS import files (``grading/lms.py``), when a
   roster says who is who (``grading/roster.csv``; the demo class uses ``grading/demo/roster.csv``).
-* ``similarity.csv``: every flagged pair (assignment, exercise, students, similarity, shared n-grams).
+* ``similarity.csv``: every flagged pair of cells (assignment, exercise, students, similarity,
+  shared lines, whether it matches the instructor's solution, the matched lines' numbers).
+* ``misconceptions.csv``: one row per misconception: assignment, exercise, misconception, the number
+  of students, their ids and their e-mail addresses (from the roster, when it has them).
+
+Hand grading: while an assignment has hand-graded cells not graded yet, its percentages (the
+distribution, the threshold, the medians) are of its autograded part, with that part's maximum,
+for every student (``lms.postable``, as the LMS files post it); a pending cell is never counted as
+0 and never as a missed exercise. Once everything is graded by hand, rebuild the report.
 
 Time measured: for each test cell, the wall-clock time from the kernel starting the cell to its
 reply (nbclient's ``execution`` timestamps in the autograded notebook); an exercise's time is the
@@ -28,8 +40,7 @@ sum over its test cells, which call the student's function on the test inputs. I
 grading machine, in the sandbox, with other kernels running: a guide to slow solutions, not a
 benchmark (grades never depend on it).
 
-Does NOT cover: hand grading (a written answer not graded yet counts 0, as in ``grades.csv``),
-trends across terms, or any change to a grade.
+Does NOT cover: trends across terms, or any change to a grade.
 """
 from __future__ import annotations
 
@@ -64,6 +75,7 @@ _STEM = re.compile(r"_(visible|hidden|impl|tests?|solution)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 MAX_IDS = 40  # student ids listed per misconception on the page (all of them in report.json and misconceptions.csv)
+MAX_STUDENT_ROWS = 300  # students listed with their misconceptions on the page (all of them in report.json)
 EVIDENCE_CELLS = 3  # exercises shown side by side per flagged pair of students
 EVIDENCE_LINES = 40  # lines shown per cell: the matched region
 MAX_CODE = 100_000  # characters of a solution cell compared for similarity
@@ -645,9 +657,13 @@ def _students_misconceptions(report: dict) -> list[str]:
     b = ["<h2>Students and their misconceptions</h2>"]
     if not rows:
         return b + ["<p>No failing test named a misconception.</p>"]
-    b.append("<table><thead><tr><th>student</th><th>misconceptions (assignment / exercise: misconception)</th>"
+    shown = sorted(rows.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_STUDENT_ROWS]
+    more = (f" The {MAX_STUDENT_ROWS} students with the most are listed here; all {len(rows)} are in report.json "
+            "(<code>student_misconceptions</code>).") if len(rows) > MAX_STUDENT_ROWS else ""
+    b.append(f"<p class='note'>Every student whose failing tests named a misconception, with all of theirs.{more}"
+             "</p><table><thead><tr><th>student</th><th>misconceptions (assignment / exercise: misconception)</th>"
              "</tr></thead><tbody>")
-    for st, items in rows.items():
+    for st, items in sorted(shown):
         b.append(f"<tr><td>{_e(st)}</td><td>" + "; ".join(
             f"{_e(m['assignment'])} / {_e(m['exercise'])}: <b>{_e(m['misconception'])}</b>" for m in items)
             + "</td></tr>")
@@ -934,7 +950,8 @@ def main(argv=None) -> int:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--threshold", type=float, default=50.0,
-                        help="list the students below this percent of the gradebook's maximum (default 50)")
+                        help="who needs help: the students below this percent of each assignment's maximum (its "
+                             "autograded part's while hand grading is pending; default 50)")
     parser.add_argument("--roster", default=None,
                         help="roster CSV for the LMS files (default: grading/roster.csv; the demo class: "
                              "grading/demo/roster.csv)")
