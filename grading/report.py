@@ -19,8 +19,8 @@ rebuilds, from the gradebook and the autograded notebooks (nothing is graded aga
   similarity table, one row per pair of students, with the matched lines side by side
   (``grading/similarity.py``; the instructor's solution takes part as a pseudo-student).
   Everything that came from a submission (messages, code) is escaped text, and the whole body
-  goes through the feedback pages' sanitiser (``grading.feedback.sanitise``) before the plots are
-  put in.
+  goes through the feedback pages' sanitiser (``grading.sanitise``, re-exported by
+  ``grading.feedback``) before the plots are put in.
 * ``report.json``: the same numbers (the flagged cells without their code).
 * ``canvas_grades.csv``, ``moodle_grades.csv``: the LMS import files (``grading/lms.py``), when a
   roster says who is who (``grading/roster.csv``; the demo class uses ``grading/demo/roster.csv``).
@@ -732,8 +732,8 @@ def _similar(report: dict) -> list[str]:
 
 
 def render(report: dict, plots: dict) -> str:
-    """The page: a sanitised body (feedback.sanitise), then the plots put in where their markers are."""
-    from grading.feedback import sanitise
+    """The page: a sanitised body (grading.sanitise, the feedback pages' sanitiser), then the plots put in where their markers are."""
+    from grading.sanitise import sanitise
 
     nonce = secrets.token_hex(8)
     marks = {}
