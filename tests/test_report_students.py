@@ -133,3 +133,14 @@ def test_the_score_plot_has_labelled_axes_and_a_colour_bar(monkeypatch):
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_misconceptions_csv_neutralises_formulas(tmp_path):
+    data = _class()
+    evil = '=HYPERLINK("http://x")'
+    data["students"][1] = evil
+    data["submissions"][1]["student"] = evil
+    report.write(str(tmp_path), data, threshold=50, emails={evil: "+1@example.edu"})
+    rows = list(csv.reader(open(tmp_path / "misconceptions.csv", newline="")))
+    (scaling,) = [r for r in rows if r[2] == "missing scaling"]
+    assert scaling[4] == "'" + evil + " s3_forgot_too" and scaling[5] == "'+1@example.edu", scaling
