@@ -5,28 +5,40 @@
 rebuilds, from the gradebook and the autograded notebooks (nothing is graded again), the folder
 ``report/`` next to ``grades.csv``:
 
-* ``index.html``: one self-contained page (plots embedded as base64 PNG, each with alt text).
-  Two plots (one figure each, so that a class of hundreds renders in seconds): every assignment's
-  score distribution (a heat-map row per assignment) and every exercise's passing share. Per
-  assignment, a table; per exercise (the graded cells sharing a name stem:
-  ``softmax_impl``, ``softmax_visible``, ``softmax_hidden``): the share of submissions that passed
-  its visible and its hidden tests, the misconceptions the failing tests named ("likely
-  misconception '<name>'", the checks' messages, decided by ``grading/verify.py``) with the number
-  of students and one anonymised example message, the other failures by kind, and the time its
-  test cells took; the students below ``--threshold`` with the exercises they missed; the similarity
-  table (``grading/similarity.py``). Everything that came from a submission (messages, code) is
-  escaped text, and the whole body goes through the feedback pages' sanitiser
-  (``grading.feedback.sanitise``) before the plots are put in.
-* ``report.json``: the same numbers.
+* ``index.html``: one self-contained page (plots embedded as base64 PNG, each with alt text). It
+  opens with who needs help (per assignment: not submitted, below ``--threshold`` percent, crashed
+  or timed out, each linked to their feedback pages), then the weakest exercises, then: the
+  assignments (median and mean percent); two plots (each exercise's share of submissions passing
+  all its tests, a sorted bar chart with its values; every assignment's score distribution); per
+  assignment, a table; per exercise (the graded cells sharing a name stem: ``softmax_impl``,
+  ``softmax_visible``, ``softmax_hidden``): the share of submissions that passed its visible and
+  its hidden tests, the misconceptions the failing tests named ("likely misconception '<name>'",
+  the checks' messages, decided by ``grading/verify.py``) with their students' ids, a mailto link
+  to them (when the roster gives e-mail addresses) and one anonymised example message, the other
+  failures by kind, and the time its test cells took; each student's misconceptions; the
+  similarity table, one row per pair of students, with the matched lines side by side
+  (``grading/similarity.py``; the instructor's solution takes part as a pseudo-student).
+  Everything that came from a submission (messages, code) is escaped text, and the whole body
+  goes through the feedback pages' sanitiser (``grading.sanitise``, re-exported by
+  ``grading.feedback``) before the plots are put in.
+* ``report.json``: the same numbers (the flagged cells without their code).
 * ``canvas_grades.csv``, ``moodle_grades.csv``, ``moodle_grade_items.csv`` (each Moodle grade item's
   maximum): the LMS import files (``grading/lms.py``), when a roster says who is who
   (``grading/roster.csv``, this course's layout or the LMS's own gradebook export, ``--roster-match``;
   the demo class uses ``grading/demo/roster.csv``).
+* ``similarity.csv``: every flagged pair of cells (assignment, exercise, students, similarity,
+  shared lines, whether it matches the instructor's solution, the matched lines' numbers).
+* ``misconceptions.csv``: one row per misconception: assignment, exercise, misconception, the number
+  of students, their ids and their e-mail addresses (from the roster, when it has them).
+
+Hand grading: while an assignment has hand-graded cells not graded yet, its percentages (the
+distribution, the threshold, the medians) are of its autograded part, with that part's maximum,
+for every student (``lms.postable``, as the LMS files post it); a pending cell is never counted as
+0 and never as a missed exercise. Once everything is graded by hand, rebuild the report.
 
 The class is the one graded (:func:`given`): the assignments of ``grades.csv`` (not every lesson the
 gradebook holds), its students and the roster's; what was handed in but not graded is a section of its
 own ("Not graded", ``not_graded``), never "not submitted".
-* ``similarity.csv``: every flagged pair (assignment, exercise, students, similarity, shared n-grams).
 
 Time measured: for each test cell, the wall-clock time from the kernel starting the cell to its
 reply (nbclient's ``execution`` timestamps in the autograded notebook); an exercise's time is the
@@ -34,8 +46,7 @@ sum over its test cells, which call the student's function on the test inputs. I
 grading machine, in the sandbox, with other kernels running: a guide to slow solutions, not a
 benchmark (grades never depend on it).
 
-Does NOT cover: hand grading (a written answer not graded yet counts 0, as in ``grades.csv``),
-trends across terms, or any change to a grade.
+Does NOT cover: trends across terms, or any change to a grade.
 """
 from __future__ import annotations
 
@@ -54,7 +65,7 @@ import sys
 import time
 import urllib.parse
 
-from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR
+from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, REPO_DIR
 from grading import db_url as course_db_url
 from grading.failures import PROBLEM_ERRORS
 
@@ -68,7 +79,11 @@ WEAKEST = 5  # exercises listed under "weakest exercises" at the top of the repo
 _NOT_IMPLEMENTED = re.compile(r"not implemented yet|NotImplementedError")
 _STEM = re.compile(r"_(visible|hidden|impl|tests?|solution)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-SNIPPET_CHARS = 1500
+_SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
+MAX_IDS = 40  # student ids listed per misconception on the page (all of them in report.json and misconceptions.csv)
+MAX_STUDENT_ROWS = 300  # students listed with their misconceptions on the page (all of them in report.json)
+EVIDENCE_CELLS = 3  # exercises shown side by side per flagged pair of students
+EVIDENCE_LINES = 40  # lines shown per cell: the matched region
 MAX_CODE = 100_000  # characters of a solution cell compared for similarity
 TABLE_PAIRS = 50
 TIMING_NOTE = ("wall-clock seconds from the kernel starting each test cell to its reply (nbclient's execution "
@@ -177,9 +192,10 @@ def collect(root: str = GRADING_DIR, db_url: str | None = None) -> dict:
                     cells.append({"key": _cell_key(nb.name, gc.name, single), "exercise": exercise_of(gc.name),
                                   "kind": kind, "points": float(gc.max_score)})
                 grade_names = {gc.name for gc in nb.grade_cells}
+                instructor = instructor_solutions(a.name, nb.name)
                 for name in sorted(solution_names - grade_names):
                     solutions.append({"key": _cell_key(nb.name, name, single), "exercise": exercise_of(name),
-                                      "given": source.get(name) or ""})
+                                      "given": source.get(name) or "", "solution": instructor.get(name, "")})
             data["assignments"].append({"name": a.name, "max_score": float(a.max_score), "cells": cells,
                                         "solutions": solutions})
             by_student: dict[str, dict] = {}
@@ -198,6 +214,27 @@ def collect(root: str = GRADING_DIR, db_url: str | None = None) -> dict:
                 record.update(read_autograded(os.path.join(root, "autograded", student, a.name), single))
                 data["submissions"].append(record)
     return data
+
+
+def instructor_solutions(assignment: str, notebook: str) -> dict[str, str]:
+    """{grade_id: the instructor's solution cell without its BEGIN/END SOLUTION lines} from the course's source
+    notebook (``notebooks/<assignment>/<notebook>.ipynb``, nbgrader's source directory); {} when it is not there."""
+    path = os.path.join(NOTEBOOKS_DIR, assignment, notebook + ".ipynb")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            cells = json.load(fh).get("cells", [])
+    except (OSError, ValueError, AttributeError):
+        return {}
+    out = {}
+    for cell in cells if isinstance(cells, list) else []:
+        meta = cell.get("metadata") if isinstance(cell, dict) else None
+        meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+        if not isinstance(meta, dict):
+            continue
+        if meta.get("solution") and cell.get("cell_type") == "code" and isinstance(meta.get("grade_id"), str):
+            src = cell.get("source", "")
+            out[meta["grade_id"]] = _SOLUTION_MARKERS.sub("", "".join(src) if isinstance(src, list) else str(src))
+    return out
 
 
 def _grades(gb, assignment_id: str):
@@ -313,13 +350,24 @@ def _histogram(values: list[float]) -> dict:
     return {"edges_percent": edges, "counts": counts}
 
 
-def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None = None) -> dict:
-    """The report's numbers from :func:`collect`'s data. ``threshold``: percent of the gradebook's maximum."""
+def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None = None,
+            emails: dict | None = None) -> dict:
+    """The report's numbers from :func:`collect`'s data. ``threshold``: percent of each assignment's maximum.
+
+    Scores and percentages count what is graded: an assignment with hand-graded cells still pending is
+    counted, for everyone, as its autograded part with its own maximum (``lms.postable``, as the LMS
+    files post it), never with the pending points as 0. ``emails`` ({student: address}, from the
+    roster) adds a mailto link to each misconception's students."""
+    from grading import lms
+
     students = data["students"]
+    emails = emails or {}
     anonymise = anonymiser(students)
     by_assignment: dict[str, list] = {}
     for sub in data["submissions"]:
         by_assignment.setdefault(sub["assignment"], []).append(sub)
+    points, graded = lms.postable(data, "autograded")
+    points = dict(points)
     report = {"generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "threshold_percent": threshold, "timing": TIMING_NOTE, "students": len(students),
               "submissions": len(data["submissions"]), "assignments": []}
@@ -328,9 +376,12 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
     not_graded = not_graded_of(data)  # handed in (or refused) but not graded: never "not submitted"
     report["not_graded"] = [{"assignment": a, "student": st, "reason": why, "fix": fix}
                             for (a, st), (why, fix) in sorted(not_graded.items())]
+    mistakes: dict[str, list] = {}
     for a in data["assignments"]:
         subs = sorted(by_assignment.get(a["name"], []), key=lambda r: r["student"])
-        pct = [100.0 * s["score"] / a["max_score"] if a["max_score"] else 0.0 for s in subs]
+        top = points.get(a["name"], a["max_score"])
+        pct = [100.0 * graded[(a["name"], s["student"])] / top if top else 0.0 for s in subs]
+        pending_subs = sum(bool(s.get("pending")) for s in subs)
         exercises: dict[str, dict] = {}
         for c in a["cells"]:
             ex = exercises.setdefault(c["exercise"], {"name": c["exercise"], "points": 0.0, "cells": []})
@@ -342,62 +393,78 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
             row = {"name": name, "points": ex["points"], "kinds": sorted({c["kind"] for c in ex["cells"]})}
             for kind in ("visible", "hidden", "manual"):
                 kc = [c for c in ex["cells"] if c["kind"] == kind]
-                if not kc or not subs:
+                # a hand-graded cell not graded yet is neither passed nor failed: those submissions are left out
+                done = [s for s in subs if not any(c["key"] in s.get("pending", ()) for c in kc)]
+                if kind == "manual" and kc:
+                    row["manual_pending"] = len(subs) - len(done)
+                if not kc or not done:
                     row[f"{kind}_passed"] = None
                     continue
-                passed = sum(all(s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9 for c in kc) for s in subs)
-                row[f"{kind}_passed"] = {"students": passed, "of": len(subs), "share": round(passed / len(subs), 3)}
+                passed = sum(all(s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9 for c in kc) for s in done)
+                row[f"{kind}_passed"] = {"students": passed, "of": len(done), "share": round(passed / len(done), 3)}
+            tested = [c for c in ex["cells"] if c["kind"] != "manual"]
+            if tested and subs:
+                passed = sum(all(s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9 for c in tested) for s in subs)
+                row["all_tests_passed"] = {"students": passed, "of": len(subs), "share": round(passed / len(subs), 3)}
+            else:
+                row["all_tests_passed"] = None
             mis: dict[str, dict] = {}
             other: dict[str, dict] = {}
             times = []
             for s in subs:
                 seen_here = set()
-                t = [s["seconds"][c["key"]] for c in ex["cells"] if c["kind"] != "manual" and c["key"] in s["seconds"]]
+                t = [s["seconds"][c["key"]] for c in tested if c["key"] in s["seconds"]]
                 if t:
                     times.append(sum(t))
-                for c in ex["cells"]:
-                    if c["kind"] == "manual" or s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9:
+                for c in tested:
+                    if s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9:
                         continue
                     ename, message = s["errors"].get(c["key"], ["", ""])
                     if not ename and not message:
                         kind, label = "no error recorded (not run or not graded)", None
                     else:
                         kind, label = failure_kind(ename, message)
-                    bucket = mis.setdefault(label, {"name": label, "students": 0, "tests": 0, "example": ""}) \
-                        if label else other.setdefault(kind, {"kind": kind, "students": 0, "tests": 0, "example": ""})
+                    bucket = mis.setdefault(label, {"name": label, "students": 0, "tests": 0, "example": "",
+                                                    "student_ids": []}) \
+                        if label else other.setdefault(kind, {"kind": kind, "students": 0, "tests": 0, "example": "",
+                                                              "student_ids": []})
                     bucket["tests"] += 1
                     if (kind, label) not in seen_here:
                         seen_here.add((kind, label))
                         bucket["students"] += 1
+                        bucket["student_ids"].append(s["student"])
+                        if label:
+                            mistakes.setdefault(s["student"], []).append(
+                                {"assignment": a["name"], "exercise": name, "misconception": label})
+                        elif kind not in NOT_A_CRASH and not kind.startswith("no error recorded"):
+                            crashed.setdefault(s["student"], set()).add(kind)
                     if not bucket["example"] and message:
                         bucket["example"] = anonymise(message)
+            for m in mis.values():
+                m["mailto"] = _mailto(m["student_ids"], emails, f"{a['name']}, {name}: {m['name']}")
             row["misconceptions"] = sorted(mis.values(), key=lambda m: (-m["students"], m["name"]))
             row["other_failures"] = sorted(other.values(), key=lambda m: (-m["students"], m["kind"]))
             row["seconds"] = ({"median": round(statistics.median(times), 3), "max": round(max(times), 3),
                                "submissions": len(times)} if times else None)
             rows.append(row)
             for s in subs:
-                for c in ex["cells"]:
-                    if c["kind"] == "manual" or s["cells"].get(c["key"], 0.0) >= c["points"] - 1e-9:
-                        continue
-                    ename, message = s["errors"].get(c["key"], ["", ""])
-                    kind, label = failure_kind(ename, message) if (ename or message) else ("", None)
-                    if kind and not label and kind not in NOT_A_CRASH:
-                        crashed.setdefault(s["student"], set()).add(kind)
-            for s in subs:
-                if any(s["cells"].get(c["key"], 0.0) < c["points"] - 1e-9 for c in ex["cells"]):
+                pending = s.get("pending", ())
+                if any(s["cells"].get(c["key"], 0.0) < c["points"] - 1e-9 and c["key"] not in pending
+                       for c in ex["cells"]):
                     hand = " (graded by hand)" if row["kinds"] == ["manual"] else ""
                     missed[s["student"]].append(f"{a['name']}: {name}{hand}")
         submitted = {s["student"] for s in subs}
         for s in subs:
-            totals[s["student"]][0] += s["score"]
+            totals[s["student"]][0] += graded[(a["name"], s["student"])]
         for st in students:
-            totals[st][1] += a["max_score"]
+            totals[st][1] += top
             if st not in submitted:
                 why = "not graded" if (a["name"], st) in not_graded else "not submitted"
                 missed[st].append(f"{a['name']}: {why}")
         report["assignments"].append({
             "name": a["name"], "max_score": a["max_score"], "submissions": len(subs),
+            # the maximum the percentages are of: the autograded part's while hand grading is pending
+            "graded_max": top, "pending_submissions": pending_subs,
             "mean_percent": round(statistics.fmean(pct), 1) if pct else None,
             "median_percent": round(statistics.median(pct), 1) if pct else None,
             "histogram": _histogram(pct), "exercises": rows,
@@ -415,6 +482,7 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
             below.append({"student": st, "score": score, "max_score": top, "percent": round(share, 1),
                           "missed": missed[st]})
     report["below_threshold"] = sorted(below, key=lambda b: (b["percent"], b["student"]))
+    report["student_misconceptions"] = {st: mistakes[st] for st in sorted(mistakes)}
     shares = []
     for a in report["assignments"]:
         for ex in a["exercises"]:
@@ -424,100 +492,166 @@ def analyse(data: dict, threshold: float = 50.0, similarity_pairs: list | None =
                                "share": round(min(p["share"] for p in passed), 3)})
     report["weakest_exercises"] = sorted(shares, key=lambda e: (e["share"], e["assignment"], e["exercise"]))[:WEAKEST]
     report["similarity"] = [p for p in (similarity_pairs or [])]
+    report["similar_students"] = similar_students(report["similarity"])
     return report
 
 
+def _mailto(student_ids: list, emails: dict, subject: str) -> str | None:
+    """A mailto link to the students' roster addresses (Bcc), or None when the roster gives none of them."""
+    known = [emails[s] for s in student_ids if emails.get(s)]
+    if not known:
+        return None
+    return "mailto:?" + urllib.parse.urlencode({"bcc": ",".join(known), "subject": subject},
+                                               quote_via=urllib.parse.quote)
+
+
 def similarity(data: dict) -> list[dict]:
-    """Flagged pairs of every exercise, most similar first, with both cells' code (grading/similarity.py)."""
+    """Flagged pairs of cells of every exercise, most similar first, with both cells' code and matched lines
+    (grading/similarity.py). The instructor's solution takes part as the pseudo-student ``similarity.SOLUTION``
+    (always ``b`` of its pairs); ``matches_solution``: the pair is a student and the solution, or two students
+    who are each flagged with it."""
     from grading import similarity as sim
 
+    norm = sim.Normaliser()
+    by_assignment: dict[str, list] = {}
+    for s in data["submissions"]:
+        by_assignment.setdefault(s["assignment"], []).append(s)
     out = []
     for a in data["assignments"]:
-        subs = [s for s in data["submissions"] if s["assignment"] == a["name"]]
+        subs = by_assignment.get(a["name"], [])
         for sol in a["solutions"]:
-            cells = {s["student"]: s["code"][sol["key"]] for s in subs if sol["key"] in s["code"]}
-            for p in sim.similar_pairs(cells, sol["given"]):
-                out.append({"assignment": a["name"], "exercise": sol["exercise"], "cell": sol["key"], **p.as_dict(),
-                            "code_a": cells[p.a], "code_b": cells[p.b]})
+            cells = {s["student"]: s["code"][sol["key"]] for s in subs if sol["key"] in s.get("code", {})}
+            if sol.get("solution") and sim.SOLUTION not in cells:
+                cells[sim.SOLUTION] = sol["solution"]
+            pairs = [p.as_dict() for p in sim.similar_pairs(cells, sol["given"], norm=norm)]
+            for p in pairs:
+                if p["a"] == sim.SOLUTION:  # the student first, the solution second
+                    p.update(a=p["b"], b=p["a"], lines_a=p["lines_b"], lines_b=p["lines_a"])
+            like_solution = {p["a"] for p in pairs if p["b"] == sim.SOLUTION}
+            for p in pairs:
+                p["matches_solution"] = p["b"] == sim.SOLUTION or {p["a"], p["b"]} <= like_solution
+                out.append({"assignment": a["name"], "exercise": sol["exercise"], "cell": sol["key"], **p,
+                            "code_a": cells[p["a"]], "code_b": cells[p["b"]]})
     out.sort(key=lambda p: (-p["similarity"], -p["shared"], p["assignment"], p["exercise"], p["a"], p["b"]))
+    return out
+
+
+def similar_students(cell_pairs: list[dict]) -> list[dict]:
+    """One row per pair of students (or a student and the instructor's solution): how many exercises were
+    flagged, how many of those match the instructor's solution, the lines matched, the mean similarity;
+    pairs whose matches the instructor's solution does not explain first, then by exercises and lines."""
+    from grading import similarity as sim
+
+    rows: dict[tuple, dict] = {}
+    for p in cell_pairs:
+        r = rows.setdefault((p["a"], p["b"]), {"a": p["a"], "b": p["b"], "exercises": 0, "solution_exercises": 0,
+                                               "matched_lines": 0, "similarity_sum": 0.0, "cells": []})
+        r["exercises"] += 1
+        r["solution_exercises"] += bool(p.get("matches_solution"))
+        r["matched_lines"] += p["shared"]
+        r["similarity_sum"] += p["similarity"]
+        r["cells"].append(f"{p['assignment']}/{p['exercise']}")
+    out = []
+    for r in rows.values():
+        mean = r.pop("similarity_sum") / r["exercises"]
+        r["mean_similarity"] = round(mean, 3)
+        r["with_solution"] = r["b"] == sim.SOLUTION
+        r["label"] = ("matches the instructor's solution" if r["solution_exercises"] == r["exercises"] else
+                      f"matches the instructor's solution in {r['solution_exercises']} of {r['exercises']} "
+                      "exercise(s)" if r["solution_exercises"] else "")
+        out.append(r)
+    out.sort(key=lambda r: (r["with_solution"], -(r["exercises"] - r["solution_exercises"]), -r["exercises"],
+                            -r["matched_lines"], r["a"], r["b"]))
     return out
 
 
 # ------------------------------------------------------------------ render: plots and the page
 def _pyplot():
-    """pyplot on the Agg backend (no display is probed) and seaborn."""
+    """pyplot on the Agg backend (no display is probed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    return plt, sns
+    return plt
 
 
 def _png(fig) -> str:
-    plt, _ = _pyplot()
+    plt = _pyplot()
     buf = io.BytesIO()
-    fig.tight_layout(pad=0.3)
     fig.savefig(buf, format="png", dpi=72)
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _cmap(sns):
-    """A sequential map from white to the first colour of the course's colour-blind palette."""
-    return sns.light_palette(sns.color_palette("colorblind", 1)[0], as_cmap=True)
+BLUE = "#0173b2"  # the first colour of seaborn's colour-blind palette, the course's plots' palette
 
 
 def plot_scores(report: dict) -> tuple[str, str] | None:
-    """(base64 PNG, alt text): every assignment's score distribution, one row per assignment (one figure:
-    one heat-map row per assignment, counts of submissions per 10-point bin of percent)."""
+    """(base64 PNG, alt text): every assignment's score distribution: one row per assignment, one column per
+    10-point bin of percent (of the points graded so far), the number of submissions written in each cell and
+    its shade the share of the assignment's submissions (the colour bar)."""
     rows = [a for a in report["assignments"] if a["submissions"]]
     if not rows:
         return None
-    plt, sns = _pyplot()
+    plt = _pyplot()
+    from matplotlib.colors import LinearSegmentedColormap
+
     edges = rows[0]["histogram"]["edges_percent"]
     counts = [a["histogram"]["counts"] for a in rows]
     share = [[c / max(1, a["submissions"]) for c in row] for a, row in zip(rows, counts)]
-    fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.2))
-    sns.heatmap(share, annot=[[str(c) if c else "" for c in row] for row in counts], fmt="", cmap=_cmap(sns),
-                vmin=0, vmax=1, cbar=False, linewidths=0.5,
-                linecolor="#dddddd", annot_kws={"fontsize": 7}, ax=ax,
-                xticklabels=[f"{e}-{e + 10}" for e in edges[:-1]], yticklabels=[a["name"] for a in rows])
-    ax.set_title("Score distribution: submissions per 10-point bin (shade: share of the assignment's submissions)",
-                 fontsize=8)
-    ax.set_xlabel("score (% of the gradebook's maximum)", fontsize=8)
-    ax.set_ylabel("")
-    ax.tick_params(labelsize=7)
-    alt = "Heat map of score distributions, submissions per 10-point bin of percent. " + " ".join(
+    fig, ax = plt.subplots(figsize=(7.5, 0.3 * len(rows) + 1.6), layout="constrained")
+    image = ax.imshow(share, cmap=LinearSegmentedColormap.from_list("share", ["#ffffff", BLUE]), vmin=0, vmax=1,
+                      aspect="auto", interpolation="nearest")
+    for i, row in enumerate(counts):
+        for j, c in enumerate(row):
+            if c:
+                ax.text(j, i, str(c), ha="center", va="center", fontsize=7,
+                        color="white" if share[i][j] > 0.6 else "black")
+    ax.set_xticks(range(len(edges) - 1), [f"{e}-{e + 10}" for e in edges[:-1]], fontsize=7)
+    ax.set_yticks(range(len(rows)), [a["name"] for a in rows], fontsize=7)
+    ax.set_xlabel("score, % of the points graded so far (10-point bins)", fontsize=8)
+    ax.set_ylabel("assignment", fontsize=8)
+    ax.set_title("Score distribution: number of submissions per bin", fontsize=9)
+    bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+    bar.set_label("share of the assignment's submissions", fontsize=7)
+    bar.ax.tick_params(labelsize=6)
+    alt = "Score distributions, submissions per 10-point bin of percent. " + " ".join(
         f"{a['name']} ({a['submissions']} submissions, median {a['median_percent']}%): "
         + ", ".join(f"{e}-{e + 10}%: {c}" for e, c in zip(edges, row) if c) + "." for a, row in zip(rows, counts))
     return _png(fig), alt
 
 
 def plot_exercises(report: dict) -> tuple[str, str] | None:
-    """(base64 PNG, alt text): the percent of submissions passing each exercise's visible and hidden tests."""
-    labels, values = [], []
+    """(base64 PNG, alt text): each exercise's share of submissions passing all its tests (visible and hidden),
+    a horizontal bar per exercise, sorted from the weakest (top), each labelled with its percent and count."""
+    bars = []
     for a in report["assignments"]:
         for ex in a["exercises"]:
-            v, h = ex.get("visible_passed"), ex.get("hidden_passed")
-            if v or h:
-                labels.append(f"{a['name']}: {ex['name']}")
-                values.append([100.0 * p["share"] if p else float("nan") for p in (v, h)])
-    if not labels:
+            p = ex.get("all_tests_passed")
+            if p:
+                bars.append((100.0 * p["share"], f"{a['name']}: {ex['name']}", p))
+    if not bars:
         return None
-    plt, sns = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.0, 0.2 * len(labels) + 1.0))
-    # no numbers in the cells (they are in the tables below and in the alt text): text is what costs time to draw
-    sns.heatmap(values, cmap=_cmap(sns), vmin=0, vmax=100, cbar=False, ax=ax,
-                xticklabels=["visible tests", "hidden tests"],
-                yticklabels=labels)
-    ax.xaxis.tick_top()
-    ax.set_title("Passing each exercise's tests\n(white: no submission, darkest: all;\nnumbers in the tables below)",
-                 fontsize=8)
-    ax.tick_params(labelsize=7)
-    alt = "Heat map of the percent of submissions passing each exercise's visible and hidden tests: " + "; ".join(
-        f"{n}: visible {v:.0f}%, hidden {h:.0f}%" for n, (v, h) in zip(labels, values)) + "."
+    bars.sort(key=lambda b: (b[0], b[1]))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 0.19 * len(bars) + 1.3), layout="constrained")
+    y = range(len(bars))
+    ax.barh(y, [b[0] for b in bars], color=BLUE, height=0.7)
+    for i, (value, _, p) in enumerate(bars):
+        ax.text(value + 1, i, f"{value:.0f}% ({p['students']}/{p['of']})", va="center", fontsize=6.5)
+    ax.set_yticks(y, [b[1] for b in bars], fontsize=6.5)
+    ax.invert_yaxis()  # the weakest exercise on top
+    ax.set_xlim(0, 125)
+    ax.set_xticks(range(0, 101, 20))
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_xlabel("submissions passing all the exercise's tests, visible and hidden (%)", fontsize=8)
+    ax.set_ylabel("assignment: exercise", fontsize=8)
+    ax.set_title("Exercises, weakest first", fontsize=9)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.5)
+    ax.set_axisbelow(True)
+    alt = "Bar chart of the percent of submissions passing all of each exercise's tests, weakest first: " + "; ".join(
+        f"{name}: {value:.0f}% ({p['students']} of {p['of']})" for value, name, p in bars) + "."
     return _png(fig), alt
 
 
@@ -533,6 +667,9 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; margin:
 img { max-width: 100%; }
 td ul { margin: 0; padding-left: 1.1em; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.match { background: #ffe08a; }
+table.side { table-layout: fixed; width: 100%; }
+table.side td { width: 50%; }
 """
 
 
@@ -594,9 +731,95 @@ def _not_graded(report: dict) -> list[str]:
     return b
 
 
+def _ids(student_ids: list) -> str:
+    shown = ", ".join(_e(s) for s in student_ids[:MAX_IDS])
+    more = len(student_ids) - MAX_IDS
+    return shown + (f" and {more} more: misconceptions.csv" if more > 0 else "")
+
+
+def _students_misconceptions(report: dict) -> list[str]:
+    """Each student who made a named misconception, with all of theirs."""
+    rows = report.get("student_misconceptions") or {}
+    b = ["<h2>Students and their misconceptions</h2>"]
+    if not rows:
+        return b + ["<p>No failing test named a misconception.</p>"]
+    shown = sorted(rows.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_STUDENT_ROWS]
+    more = (f" The {MAX_STUDENT_ROWS} students with the most are listed here; all {len(rows)} are in report.json "
+            "(<code>student_misconceptions</code>).") if len(rows) > MAX_STUDENT_ROWS else ""
+    b.append(f"<p class='note'>Every student whose failing tests named a misconception, with all of theirs.{more}"
+             "</p><table><thead><tr><th>student</th><th>misconceptions (assignment / exercise: misconception)</th>"
+             "</tr></thead><tbody>")
+    for st, items in sorted(shown):
+        b.append(f"<tr><td>{_e(st)}</td><td>" + "; ".join(
+            f"{_e(m['assignment'])} / {_e(m['exercise'])}: <b>{_e(m['misconception'])}</b>" for m in items)
+            + "</td></tr>")
+    b.append("</tbody></table>")
+    return b
+
+
+def _region(code: str, lines: list) -> str:
+    """The matched region of a cell: from its first to its last matched line (at most EVIDENCE_LINES), the
+    matched lines highlighted; what lies outside it (the release docstring, unmatched code) is left out."""
+    text = code.split("\n")
+    if not lines:
+        return "<pre>(no line matched)</pre>"
+    first, last = min(lines), max(lines)
+    last_shown = min(last, first + EVIDENCE_LINES - 1)
+    hit = set(lines)
+    out = [f"<span class='match'>{_e(t)}</span>" if i in hit else _e(t)
+           for i, t in enumerate(text[first:last_shown + 1], first)]
+    before = f"[{first} line(s) above]\n" if first else ""
+    after = len(text) - 1 - last_shown
+    return (f"<pre>{_e(before)}" + "\n".join(out) + (f"\n[{after} line(s) below]" if after > 0 else "")
+            + "</pre>")
+
+
+def _similar(report: dict) -> list[str]:
+    """The similarity section: one row per pair of students, then each pair's matched lines side by side."""
+    rows = report.get("similar_students") or []
+    b = ["<h2>Similar solutions</h2><p class='note'>One row per pair of students whose solution cells are unusually "
+         "alike after names, comments and layout are normalised and the release code is removed "
+         "(grading/similarity.py): in how many exercises, how many lines matched, the mean similarity (Jaccard "
+         "index of the lines left). The instructor's solution takes part as a pseudo-student: a pair whose "
+         "matches it explains says \"matches the instructor's solution\" (both handed in a renaming of it), and "
+         "a student who handed it in is paired with it. A flag for a person to look at: it changes no grade. "
+         "Every flagged cell is in similarity.csv.</p>"]
+    if not rows:
+        return b + ["<p>No pair flagged.</p>"]
+    b.append("<table><thead><tr><th>#</th><th>students</th><th>exercises flagged</th><th>lines matched</th>"
+             "<th>mean similarity</th><th></th></tr></thead><tbody>")
+    for i, r in enumerate(rows[:TABLE_PAIRS], 1):
+        b.append(f"<tr><td class='num'>{i}</td><td>{_e(r['a'])} / {_e(r['b'])}</td>"
+                 f"<td class='num'>{r['exercises']}</td><td class='num'>{r['matched_lines']}</td>"
+                 f"<td class='num'>{r['mean_similarity']:.2f}</td><td>{_e(r['label'])}</td></tr>")
+    b.append("</tbody></table>")
+    if len(rows) > TABLE_PAIRS:
+        b.append(f"<p class='note'>{len(rows) - TABLE_PAIRS} more pair(s) in similarity.csv.</p>")
+    cells: dict[tuple, list] = {}
+    for p in report["similarity"]:
+        cells.setdefault((p["a"], p["b"]), []).append(p)
+    b.append("<h3>Matched lines, side by side</h3><p class='note'>Per pair, its most similar exercises (at most "
+             f"{EVIDENCE_CELLS}): each cell from its first to its last matched line, the matched lines "
+             "<span class='match'>highlighted</span>; the release code never counts as a match.</p>")
+    for i, r in enumerate(rows[:TABLE_PAIRS], 1):
+        pairs = cells.get((r["a"], r["b"]), [])
+        if not pairs or "code_a" not in pairs[0]:
+            continue
+        b.append(f"<details><summary>{i}. {_e(r['a'])} / {_e(r['b'])}: {r['exercises']} exercise(s), "
+                 f"{r['matched_lines']} line(s) {_e(r['label'])}</summary>")
+        for p in pairs[:EVIDENCE_CELLS]:
+            note = " (matches the instructor's solution)" if p.get("matches_solution") else ""
+            b.append(f"<p>{_e(p['assignment'])} / {_e(p['exercise'])}: similarity {p['similarity']:.2f}, "
+                     f"{p['shared']} line(s){_e(note)}</p><table class='side'><tr><th>{_e(p['a'])}</th>"
+                     f"<th>{_e(p['b'])}</th></tr><tr><td>{_region(p['code_a'], p.get('lines_a') or [])}</td>"
+                     f"<td>{_region(p['code_b'], p.get('lines_b') or [])}</td></tr></table>")
+        b.append("</details>")
+    return b
+
+
 def render(report: dict, plots: dict) -> str:
-    """The page: a sanitised body (feedback.sanitise), then the plots put in where their markers are."""
-    from grading.feedback import sanitise
+    """The page: a sanitised body (grading.sanitise, the feedback pages' sanitiser), then the plots put in where their markers are."""
+    from grading.sanitise import sanitise
 
     nonce = secrets.token_hex(8)
     marks = {}
@@ -613,60 +836,48 @@ def render(report: dict, plots: dict) -> str:
          "(<code>python -m grading report</code> rebuilds it). Student text and code below are shown as text.</p>"]
     b.extend(_needs_help(report))
     b.extend(_not_graded(report))
-    b.append("<h2>Assignments</h2><table><thead><tr><th>assignment</th><th>submissions</th><th>max points</th>"
+    b.append("<h2>Assignments</h2><p class='note'>Percentages are of the points graded so far: while an "
+             "assignment's hand-graded cells are pending, its score and maximum are its autograded part's "
+             "(as the LMS files post it), never the pending points counted as 0.</p>"
+             "<table><thead><tr><th>assignment</th><th>submissions</th><th>max points</th>"
              "<th>median</th><th>mean</th></tr></thead><tbody>")
     for a in report["assignments"]:
+        top = f"{a['max_score']:g}"
+        if a.get("pending_submissions"):
+            top = (f"{a['graded_max']:g} autograded; {a['max_score'] - a['graded_max']:g} hand-graded pending "
+                   f"({a['pending_submissions']} submission(s))")
         b.append(f"<tr><td>{_e(a['name'])}</td><td class='num'>{a['submissions']}</td><td class='num'>"
-                 f"{a['max_score']:g}</td><td class='num'>{_e(a['median_percent'])}%</td>"
+                 f"{_e(top)}</td><td class='num'>{_e(a['median_percent'])}%</td>"
                  f"<td class='num'>{_e(a['mean_percent'])}%</td></tr>")
     b.append("</tbody></table>")
-    b.append(f"<div class='plots'>{plot('scores')}{plot('exercises')}</div>")
-    b.append(f"<p class='note'>Time per exercise: {_e(report['timing'])}.</p>")
+    b.append(f"<div class='plots'>{plot('exercises')}{plot('scores')}</div>")
+    b.append(f"<p class='note'>Time per exercise: {_e(report['timing'])}. A misconception's students are listed "
+             f"by id (up to {MAX_IDS} on this page; all of them in misconceptions.csv), with a link that writes to "
+             "them when the roster gives their e-mail addresses; the example message has its student's id "
+             "removed.</p>")
     for a in report["assignments"]:
         b.append(f"<h2>{_e(a['name'])}</h2>")
         b.append("<table><thead><tr><th>exercise</th><th>points</th><th>passed visible tests</th>"
                  "<th>passed hidden tests</th><th>misconceptions seen (students; one example message)</th>"
                  "<th>other failures (students)</th><th>time, median / max (s)</th></tr></thead><tbody>")
         for ex in a["exercises"]:
-            mis = "".join(f"<li><b>{_e(m['name'])}</b>: {m['students']}<br><span class='example'>{_e(m['example'])}"
-                          "</span></li>" for m in ex["misconceptions"])
+            mis = "".join(f"<li><b>{_e(m['name'])}</b>: {m['students']} ({_ids(m['student_ids'])})"
+                          + (f" <a href='{_e(m['mailto'])}'>write to them</a>" if m.get("mailto") else "")
+                          + f"<br><span class='example'>{_e(m['example'])}</span></li>" for m in ex["misconceptions"])
             other = "".join(f"<li>{_e(o['kind'])}: {o['students']}</li>" for o in ex["other_failures"])
             sec = ex["seconds"]
             timing = "-" if not sec else f"{sec['median']:.2f} / {sec['max']:.2f}"
             manual = " (graded by hand)" if ex["kinds"] == ["manual"] else ""
+            if ex.get("manual_pending"):
+                manual += f" (pending for {ex['manual_pending']})"
             b.append(f"<tr><td>{_e(ex['name'])}{manual}</td><td class='num'>{ex['points']:g}</td>"
                      f"<td>{_share(ex.get('visible_passed'))}</td><td>{_share(ex.get('hidden_passed'))}</td>"
                      f"<td>{'<ul>' + mis + '</ul>' if mis else '-'}</td>"
                      f"<td>{'<ul>' + other + '</ul>' if other else '-'}"
                      f"</td><td class='num'>{timing}</td></tr>")
         b.append("</tbody></table>")
-    below = report["below_threshold"]
-    b.append(f"<h2>Students below {report['threshold_percent']:g}%</h2>")
-    if below:
-        b.append("<table><thead><tr><th>student</th><th>score</th><th>exercises missed</th></tr></thead><tbody>")
-        for r in below:
-            b.append(f"<tr><td>{_e(r['student'])}</td><td class='num'>{r['score']:g}/{r['max_score']:g} "
-                     f"({r['percent']:g}%)</td><td>{_e(', '.join(r['missed']))}</td></tr>")
-        b.append("</tbody></table>")
-    else:
-        b.append("<p>None.</p>")
-    pairs = report["similarity"]
-    b.append("<h2>Similar solutions</h2><p class='note'>Pairs of solution cells that are unusually alike after "
-             "names, comments and layout are normalised and the release code is removed (grading/similarity.py). "
-             "A flag for a person to look at: it changes no grade.</p>")
-    if pairs:
-        b.append("<table><thead><tr><th>#</th><th>assignment / exercise</th><th>similarity (shared n-grams)</th>"
-                 "<th>first</th><th>second</th></tr></thead><tbody>")
-        for i, p in enumerate(pairs[:TABLE_PAIRS], 1):
-            b.append(f"<tr><td class='num'>{i}</td><td>{_e(p['assignment'])} / {_e(p['exercise'])}</td>"
-                     f"<td class='num'>{p['similarity']:.2f} ({p['shared']})</td>"
-                     f"<td><b>{_e(p['a'])}</b><pre>{_e(p['code_a'][:SNIPPET_CHARS])}</pre></td>"
-                     f"<td><b>{_e(p['b'])}</b><pre>{_e(p['code_b'][:SNIPPET_CHARS])}</pre></td></tr>")
-        b.append("</tbody></table>")
-        if len(pairs) > TABLE_PAIRS:
-            b.append(f"<p class='note'>{len(pairs) - TABLE_PAIRS} more pair(s) in similarity.csv.</p>")
-    else:
-        b.append("<p>No pair flagged.</p>")
+    b.extend(_students_misconceptions(report))
+    b.extend(_similar(report))
     body = sanitise("".join(b))
     for mark, (png, alt) in marks.items():
         body = body.replace(mark, f'<img src="data:image/png;base64,{png}" alt="{_e(alt)}">')
@@ -741,34 +952,54 @@ def build(root: str = GRADING_DIR, threshold: float = 50.0, roster: str | None =
     out = os.path.join(root, REPORT_DIR_NAME)
     os.makedirs(out, exist_ok=True)
     t1 = time.perf_counter()
-    result = write(out, data, threshold)
+    result = write(out, data, threshold, emails=roster_emails(who))
     result["lms"] = _lms(out, data, who, pending=pending, missing=missing)
     result["seconds"] = {"collect": round(t1 - t0, 2), "render": round(result.pop("render_seconds"), 2)}
     return result
 
 
-def write(out: str, data: dict, threshold: float = 50.0) -> dict:
-    """Analyse and render ``data`` into ``out``: index.html, report.json, similarity.csv."""
+def write(out: str, data: dict, threshold: float = 50.0, emails: dict | None = None) -> dict:
+    """Analyse and render ``data`` into ``out``: index.html, report.json, similarity.csv, misconceptions.csv.
+    ``emails``: {student: e-mail address} from the roster, for the mailto links (none without it)."""
+    from grading import csvsafe
+
     t = time.perf_counter()
     pairs = similarity(data)
-    report = analyse(data, threshold, pairs)
+    report = analyse(data, threshold, pairs, emails=emails)
     plots = {"scores": plot_scores(report), "exercises": plot_exercises(report)}
     page = render(report, plots)
     paths = {"html": os.path.join(out, "index.html"), "json": os.path.join(out, "report.json"),
-             "similarity": os.path.join(out, "similarity.csv")}
+             "similarity": os.path.join(out, "similarity.csv"),
+             "misconceptions": os.path.join(out, "misconceptions.csv")}
     with open(paths["html"], "w", encoding="utf-8") as fh:
         fh.write(page)
     slim = {**report, "similarity": [{k: v for k, v in p.items() if not k.startswith("code_")} for p in pairs]}
     with open(paths["json"], "w", encoding="utf-8") as fh:
         json.dump(slim, fh, indent=1)
     with open(paths["similarity"], "w", newline="", encoding="utf-8") as fh:
-        from grading import csvsafe
-
         w = csvsafe.writer(fh)  # every cell neutralised against formulas (issue 57)
-        w.writerow(["assignment", "exercise", "student_a", "student_b", "similarity", "shared_ngrams"])
+        w.writerow(["assignment", "exercise", "student_a", "student_b", "similarity", "shared_lines",
+                    "matches_instructor_solution", "lines_a", "lines_b"])
         for p in pairs:
-            w.writerow([p["assignment"], p["exercise"], p["a"], p["b"], p["similarity"], p["shared"]])
+            w.writerow([p["assignment"], p["exercise"], p["a"], p["b"], p["similarity"], p["shared"],
+                        "yes" if p.get("matches_solution") else "no",
+                        " ".join(str(n + 1) for n in p.get("lines_a", [])),
+                        " ".join(str(n + 1) for n in p.get("lines_b", []))])
+    with open(paths["misconceptions"], "w", newline="", encoding="utf-8") as fh:
+        w = csvsafe.writer(fh)
+        w.writerow(["assignment", "exercise", "misconception", "students", "student_ids", "emails"])
+        for a in report["assignments"]:
+            for ex in a["exercises"]:
+                for m in ex["misconceptions"]:
+                    w.writerow([a["name"], ex["name"], m["name"], m["students"], " ".join(m["student_ids"]),
+                                " ".join((emails or {}).get(st, "") for st in m["student_ids"]
+                                         if (emails or {}).get(st))])
     return {"paths": paths, "report": slim, "render_seconds": time.perf_counter() - t}
+
+
+def roster_emails(who: dict) -> dict:
+    """{student: e-mail} from the roster the LMS files use (:func:`_roster`); {} when there is none."""
+    return {s: row.get("email", "") for s, row in (who.get("roster") or {}).items() if row.get("email")}
 
 
 def after_grading(log) -> int:
@@ -817,7 +1048,8 @@ def main(argv=None) -> int:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--threshold", type=float, default=50.0,
-                        help="list the students below this percent of the gradebook's maximum (default 50)")
+                        help="who needs help: the students below this percent of each assignment's maximum (its "
+                             "autograded part's while hand grading is pending; default 50)")
     parser.add_argument("--roster", default=None,
                         help="roster CSV for the LMS files (default: grading/roster.csv; the demo class: "
                              "grading/demo/roster.csv)")

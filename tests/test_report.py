@@ -81,8 +81,8 @@ def _class_cells():
 def test_normalising_ignores_names_comments_and_layout():
     assert similarity.normalise(NEAR_COPY, GIVEN) == similarity.normalise(ORIGINAL, GIVEN)
     assert similarity.normalise(INDEPENDENT_1, GIVEN) != similarity.normalise(ORIGINAL, GIVEN)
-    # the release cell's code is everyone's: a blank submission keeps no n-gram
-    assert similarity.fingerprints({"blank": GIVEN}, GIVEN)["blank"] == set()
+    # the release cell's code is everyone's: a blank submission keeps no line
+    assert similarity.fingerprints({"blank": GIVEN}, GIVEN)["blank"] == []
 
 
 def test_the_fast_tokens_are_pythons_tokens():
@@ -96,9 +96,13 @@ def test_the_fast_tokens_are_pythons_tokens():
     for _, path in source_notebooks():
         sources += [c.source for c in nbformat.read(path, 4).cells
                     if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade_id")]
+    sources.append('x = 1\ny = r"""abc\n  "q" \'\'\' def""" + f(z) + """q\nw"""  # """\nq = \'"""\'\n')
     assert len(sources) > 100
     for src in sources:
         assert similarity.raw_tokens(src) == similarity.tokenize_tokens(src), src[:300]
+        # read line by line (a string over several lines is one token on its first line), as similarity compares
+        by_line = [tok for _, tokens in similarity.logical_lines(src) for tok in tokens]
+        assert by_line == similarity.raw_tokens(src), src[:300]
 
 
 def test_near_copies_rank_first_and_independent_solutions_are_not_flagged():
@@ -111,7 +115,7 @@ def test_near_copies_rank_first_and_independent_solutions_are_not_flagged():
     assert all("s6_blank" not in (p.a, p.b) for p in pairs), pairs
     # the independent pair is far below the threshold, not just under it
     prints = similarity.fingerprints(_class_cells(), GIVEN)
-    a, b = prints["s3_own"], prints["s4_own"]
+    a, b = ({u for _, u in prints[s]} for s in ("s3_own", "s4_own"))
     assert len(a & b) / len(a | b) < similarity.THRESHOLD / 2
 
 
@@ -398,3 +402,82 @@ def test_the_report_opens_with_the_demo_classs_blank_and_crashing_students(demo_
     assert any("s04_crash" in {r["student"] for r in a["needs_help"]["crashed"]} for a in numbers["assignments"])
     assert f'href="../feedback/s02_blank/{GRADED[0]}/"' in first
     assert any(f'href="../feedback/s04_crash/{a}/"' in first for a in GRADED)
+
+
+@pytest.mark.slow
+def test_each_misconception_of_the_demo_lists_the_student_who_made_it(demo_class):
+    """Issue 60 item 3 on the demo class: report.json, the page, misconceptions.csv and the mailto link name
+    s03_misconception for each of its misconceptions; its own row lists them all; the examples stay anonymised."""
+    root, _ = demo_class
+    out = root / "report"
+    numbers = json.loads((out / "report.json").read_text())
+    rows = list(csv.DictReader(open(out / "misconceptions.csv", newline="")))
+    page = (out / "index.html").read_text().replace("'", '"')
+    for a in numbers["assignments"]:
+        named = {(ex["name"], m["name"]): m for ex in a["exercises"] for m in ex["misconceptions"]}
+        for exercise, name in NAMED[a["name"]]:
+            m = named[(exercise, name)]
+            assert m["student_ids"] == ["s03_misconception"], (a["name"], exercise, m)
+            assert "s03_misconception" not in m["example"]
+            assert "s03_misconception%40demo.invalid" in m["mailto"]  # the demo roster's simulated address
+            assert {"assignment": a["name"], "exercise": exercise, "misconception": name, "students": "1",
+                    "student_ids": "s03_misconception", "emails": "s03_misconception@demo.invalid"} in rows
+        table = page[page.index(f"<h2>{a['name']}</h2>"):]
+        table = table[:table.index("</table>")]
+        assert table.count("<b>") == len(NAMED[a["name"]]) and table.count("(s03_misconception)") == len(
+            NAMED[a["name"]]), table
+    assert {(r["assignment"], r["exercise"], r["misconception"]) for r in rows} == {
+        (a, e, n) for a, named in NAMED.items() for e, n in named}
+    mine = numbers["student_misconceptions"]
+    assert list(mine) == ["s03_misconception"]
+    assert {(m["assignment"], m["exercise"], m["misconception"]) for m in mine["s03_misconception"]} == {
+        (a, e, n) for a, named in NAMED.items() for e, n in named}
+    section = page[page.index("<h2>Students and their misconceptions"):page.index("<h2>Similar solutions")]
+    assert section.count("<tr><td>s03_misconception</td>") == 1
+    assert all(n in section for named in NAMED.values() for _, n in named)
+
+
+@pytest.mark.slow
+def test_the_demo_report_counts_pending_hand_grading_as_pending_not_zero(demo_class):
+    root, _ = demo_class
+    numbers = json.loads((root / "report" / "report.json").read_text())
+    page = (root / "report" / "index.html").read_text()
+    pending = [a for a in numbers["assignments"] if a["pending_submissions"]]
+    assert pending, "the demo class has no pending hand-graded cell: this test checks nothing"
+    for a in numbers["assignments"]:
+        # s01_correct's autograded part is perfect: 100 %, in the top bin, whatever is still to grade by hand
+        assert a["histogram"]["counts"][9] >= 1, a["name"]
+        assert "s01_correct" not in {r["student"] for r in a["needs_help"]["below"]}
+    for a in pending:
+        assert a["graded_max"] < a["max_score"]
+        assert f"{a['graded_max']:g} autograded; {a['max_score'] - a['graded_max']:g} hand-graded pending" in page
+    assert "Students below" not in page
+
+
+@pytest.mark.slow
+def test_the_demo_similarity_table_has_one_row_per_pair_and_says_it_matches_the_solution(demo_class):
+    """Issue 60 item 5 on the demo class: its correct, misconception and crash students hand in the instructor's
+    solution for most cells; every pair is one row, labelled as matching the instructor's solution, and the
+    matched lines are highlighted side by side."""
+    root, _ = demo_class
+    out = root / "report"
+    numbers = json.loads((out / "report.json").read_text())
+    rows = numbers["similar_students"]
+    keys = [(r["a"], r["b"]) for r in rows]
+    assert len(keys) == len(set(keys)) and len(rows) >= 2, rows
+    students = [r for r in rows if r["b"] != similarity.SOLUTION]
+    assert students and all(r["label"] == "matches the instructor's solution" for r in students), students
+    assert ("s01_correct", similarity.SOLUTION) in keys
+    assert all(r["exercises"] == r["solution_exercises"] >= 1 for r in students)
+    assert sum(r["exercises"] for r in rows) == len(numbers["similarity"])
+    assert not any("s02_blank" in k for k in keys), "a blank submission is never paired"
+    page = (out / "index.html").read_text()
+    section = page[page.index("<h2>Similar solutions"):]
+    table = section[:section.index("</table>")]
+    assert table.count("<tr><td class=") == min(len(rows), report.TABLE_PAIRS)
+    assert "matches the instructor's solution" in table
+    assert section.count('<span class="match">') > 10
+    assert re.search(r'<th>s01_correct</th><th>s0[34]_\w+</th></tr><tr><td><pre>', section)
+    flagged = list(csv.DictReader(open(out / "similarity.csv", newline="")))
+    assert len(flagged) == len(numbers["similarity"])
+    assert {r["matches_instructor_solution"] for r in flagged} == {"yes"}
