@@ -54,6 +54,8 @@ __all__ = [
     "NameTokenizer", "name_tokens", "name_words", "token_f1", "naming_scores",
     "ProteinNamer", "greedy_decode", "seq2seq_loss", "ProteinMLM", "mask_residues", "mlm_loss", "peak_tensor_memory",
     "MLM_WEIGHTS", "MLM_CONFIG", "load_protein_mlm", "mean_embeddings", "consensus_names", "paired_bootstrap",
+    "kmer_idf", "tfidf_weight", "TF_VARIANTS", "csls_scores", "commonest_word",
+    "cluster_paired_test", "composition_guess",
 ]
 
 AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
@@ -145,6 +147,78 @@ def kmer_vectors(sequences: Sequence[str], k: int = 3) -> torch.Tensor:
         counts[b] = torch.bincount(idx, minlength=20**k).to(torch.float32)
     norms = counts.norm(dim=1, keepdim=True)
     return counts / norms.clamp(min=1e-12)
+
+
+TF_VARIANTS = ("raw", "binary")
+
+
+def kmer_idf(database_vectors: torch.Tensor) -> torch.Tensor:
+    """Inverse document frequency of every k-mer in a database, from its k-mer vectors (N, 20**k)
+    (counts or the unit vectors of ``kmer_vectors``: only which entries are non-zero matters):
+    ``ln((1 + N) / (1 + df)) + 1``, df = the number of database sequences holding the k-mer (the
+    smoothed form: a k-mer seen nowhere gets the largest weight, none gets 0). Returns float32 (20**k,).
+
+    >>> [round(float(x), 3) for x in kmer_idf(torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.6, 0.8]]))]
+    [1.0, 1.693]
+    """
+    if database_vectors.ndim != 2 or database_vectors.shape[0] == 0:
+        raise ValueError(f"database_vectors must be (N, 20**k) with N >= 1, got {tuple(database_vectors.shape)}")
+    df = (database_vectors != 0).sum(dim=0).to(torch.float32)
+    return torch.log((1 + database_vectors.shape[0]) / (1 + df)) + 1
+
+
+def tfidf_weight(vectors: torch.Tensor, idf: torch.Tensor, tf: str = "raw") -> torch.Tensor:
+    """k-mer vectors (B, 20**k) re-weighted by ``idf`` (from :func:`kmer_idf` on the DATABASE only), unit length.
+
+    The term frequency is the k-mer count (``tf="raw"``; a row scaled by any factor, e.g. the unit
+    vectors of ``kmer_vectors``, gives the same result) or 1 where the k-mer is present
+    (``"binary"``). Common k-mers (those of low-complexity stretches, of every long protein) weigh
+    less, so a long protein holding nearly every k-mer stops looking like everyone's neighbour.
+    Returns float32 (B, 20**k); a row of zeros stays zeros.
+    """
+    if tf not in TF_VARIANTS:
+        raise ValueError(f"tf must be one of {TF_VARIANTS}, got {tf!r}")
+    if vectors.ndim != 2 or idf.shape != (vectors.shape[1],):
+        raise ValueError(f"need vectors (B, V) and idf (V,), got {tuple(vectors.shape)} and {tuple(idf.shape)}")
+    c = vectors.float() if tf == "raw" else (vectors != 0).float()
+    c = c * idf.to(c.device)
+    return c / c.norm(dim=1, keepdim=True).clamp(min=1e-12)
+
+
+def csls_scores(similarity: torch.Tensor, database_similarity: torch.Tensor, k: int = 10) -> torch.Tensor:
+    """Hubness-corrected scores (CSLS, Conneau et al. 2018): ``2 cos(q, x) - r_q - r_x``.
+
+    similarity: (Q, N) cosine similarities of Q queries to N database items; database_similarity:
+    (N, N) similarities among the database items (its diagonal, an item with itself, is ignored).
+    r_q = mean of the query's k largest similarities to the database; r_x = mean of database item
+    x's k largest similarities to the OTHER database items (the queries are not used, so one
+    query's answer does not depend on the others). A hub, similar to everything, has a large r_x
+    and is pushed down. r_q does not change a query's ranking; it makes scores comparable across
+    queries. Returns (Q, N) float32.
+    """
+    n = similarity.shape[1]
+    if similarity.ndim != 2 or database_similarity.shape != (n, n):
+        raise ValueError(f"need similarity (Q, N) and database_similarity (N, N), got "
+                         f"{tuple(similarity.shape)} and {tuple(database_similarity.shape)}")
+    if not 1 <= k < n:
+        raise ValueError(f"need 1 <= k < {n} (database items), got k={k}")
+    db = database_similarity.float().clone()
+    db.fill_diagonal_(float("-inf"))
+    r_x = db.topk(k, dim=1).values.mean(dim=1)  # (N,)
+    r_q = similarity.float().topk(k, dim=1).values.mean(dim=1)  # (Q,)
+    return 2 * similarity.float() - r_q[:, None] - r_x[None, :]
+
+
+def commonest_word(names: Iterable[str]) -> str:
+    """The most frequent word (``name_words``) over a list of names, ties alphabetical: the constant-word floor.
+
+    >>> commonest_word(["50S ribosomal protein L2", "Protein RecA", "DNA ligase"])
+    'protein'
+    """
+    counts = Counter(w for n in names for w in name_words(n))
+    if not counts:
+        raise ValueError("no words in the names")
+    return min(counts, key=lambda w: (-counts[w], w))
 
 
 # ---------------------------------------------------------------- Performer on padded proteins
@@ -489,39 +563,56 @@ def consensus_names(similarity: torch.Tensor, names: Sequence[str], k: int = 20,
     """Name each query by retrieval plus minimum-Bayes-risk choice among its k nearest database proteins.
 
     similarity: (Q, N) scores of Q queries against the N database proteins whose names are
-    ``names``. For each query, the k most similar get weights softmax(similarity / temperature).
+    ``names`` (cosine similarities, or hubness-corrected scores from :func:`csls_scores`). For each
+    query, the k most similar get weights softmax(similarity / temperature).
     Candidates are the k neighbours' names and, for each threshold t, the words (``name_words``)
     whose summed weight over the neighbours holding them is >= t, ordered by their weighted mean
     relative position in those names (so "50S ribosomal protein", not "ribosomal protein 50S").
     The answer is the candidate with the highest expected token F1 against the neighbours' names
-    (sum of weight x ``token_f1``): a close neighbour's name wins when one neighbour dominates; with
-    many weak neighbours the words they share win (e.g. "ribosomal protein").
+    (sum of weight x ``token_f1``; ties: the first candidate): a close neighbour's name wins when one
+    neighbour dominates; with many weak neighbours the words they share win (e.g. "ribosomal protein").
+    The expected F1 of all candidates against all neighbours is one array operation per query.
     """
+    import numpy as np
+
     if similarity.ndim != 2 or similarity.shape[1] != len(names):
         raise ValueError(f"similarity must be (Q, {len(names)}), got {tuple(similarity.shape)}")
     if not 1 <= k <= len(names) or temperature <= 0:
         raise ValueError(f"need 1 <= k <= {len(names)} and temperature > 0, got k={k}, temperature={temperature}")
     top = similarity.float().cpu().topk(k, dim=1)
-    weights = torch.softmax(top.values / temperature, dim=1).tolist()
+    weights = torch.softmax(top.values.double() / temperature, dim=1).numpy()
+    word_lists = {}  # name -> its words, computed once per distinct name
     out = []
     for row, w in zip(top.indices.tolist(), weights):
         neighbours = [names[j] for j in row]
+        for n in neighbours:
+            if n not in word_lists:
+                word_lists[n] = name_words(n)
         votes: dict[str, float] = {}
         place: dict[str, float] = {}  # weighted mean relative position of the word in the names holding it
-        for wi, n in zip(w, neighbours):
-            words = name_words(n)
+        for wi, n in zip(w.tolist(), neighbours):
+            words = word_lists[n]
             for pos, t in reversed(list(enumerate(words))):  # a repeated word counts once, at its first place
-                first = pos / len(words)
                 if words.index(t) == pos:
                     votes[t] = votes.get(t, 0.0) + wi
-                    place[t] = place.get(t, 0.0) + wi * first
+                    place[t] = place.get(t, 0.0) + wi * pos / len(words)
         order = sorted(votes, key=lambda t: place[t] / max(votes[t], 1e-300))
         candidates = list(dict.fromkeys(neighbours))
         for th in thresholds:
             words = " ".join(t for t in order if votes[t] >= th)
             if words and words not in candidates:
                 candidates.append(words)
-        out.append(max(candidates, key=lambda c: sum(wi * token_f1(c, n) for wi, n in zip(w, neighbours))))
+        vocab = {t: i for i, t in enumerate(order)}  # every word of a candidate is a neighbour's word
+        counts = np.zeros((len(candidates), len(vocab)))
+        for c, cand in enumerate(candidates):
+            for t in (word_lists[cand] if cand in word_lists else name_words(cand)):
+                counts[c, vocab[t]] += 1
+        nb = counts[[candidates.index(n) for n in neighbours]]  # (k, V): each neighbour's word counts
+        common = np.minimum(counts[:, None, :], nb[None, :, :]).sum(-1)  # (C, k)
+        total = counts.sum(1)[:, None] + nb.sum(1)[None, :]
+        f1 = np.where(total > 0, 2 * common / np.maximum(total, 1), 0.0)  # token_f1 of candidate c vs neighbour j
+        expected = (f1 * w[None, :]).sum(1)  # (C,)
+        out.append(candidates[int(np.flatnonzero(expected >= expected.max() - 1e-12)[0])])  # ties: the first
     return out
 
 
@@ -540,6 +631,71 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_resamples: int = 
     means = d[idx].mean(axis=1)
     lo, hi = np.percentile(means, [2.5, 97.5])
     return float(d.mean()), float(lo), float(hi), float((means <= 0).mean())
+
+
+def cluster_paired_test(a: Sequence[float], b: Sequence[float], clusters: Sequence[object],
+                        n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float, float]:
+    """Paired comparison of two methods scored on the same items, with the CLUSTER as the unit.
+
+    Items of one cluster (proteins of one family) are not independent, so both the interval and the
+    p-value resample whole clusters. d = a - b per item; S_c = the sum of d over cluster c.
+
+    * difference: mean(d) over the items;
+    * 95 % interval: 2.5th and 97.5th percentiles of the cluster bootstrap (draw as many clusters as
+      there are, with replacement; the difference is sum of their S_c / sum of their sizes);
+    * p: two-sided sign-flip permutation test: under "no difference" each cluster's S_c is as likely
+      to be -S_c, so p = (1 + #{|sum_c s_c S_c| >= |sum_c S_c|}) / (1 + n_resamples) over random signs s_c.
+
+    Returns (difference, low, high, p). With one item per cluster it is a paired bootstrap and a
+    paired sign-flip test over items.
+
+    >>> diff, lo, hi, p = cluster_paired_test([1, 1, 0, 1], [0, 0, 0, 0], ["x", "x", "y", "z"], 2000)
+    >>> diff, p > 0.05   # three clusters cannot show a difference at 5 %: 2 ** -3 is the smallest p
+    (0.75, True)
+    """
+    import numpy as np
+
+    a_, b_ = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a_.shape != b_.shape or a_.ndim != 1 or a_.size == 0 or len(clusters) != a_.size:
+        raise ValueError(f"need a, b and clusters of the same, non-zero length, got {a_.shape}, {b_.shape} "
+                         f"and {len(clusters)}")
+    _, unit = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
+    d = a_ - b_
+    sums = np.bincount(unit, weights=d)  # (C,)
+    sizes = np.bincount(unit).astype(float)  # (C,)
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, sums.size, (n_resamples, sums.size))
+    boot = sums[pick].sum(1) / sizes[pick].sum(1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    signs = rng.choice(np.array([-1.0, 1.0]), (n_resamples, sums.size))
+    observed = abs(sums.sum())
+    p = (1 + int((np.abs(signs @ sums) >= observed - 1e-12).sum())) / (1 + n_resamples)
+    return float(d.mean()), float(lo), float(hi), float(p)
+
+
+def composition_guess(ids: torch.Tensor, keep: torch.Tensor, background: torch.Tensor | None = None) -> torch.Tensor:
+    """The per-protein composition floor of masked-residue prediction: each protein's most frequent
+    UNMASKED residue (residue ids 5..24; ``<mask>`` and the other specials are not counted).
+
+    ids, keep (B, T) as corrupted by :func:`mask_residues`; background: None or 20 non-negative
+    frequencies in ``AMINO_ACIDS`` order that break ties (and name the guess of a protein with no
+    unmasked residue): the residue more frequent in the background wins. Without it, the lower id.
+    Returns int64 (B,) residue ids; predict it at every masked position of that protein.
+
+    >>> ids, keep = encode_proteins(["MKKAK"])
+    >>> AA_VOCAB[int(composition_guess(ids, keep)[0])]
+    'K'
+    """
+    is_residue = keep & (ids >= len(SPECIALS))
+    counts = torch.zeros(ids.shape[0], len(AA_VOCAB), dtype=torch.float64, device=ids.device)
+    counts.scatter_add_(1, ids.clamp(min=0), is_residue.to(torch.float64))
+    counts = counts[:, len(SPECIALS):]  # (B, 20)
+    if background is not None:
+        bg = torch.as_tensor(background, dtype=torch.float64, device=ids.device)
+        if bg.shape != (20,) or (bg < 0).any():
+            raise ValueError(f"background must be 20 non-negative frequencies, got shape {tuple(bg.shape)}")
+        counts = counts + 0.5 * bg / bg.sum().clamp(min=1e-300)  # < 1 count: only breaks ties
+    return counts.argmax(dim=1) + len(SPECIALS)
 
 
 # ---------------------------------------------------------------- memory measurement

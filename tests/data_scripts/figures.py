@@ -62,7 +62,8 @@ CONDITIONS9 = (("zero_shot", "zero-shot"), ("calibrated_zero_shot", "zero-shot, 
                ("shipped_prompt_seed1", "prompt tuning (seed 1)"), ("shipped_prompt_seed2", "prompt tuning (seed 2)"),
                ("shipped_instruction", "instruction PT (shipped)"))
 MAJ10 = "f'majority name ({majority_name!r})'"
-ROUTE10 = "'retrieval + consensus (k-mers)'"
+ROUTE10 = "route"  # the notebook's variable holding the route's label
+NEIGH10 = "NEIGHBOUR"  # the notebook's label of the hubness-corrected TF-IDF neighbour
 KMER10 = "'k-mer nearest neighbour (k=3)'"
 LESSONS: dict[str, dict] = {
     "05": {
@@ -152,19 +153,34 @@ LESSONS: dict[str, dict] = {
         "seeds": SEEDS,
         "figures": {
             "n_test": _f("len(test_proteins)", "count", "test proteins (held-out clusters)"),
-            "kmer_exact": _f(f"100 * scores[{KMER10}]['exact']", "pct1", "k-mer nearest neighbour: exact names (%)"),
+            "n_test_clusters": _f("len(set(test_clusters))", "count", "their 50 %-identity clusters: the unit of the naming tests"),
+            "kmer_exact": _f(f"100 * per_protein_exact[{KMER10}].mean()", "pct1", "k-mer nearest neighbour: exact names (%)"),
             "kmer_f1": _f(f"per_protein[{KMER10}].mean()", "acc", "k-mer nearest neighbour: token F1"),
             "kmer_hub_share": _f("100 * hub_n / len(test_proteins)", "pct1",
                                  "share of test proteins whose k-mer neighbour is the most used training protein (%)"),
+            "tfidf_exact": _f("100 * scores['TF-IDF 3-mers, nearest (no hubness correction)']['exact']", "pct1",
+                              "TF-IDF 3-mer neighbour without hubness correction: exact names (%)"),
+            "csls_cosine_exact": _f("100 * scores['CSLS on plain 3-mer cosine, nearest']['exact']", "pct1",
+                                    "CSLS on plain 3-mer cosine, nearest: exact names (%)"),
+            "neighbour_exact": _f(f"100 * per_protein_exact[{NEIGH10}].mean()", "pct1",
+                                  "hubness-corrected TF-IDF neighbour (the strongest simple baseline): exact names (%)"),
+            "neighbour_f1": _f(f"per_protein[{NEIGH10}].mean()", "acc", "hubness-corrected TF-IDF neighbour: token F1"),
+            "neighbour_hub_share": _f("100 * neighbour_hub_n / len(test_proteins)", "pct1",
+                                      "share of test proteins whose repaired neighbour is its most used training protein (%)"),
+            "word_f1": _f("per_protein[word_label].mean()", "acc", "the commonest training word alone: token F1 (exact 0)"),
             "majority_f1": _f(f"per_protein[{MAJ10}].mean()", "acc", "majority name: token F1"),
-            "consensus_exact": _f(f"100 * P.naming_scores(consensus, true_names)['exact']", "pct1",
-                                  "retrieval + consensus: exact names (%)"),
+            "consensus_exact": _f(f"100 * per_protein_exact[{ROUTE10}].mean()", "pct1",
+                                  "retrieval + consensus on the repaired scores: exact names (%)"),
             "consensus_f1": _f(f"per_protein[{ROUTE10}].mean()", "acc", "retrieval + consensus: token F1"),
-            **{f"consensus_minus_{b}_{part}": _f(f"P.paired_bootstrap(per_protein[{ROUTE10}], per_protein[{bn}])[{i}]",
-                                                 "acc", f"token F1 of retrieval + consensus minus {b}: {what}")
-               for b, bn in (("kmer", KMER10), ("majority", MAJ10))
-               for i, part, what in ((0, "diff", "difference"), (1, "low", "paired bootstrap 2.5th percentile"),
-                                     (2, "high", "97.5th percentile"))},
+            **{f"{a}_minus_{b}_{score}_{part}": _f(f"{scale if part != 'p' else ''}naming_tests[{a!r}, {b!r}, {score!r}][{i}]",
+                                                   kind if part != "p" else "p",
+                                                   f"{a} minus {b}, {score}, over test clusters: {what}")
+               for a, b, score in (("route", "neighbour", "exact"), ("route", "kmer", "exact"),
+                                   ("neighbour", "kmer", "exact"), ("route", "neighbour", "f1"), ("route", "word", "f1"))
+               for scale, kind in ((("100 * ", "pct1") if score == "exact" else ("", "acc")),)
+               for i, part, what in ((0, "diff", "difference (exact: percentage points)"),
+                                     (1, "low", "cluster bootstrap 2.5th percentile"),
+                                     (2, "high", "97.5th percentile"), (3, "p", "sign-flip p over clusters"))},
             "namer_exact": _f("100 * model_s['exact']", "pct1", "the student's encoder-decoder (one epoch): exact names (%)"),
             "namer_f1": _f("model_s['token_f1']", "acc", "the student's encoder-decoder: token F1"),
             "student_mlm_acc": _f("mlm_acc", "acc", "the student's one-epoch masked LM: masked-residue accuracy"),
@@ -173,14 +189,17 @@ LESSONS: dict[str, dict] = {
                                   "shipped pretrained masked LM: masked-residue accuracy on held-out clusters"),
             "shipped_mlm_low": _f("stats.wilson_interval(int(right_shipped.sum()), n_sh)[0]", "acc", "its 95% Wilson low"),
             "shipped_mlm_high": _f("stats.wilson_interval(int(right_shipped.sum()), n_sh)[1]", "acc", "its 95% Wilson high"),
+            "composition_acc": _f("float(right_comp.float().mean())", "acc",
+                                  "each protein's own commonest unmasked residue (composition floor), same masks"),
             "always_top_acc": _f("float(right_top.float().mean())", "acc", "always the commonest residue (L), same masks"),
-            "always_top_low": _f("stats.wilson_interval(int(right_top.sum()), n_sh)[0]", "acc", "its 95% Wilson low"),
-            "always_top_high": _f("stats.wilson_interval(int(right_top.sum()), n_sh)[1]", "acc", "its 95% Wilson high"),
             "frequency_guess_acc": _f("unigram_acc", "acc", "expected accuracy of a guess drawn from residue frequencies"),
             "n_masked": _f("n_sh", "count", "masked test residues (the masks depend on SEED)"),
-            "shipped_mlm_only_right": _f("wins", "count", "residues only the shipped model gets right"),
-            "always_top_only_right": _f("losses", "count", "residues only always-L gets right"),
-            "p_shipped_mlm_vs_always_top": _f("p_mlm", "p", "exact McNemar p, shipped model vs always L"),
+            "n_mlm_clusters": _f("len(set(mlm_clusters))", "count", "test clusters with a masked residue: the unit of the test"),
+            **{f"shipped_minus_{floor}_{part}": _f(f"mlm_tests[{floor!r}][{i}]", "p" if part == "p" else "acc",
+                                                  f"shipped model minus {what_floor}, per-protein accuracy over clusters: {what}")
+               for floor, what_floor in (("composition", "the composition floor"), ("top", "always L"))
+               for i, part, what in ((0, "diff", "difference"), (1, "low", "cluster bootstrap 2.5th percentile"),
+                                     (2, "high", "97.5th percentile"), (3, "p", "sign-flip p over clusters"))},
         },
     },
     "11": {
