@@ -398,6 +398,25 @@ def write_inputs(module: str, folder: str, hidden: bool) -> str | None:
     return path
 
 
+JUDGE_DIR = os.path.join(COURSE_LIB, "judge")  # the judge's material (course_lib.judge): never in an edition
+
+
+def _left_out(folder: str, names: list[str]) -> set[str]:
+    """What the copy of course_lib into an edition leaves out: the judge package, caches, and the data files an
+    edition is given by its builder (stored values, its marker, the input files)."""
+    out = set(shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json", "_edition.json",
+                                     "_inputs_*.json")(folder, names))
+    if os.path.abspath(folder) == os.path.abspath(COURSE_LIB):
+        out.add("judge")
+    return out
+
+
+def split(checks_module: str) -> bool:
+    """Is ``checks_module`` ("course_lib.checks.masking") a lesson whose judge's material lives in a judge module
+    of its own (``course_lib/judge/<topic>.py``)? Its edition is then the file itself, copied."""
+    return os.path.isfile(os.path.join(JUDGE_DIR, checks_module.rsplit(".", 1)[1] + ".py"))
+
+
 def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -> dict[str, list[str]]:
     """Write the students' edition of ``course_lib`` into ``lib``; return {file: names stripped}.
 
@@ -405,8 +424,7 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
     its own module; the checks modules lose their known wrong implementations and, unless ``keep_hidden``,
     their hidden cases (:func:`student_edition_of_checks`). ``keep_hidden``: the grading kernel's edition
     (``grading.edition``), which runs the hidden tests' inputs through the student's functions."""
-    shutil.copytree(COURSE_LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json",
-                                                                   "_edition.json", "_inputs_*.json"))
+    shutil.copytree(COURSE_LIB, lib, ignore=_left_out)
     secret = withheld(released)
     stripped_by_file: dict[str, list[str]] = {}
     for folder, _, files in os.walk(lib):
@@ -423,6 +441,8 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
                                                                "registry.py", "exercise.py", "errors.py",
                                                                "lessons.py")):
                     continue
+                if split(module):
+                    continue  # its judge's material is in course_lib/judge/, which the copy left out: as it is
                 new = student_edition_of_checks(source, keep_hidden=keep_hidden, module=module)
                 write_inputs(module, os.path.dirname(path), hidden=keep_hidden)
             else:
