@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import importlib
 import math
+import os
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -588,16 +589,25 @@ def _call_student_live(fn: Callable, case: Case, exercise: str, forbidden: Itera
 JUDGE_PACKAGE = "course_lib.judge"
 
 
+_JUDGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "judge")
+
+
 def judge(module: str):
     """The judge module of the checks module ``module`` ("course_lib.checks.masking" -> course_lib.judge.masking),
-    or None in an edition that leaves the judge package out (or a lesson not split yet)."""
+    or None in an edition that leaves the judge package out (or a lesson not split yet).
+
+    Only the file beside this very copy of ``course_lib`` counts (``course_lib/judge/<topic>.py``): an edition
+    run where the repository's package is installed too (an editable install's finder resolves submodules it
+    does not hold) must not reach the repository's judge."""
     topic = module.rsplit(".", 1)[1]
-    try:
-        return importlib.import_module(f"{JUDGE_PACKAGE}.{topic}")
-    except ModuleNotFoundError as err:
-        if err.name in (JUDGE_PACKAGE, f"{JUDGE_PACKAGE}.{topic}"):
-            return None
-        raise
+    path = os.path.join(_JUDGE_DIR, topic + ".py")
+    if not os.path.isfile(path):
+        return None
+    found = importlib.import_module(f"{JUDGE_PACKAGE}.{topic}")
+    if os.path.abspath(getattr(found, "__file__", "") or "") != path:
+        raise ImportError(f"{JUDGE_PACKAGE}.{topic} was imported from {getattr(found, '__file__', None)}, "
+                          f"expected {path} (beside this course_lib's checks)")
+    return found
 
 
 def hidden_part(module: str):
