@@ -127,18 +127,19 @@ def test_an_answer_declared_through_the_module_is_stubbed_too():
 def test_a_declaration_says_what_is_missing():
     from course_lib.checks import efficient as C
     from course_lib.checks.exercise import Breaks, Right, declare
+    from course_lib.judge import efficient as J
 
     ok = declare("07_efficient", "elu_feature_map", C.check_elu_feature_map, equivalents=("elu_feature_map_torch",),
-                 promises=(Breaks("always > 0", C._breaks_elu_negative, "elu without +1"),),
-                 right=(Right(C._right_elu_where),))
+                 promises=(Breaks("always > 0", J._breaks_elu_negative, "elu without +1"),),
+                 right=(Right(J._right_elu_where),))
     assert ok.reference == "course_lib.efficient.elu_feature_map" and ok.promises == ("always > 0",)
     assert ok.checks == ("course_lib.checks.efficient.check_elu_feature_map",)
     with pytest.raises(TypeError, match=r"expected Breaks\(\.\.\.\) items"):
         declare("07_efficient", "elu_feature_map", C.check_elu_feature_map, promises=("always > 0",))
     with pytest.raises(ValueError, match="needs an answer"):
         declare("07_efficient", "elu_feature_map", C.check_elu_feature_map,
-                promises=(Breaks("always > 0", C._breaks_elu_negative, ""),))
+                promises=(Breaks("always > 0", J._breaks_elu_negative, ""),))
     with pytest.raises(ValueError, match="check functions"):
-        declare("07_efficient", "elu_feature_map", C._right_elu_where)
+        declare("07_efficient", "elu_feature_map", J._right_elu_where)
     with pytest.raises(KeyError, match="no assignment"):
         declare("13_nothing", "elu_feature_map", C.check_elu_feature_map)

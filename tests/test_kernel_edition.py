@@ -439,7 +439,10 @@ def _labels(module) -> set[str]:
     for name, fn in vars(module).items():
         if name.endswith("cases") and inspect.isfunction(fn) and fn.__module__ == module.__name__ \
                 and not any(p.default is p.empty for p in inspect.signature(fn).parameters.values()):
-            labels |= {c.label for c in fn()}
+            made = fn()
+            if isinstance(made, tuple):  # (cases, what the check draws from next, ...)
+                made = made[0]
+            labels |= {c.label for c in made}
     return labels
 
 

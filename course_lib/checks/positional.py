@@ -67,12 +67,16 @@ def sinusoidal_cases_from(sizes) -> list[Case]:
         Case("base=100 instead of 10000", (20, 8), {"base": 100.0})]
 
 
+def _sinusoidal_cases() -> list[Case]:
+    return sinusoidal_cases_from([(6, 4), (50, 16), (3, 2)])
+
+
 @core.graded
 def check_sinusoidal_encoding(student, hidden: bool = False) -> None:
     """Student ``sinusoidal_encoding(num_positions, d_model, base=10000.0)`` equals the paper's formula."""
     exercise = "sinusoidal_encoding"
     judge = core.hidden_part(__name__) if hidden else None
-    cases = judge.sinusoidal_cases() if hidden else sinusoidal_cases_from([(6, 4), (50, 16), (3, 2)])
+    cases = judge.sinusoidal_cases() if hidden else _sinusoidal_cases()
     compare_with_reference(student, ref.sinusoidal_encoding, cases, exercise=exercise,
                            wrongs=core.wrongs(__name__, "SINUSOIDAL"), forbidden=FORBIDDEN_SINUSOIDAL)
     n, d = judge.SINUSOIDAL_PROPERTY if hidden else (60, 8)
@@ -111,11 +115,15 @@ def shift_cases_from(specs) -> list[Case]:
                                                                            {"base": 50.0})]
 
 
+def _shift_cases() -> list[Case]:
+    return shift_cases_from([(1, 4), (3, 8), (-2, 6)])
+
+
 @core.graded
 def check_shift_matrix(student, hidden: bool = False) -> None:
     """Student ``shift_matrix(k, d_model, base=10000.0)``: PE(pos + k) = M_k @ PE(pos) for all pos."""
     exercise = "shift_matrix"
-    cases = core.hidden_part(__name__).shift_cases() if hidden else shift_cases_from([(1, 4), (3, 8), (-2, 6)])
+    cases = core.hidden_part(__name__).shift_cases() if hidden else _shift_cases()
     compare_with_reference(student, ref.shift_matrix, cases, exercise=exercise,
                            wrongs=core.wrongs(__name__, "SHIFT"), forbidden=FORBIDDEN_SHIFT)
     seed, d = core.hidden_part(__name__).SHIFT_PROPERTY if hidden else (4, 6)
