@@ -52,9 +52,11 @@ The hidden cases, the known wrong answers behind these names and the exercises' 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tracemalloc
+
 import numpy as np
 
 from course_lib import efficient as ref
@@ -63,7 +65,6 @@ from course_lib.checks.core import (
     forbid,
     Case,
     IntegrityError,
-    Wrong,
     assert_close,
     assert_finite,
     assert_shape,
@@ -404,7 +405,7 @@ def check_linear_attention_step(student, hidden: bool = False) -> None:
     if student is ref.linear_attention_step:
         raise IntegrityError(f"{exercise}: your function is the course's reference implementation; write your own")
     compare_with_reference(_flat_step(student, exercise), _flat_step(ref.linear_attention_step, exercise), cases,
-                           exercise=exercise, wrongs=[Wrong(w.name, _flat_step(w.fn, exercise), w.message)
+                           exercise=exercise, wrongs=[dataclasses.replace(w, fn=_flat_step(w.fn, exercise))
                                                       for w in core.wrongs(__name__, "STEP")],
                            forbidden=FORBIDDEN, output_names=("out_t", "s", "z"))
     s0, z0 = s_pristine, z_pristine
