@@ -64,9 +64,20 @@ def _random_seq(rng, n):
 # ---------------------------------------------------------------- edit_distance
 def _edit_cases():
     rng = seeded(1101)
-    cases = [Case('ACGT vs AGT', ('ACGT', 'AGT')), Case('empty vs AC', ('', 'AC')), Case('GATTACA vs GCATGCT', ('GATTACA', 'GCATGCT')), Case('identical', ('ACCA', 'ACCA')), Case('TTAC vs empty', ('TTAC', ''))]
+    cases = [
+        Case("ACGT vs AGT", ("ACGT", "AGT")),
+        Case("empty vs AC", ("", "AC")),
+        Case("GATTACA vs GCATGCT", ("GATTACA", "GCATGCT")),
+        Case("identical", ("ACCA", "ACCA")),
+        Case("TTAC vs empty", ("TTAC", "")),
+    ]
     for k in range(3):
-        cases.append(Case(f'random pair {k}', (_random_seq(rng, int(rng.integers(5, 15))), _random_seq(rng, int(rng.integers(5, 15))))))
+        cases.append(
+            Case(
+                f"random pair {k}",
+                (_random_seq(rng, int(rng.integers(5, 15))), _random_seq(rng, int(rng.integers(5, 15)))),
+            )
+        )
     return cases
 
 
@@ -149,13 +160,15 @@ def _simulate(rng, backbone, p_sub=0.06, p_ins=0.08, p_del=0.05):
 
 def _pileup_cases():
     rng = seeded(1111)
-    cases = [Case('docstring example (backbone ATC)', (['AC', 'AGC'], ['=D=', '=X='], 3))]
+    cases = [Case("docstring example (backbone ATC)", (["AC", "AGC"], ["=D=", "=X="], 3))]
     sizes = [(12, 3), (20, 5)]
     for L, R in sizes:
         backbone = _random_seq(rng, L)
         pairs = [_simulate(rng, backbone, p_sub=0.1, p_ins=0.15, p_del=0.15) for _ in range(R)]
-        cases.append(Case(f'{R} simulated reads on a backbone of {L}', ([p[0] for p in pairs], [p[1] for p in pairs], L)))
-    cases.append(Case('a deletion before an insertion', (['ACT'], ['=D=I'], 3)))
+        cases.append(
+            Case(f"{R} simulated reads on a backbone of {L}", ([p[0] for p in pairs], [p[1] for p in pairs], L))
+        )
+    cases.append(Case("a deletion before an insertion", (["ACT"], ["=D=I"], 3)))
     return cases
 
 
@@ -186,8 +199,8 @@ def _loss_cases(dtype=torch.float64):
         logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 3).to(dtype)
         target = torch.from_numpy(rng.integers(1, 5, size=(B, M)))
         for b in range(1, B):
-            target[b, M - b:] = 0
-        cases.append(Case(f'B={B}, N={N}, M={M}, gamma={gamma}', (logits, target, gamma)))
+            target[b, M - b :] = 0
+        cases.append(Case(f"B={B}, N={N}, M={M}, gamma={gamma}", (logits, target, gamma)))
     return cases
 
 
@@ -243,7 +256,7 @@ def _ce_cases():
     for B, N, M in shapes:
         logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 2)
         target = torch.from_numpy(rng.integers(0, 5, size=(B, M)))
-        cases.append(Case(f'B={B}, N={N}, M={M}', (logits, target)))
+        cases.append(Case(f"B={B}, N={N}, M={M}", (logits, target)))
     return cases
 
 
@@ -261,4 +274,3 @@ def check_positionwise_cross_entropy(student, hidden: bool = False) -> None:
     long_target = torch.ones(logits.shape[0], logits.shape[1] + 2, dtype=torch.long)
     core.assert_raises(student, Case("label longer than the prediction", (logits, long_target)), exercise,
                        ValueError, "when the label is longer than the N predicted positions", FORBIDDEN_CE)
-

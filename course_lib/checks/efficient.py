@@ -140,12 +140,20 @@ def _linear_cases(causal: bool) -> list[Case]:
     cases = []
     for T, S, d, dv, lead in shapes:
         q, k, v = _qkv(rng, T, S, d, dv, lead, scale=1.5)
-        cases.append(Case(f'random q{q.shape}, k{k.shape}, v{v.shape}, softplus features', (q, k, v), {'feature_map': _softplus}))
+        cases.append(
+            Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features", (q, k, v), {"feature_map": _softplus})
+        )
     T = 5
     q, k, v = _qkv(rng, T, T, 3, 2)
-    cases.append(Case(f'q{q.shape} with feature_map=softplus', (q, k, v), {'feature_map': _softplus}))
+    cases.append(Case(f"q{q.shape} with feature_map=softplus", (q, k, v), {"feature_map": _softplus}))
     w = np.asarray(ref.draw_projection(16, 3, seed=7), dtype=np.float64)
-    cases.append(Case(f'q{q.shape} with 16 features per token (softplus of a projection, m=16 > d)', (q, k, v), {'feature_map': _feature_map_16(w)}))
+    cases.append(
+        Case(
+            f"q{q.shape} with 16 features per token (softplus of a projection, m=16 > d)",
+            (q, k, v),
+            {"feature_map": _feature_map_16(w)},
+        )
+    )
     return cases
 
 
@@ -477,4 +485,3 @@ def check_positive_random_features(student, hidden: bool = False) -> None:
     if abs(estimate - target) > 6 * sd:
         raise AssertionError(f"{exercise}: with m={m} random projections phi(x).phi(y) = {estimate:.4f}, but it "
                              f"should estimate exp(x.y) = {target:.4f} without bias (allowed: 6 sd = {6 * sd:.4f})")
-

@@ -73,7 +73,14 @@ def _t(rng, *shape, dtype=torch.float64, scale=1.0):
 def _prepend_cases() -> list[Case]:
     rng = seeded(9)
     m1 = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
-    cases = [Case('B=2, T=4, d=3, P=2, right padding', (_t(rng, 2, 4, 3), m1, _t(rng, 2, 3))), Case('B=3, T=2, d=5, P=4, bool mask', (_t(rng, 3, 2, 5), torch.tensor([[True, True], [True, False], [True, True]]), _t(rng, 4, 5))), Case('B=1, T=3, d=2, P=1', (_t(rng, 1, 3, 2), torch.ones(1, 3, dtype=torch.long), _t(rng, 1, 2)))]
+    cases = [
+        Case("B=2, T=4, d=3, P=2, right padding", (_t(rng, 2, 4, 3), m1, _t(rng, 2, 3))),
+        Case(
+            "B=3, T=2, d=5, P=4, bool mask",
+            (_t(rng, 3, 2, 5), torch.tensor([[True, True], [True, False], [True, True]]), _t(rng, 4, 5)),
+        ),
+        Case("B=1, T=3, d=2, P=1", (_t(rng, 1, 3, 2), torch.ones(1, 3, dtype=torch.long), _t(rng, 1, 2))),
+    ]
     return cases
 
 
@@ -126,7 +133,12 @@ def _label_cases() -> list[Case]:
             m[b, :n] = 1
             ids[b, n:] = 0
         return Case(label, (ids, m, P, torch.tensor(starts)))
-    cases = [batch(2, 6, [6, 4], [3, 2], 2, 'B=2, T=6, P=2, second row padded'), batch(3, 5, [5, 5, 3], [1, 4, 2], 3, 'B=3, T=5, P=3, one-token answer'), batch(1, 4, [4], [2], 0, 'B=1, T=4, no soft prompt (P=0)')]
+
+    cases = [
+        batch(2, 6, [6, 4], [3, 2], 2, "B=2, T=6, P=2, second row padded"),
+        batch(3, 5, [5, 5, 3], [1, 4, 2], 3, "B=3, T=5, P=3, one-token answer"),
+        batch(1, 4, [4], [2], 0, "B=1, T=4, no soft prompt (P=0)"),
+    ]
     return cases
 
 
@@ -153,7 +165,20 @@ def _ll_cases() -> list[Case]:
         for b, (lo, hi) in enumerate(scored):
             lab[b, lo:hi] = torch.from_numpy(rng.integers(0, V, size=hi - lo))
         return Case(label, (lg, lab), kw)
-    cases = [case(2, 5, 7, [(2, 5), (3, 4)], 'B=2, L=5, V=7, summed'), case(2, 5, 7, [(2, 5), (3, 4)], 'B=2, L=5, V=7, normalise=True', normalise=True), case(3, 4, 6, [(1, 4), (2, 3), (1, 3)], 'B=3, L=4, V=6, options of 3, 1 and 2 tokens, normalise=True', normalise=True), case(1, 3, 5, [(1, 3)], 'B=1, L=3, V=5, normalise=False', normalise=False)]
+
+    cases = [
+        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, summed"),
+        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, normalise=True", normalise=True),
+        case(
+            3,
+            4,
+            6,
+            [(1, 4), (2, 3), (1, 3)],
+            "B=3, L=4, V=6, options of 3, 1 and 2 tokens, normalise=True",
+            normalise=True,
+        ),
+        case(1, 3, 5, [(1, 3)], "B=1, L=3, V=5, normalise=False", normalise=False),
+    ]
     return cases
 
 
@@ -215,7 +240,11 @@ def _make(kind: str, seed: int, tied: bool = True, layers: int = 2, width: int =
 
 
 def _freeze_cases() -> list[Case]:
-    out = [Case('a module with buffers, dropout and a tied output layer', (), {'kind': 'buffers', 'seed': 0}), Case('tiny LlamaForCausalLM, tied embeddings', (), {'kind': 'llama', 'seed': 1, 'tied': True}), Case('tiny LlamaForCausalLM, untied output layer', (), {'kind': 'llama', 'seed': 2, 'tied': False})]
+    out = [
+        Case("a module with buffers, dropout and a tied output layer", (), {"kind": "buffers", "seed": 0}),
+        Case("tiny LlamaForCausalLM, tied embeddings", (), {"kind": "llama", "seed": 1, "tied": True}),
+        Case("tiny LlamaForCausalLM, untied output layer", (), {"kind": "llama", "seed": 2, "tied": False}),
+    ]
     return out
 
 
@@ -372,4 +401,3 @@ def check_freeze_model(student, hidden: bool = False) -> None:
 
 def _same(a, b) -> bool:
     return tuple(a) == tuple(b)
-

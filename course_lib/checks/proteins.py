@@ -82,13 +82,28 @@ def _random_protein(rng, n, extra=""):
 
 def _encode_cases() -> list[Case]:
     rng = seeded(10)
-    cases = [Case("['MK', 'W']", (['MK', 'W'],)), Case("['MKTAYIAK', 'mkt', 'ACDX'] (lower case, X)", (['MKTAYIAK', 'mkt', 'ACDX'],)), Case('3 random proteins, max_len=6 (truncation)', ([_random_protein(rng, n) for n in (9, 4, 2)],), {'max_len': 6}), Case('one protein with B, Z, U letters', ([_random_protein(rng, 12, 'BZU')],)), Case("['', 'G'] (an empty sequence)", (['', 'G'],)), Case('2 short proteins, max_len=40 (longer than both)', (['MKV', 'PPGW'],), {'max_len': 40})]
+    cases = [
+        Case("['MK', 'W']", (["MK", "W"],)),
+        Case("['MKTAYIAK', 'mkt', 'ACDX'] (lower case, X)", (["MKTAYIAK", "mkt", "ACDX"],)),
+        Case(
+            "3 random proteins, max_len=6 (truncation)", ([_random_protein(rng, n) for n in (9, 4, 2)],), {"max_len": 6}
+        ),
+        Case("one protein with B, Z, U letters", ([_random_protein(rng, 12, "BZU")],)),
+        Case("['', 'G'] (an empty sequence)", (["", "G"],)),
+        Case("2 short proteins, max_len=40 (longer than both)", (["MKV", "PPGW"],), {"max_len": 40}),
+    ]
     return cases
 
 
 def _kmer_cases() -> list[Case]:
     rng = seeded(11)
-    cases = [Case("['AACD'], k=2", (['AACD'],), {'k': 2}), Case("['MKVLAAGMKV', 'CA'], k=2", (['MKVLAAGMKV', 'CA'],), {'k': 2}), Case('3 random proteins with X, default k=3', ([_random_protein(rng, n, 'X') for n in (30, 12, 7)],)), Case("['mkvl', 'AC'] (lower case; a sequence shorter than k), k=3", (['mkvl', 'AC'],), {'k': 3}), Case("['GGGGGG', 'ACDEFG'], k=1", (['GGGGGG', 'ACDEFG'],), {'k': 1})]
+    cases = [
+        Case("['AACD'], k=2", (["AACD"],), {"k": 2}),
+        Case("['MKVLAAGMKV', 'CA'], k=2", (["MKVLAAGMKV", "CA"],), {"k": 2}),
+        Case("3 random proteins with X, default k=3", ([_random_protein(rng, n, "X") for n in (30, 12, 7)],)),
+        Case("['mkvl', 'AC'] (lower case; a sequence shorter than k), k=3", (["mkvl", "AC"],), {"k": 3}),
+        Case("['GGGGGG', 'ACDEFG'], k=1", (["GGGGGG", "ACDEFG"],), {"k": 1}),
+    ]
     return cases
 
 
@@ -103,7 +118,11 @@ def _favor_case(g, label, B, H, L, d, m, lengths, scale=1.0):
 
 def _favor_cases() -> list[Case]:
     g = torch.Generator().manual_seed(12)
-    cases = [_favor_case(g, 'B=2, H=2, L=6, d=4, m=16, lengths [4, 6]', 2, 2, 6, 4, 16, [4, 6]), _favor_case(g, 'B=3, H=1, L=5, d=8, m=32, lengths [5, 1, 3]', 3, 1, 5, 8, 32, [5, 1, 3]), _favor_case(g, 'B=1, H=4, L=7, d=4, m=8, no padding', 1, 4, 7, 4, 8, [7])]
+    cases = [
+        _favor_case(g, "B=2, H=2, L=6, d=4, m=16, lengths [4, 6]", 2, 2, 6, 4, 16, [4, 6]),
+        _favor_case(g, "B=3, H=1, L=5, d=8, m=32, lengths [5, 1, 3]", 3, 1, 5, 8, 32, [5, 1, 3]),
+        _favor_case(g, "B=1, H=4, L=7, d=4, m=8, no padding", 1, 4, 7, 4, 8, [7]),
+    ]
     return cases
 
 
@@ -138,7 +157,9 @@ def _greedy_cases() -> list[Case]:
         ids = torch.randint(len(ref.SPECIALS), len(ref.AA_VOCAB), (len(lengths), S), generator=g)
         keep = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
         ids = ids.masked_fill(~keep, ref.PAD)
-        cases.append(Case(f'{len(lengths)} proteins of lengths {lengths}, max_len={max_len}', (model, ids, keep, max_len)))
+        cases.append(
+            Case(f"{len(lengths)} proteins of lengths {lengths}, max_len={max_len}", (model, ids, keep, max_len))
+        )
     return cases
 
 
@@ -295,4 +316,3 @@ def _check_greedy(student, hidden: bool) -> None:
         raise AssertionError(f"{exercise}: at most max_len tokens per row, got {out.shape[1]}")
     _expect_value_error(student, Case("max_len=0", cases[0].args[:3] + (0,)), exercise, FORBIDDEN_GREEDY,
                         "max_len < 1")
-

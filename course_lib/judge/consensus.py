@@ -145,13 +145,30 @@ def _with_no_operations(distance_fn):
 
 def edit_cases():
     rng = seeded(1102)
-    cases = [Case('ACGT vs AGT', ('ACGT', 'AGT')), Case('empty vs AC', ('', 'AC')), Case('GATTACA vs GCATGCT', ('GATTACA', 'GCATGCT')), Case('identical', ('ACCA', 'ACCA')), Case('TTAC vs empty', ('TTAC', ''))]
-    cases = [Case('both empty', ('', '')), Case('one base each', ('A', 'C'))]
+    cases = [
+        Case("ACGT vs AGT", ("ACGT", "AGT")),
+        Case("empty vs AC", ("", "AC")),
+        Case("GATTACA vs GCATGCT", ("GATTACA", "GCATGCT")),
+        Case("identical", ("ACCA", "ACCA")),
+        Case("TTAC vs empty", ("TTAC", "")),
+    ]
+    cases = [Case("both empty", ("", "")), Case("one base each", ("A", "C"))]
     for k in range(3):
-        cases.append(Case(f'random pair {k}', (_random_seq(rng, int(rng.integers(30, 60))), _random_seq(rng, int(rng.integers(30, 60))))))
+        cases.append(
+            Case(
+                f"random pair {k}",
+                (_random_seq(rng, int(rng.integers(30, 60))), _random_seq(rng, int(rng.integers(30, 60)))),
+            )
+        )
     from course_lib.bio.pacbio import load_molecules
+
     mol = load_molecules()[0]
-    cases.append(Case(f'real subread of ZMW {mol.zmw} vs its reference (first 80 bases)', (mol.passes()[1].seq[:80], mol.reference[:80])))
+    cases.append(
+        Case(
+            f"real subread of ZMW {mol.zmw} vs its reference (first 80 bases)",
+            (mol.passes()[1].seq[:80], mol.reference[:80]),
+        )
+    )
     return cases
 
 
@@ -297,13 +314,15 @@ def _breaks_pileup_unchecked(reads, alignments, length):
 
 def pileup_cases():
     rng = seeded(1112)
-    cases = [Case('docstring example (backbone ATC)', (['AC', 'AGC'], ['=D=', '=X='], 3))]
+    cases = [Case("docstring example (backbone ATC)", (["AC", "AGC"], ["=D=", "=X="], 3))]
     sizes = [(40, 8), (25, 1), (60, 12)]
     for L, R in sizes:
         backbone = _random_seq(rng, L)
         pairs = [_simulate(rng, backbone, p_sub=0.1, p_ins=0.15, p_del=0.15) for _ in range(R)]
-        cases.append(Case(f'{R} simulated reads on a backbone of {L}', ([p[0] for p in pairs], [p[1] for p in pairs], L)))
-    cases.append(Case('a deletion before an insertion', (['CGAT'], ['=D==I'], 4)))
+        cases.append(
+            Case(f"{R} simulated reads on a backbone of {L}", ([p[0] for p in pairs], [p[1] for p in pairs], L))
+        )
+    cases.append(Case("a deletion before an insertion", (["CGAT"], ["=D==I"], 4)))
     return cases
 
 
@@ -391,7 +410,7 @@ def ce_cases():
     for B, N, M in shapes:
         logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 2)
         target = torch.from_numpy(rng.integers(0, 5, size=(B, M)))
-        cases.append(Case(f'B={B}, N={N}, M={M}', (logits, target)))
+        cases.append(Case(f"B={B}, N={N}, M={M}", (logits, target)))
     return cases
 
 
@@ -540,8 +559,8 @@ def loss_cases(dtype=torch.float64):
         logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 3).to(dtype)
         target = torch.from_numpy(rng.integers(1, 5, size=(B, M)))
         for b in range(1, B):
-            target[b, M - b:] = 0
-        cases.append(Case(f'B={B}, N={N}, M={M}, gamma={gamma}', (logits, target, gamma)))
+            target[b, M - b :] = 0
+        cases.append(Case(f"B={B}, N={N}, M={M}, gamma={gamma}", (logits, target, gamma)))
     return cases
 
 

@@ -47,12 +47,20 @@ def linear_cases(causal: bool) -> list[Case]:
     cases = []
     for T, S, d, dv, lead in shapes:
         q, k, v = _qkv(rng, T, S, d, dv, lead, scale=1.5)
-        cases.append(Case(f'random q{q.shape}, k{k.shape}, v{v.shape}, softplus features', (q, k, v), {'feature_map': _softplus}))
+        cases.append(
+            Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features", (q, k, v), {"feature_map": _softplus})
+        )
     T = 8
     q, k, v = _qkv(rng, T, T, 3, 2)
-    cases.append(Case(f'q{q.shape} with feature_map=softplus', (q, k, v), {'feature_map': _softplus}))
+    cases.append(Case(f"q{q.shape} with feature_map=softplus", (q, k, v), {"feature_map": _softplus}))
     w = np.asarray(ref.draw_projection(16, 3, seed=77), dtype=np.float64)
-    cases.append(Case(f'q{q.shape} with 16 features per token (softplus of a projection, m=16 > d)', (q, k, v), {'feature_map': _feature_map_16(w)}))
+    cases.append(
+        Case(
+            f"q{q.shape} with 16 features per token (softplus of a projection, m=16 > d)",
+            (q, k, v),
+            {"feature_map": _feature_map_16(w)},
+        )
+    )
     return cases
 
 

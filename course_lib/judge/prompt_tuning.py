@@ -109,8 +109,19 @@ def _breaks_freeze_no_count(model):
 
 
 def freeze_cases() -> list[Case]:
-    out = [Case('a module with buffers, dropout and a tied output layer', (), {'kind': 'buffers', 'seed': 0}), Case('tiny LlamaForCausalLM, tied embeddings', (), {'kind': 'llama', 'seed': 1, 'tied': True}), Case('tiny LlamaForCausalLM, untied output layer', (), {'kind': 'llama', 'seed': 2, 'tied': False})]
-    out += [Case('tiny LlamaForCausalLM, 3 layers, width 24, tied', (), {'kind': 'llama', 'seed': 3, 'tied': True, 'layers': 3, 'width': 24}), Case('tiny LlamaForCausalLM, 1 layer, untied', (), {'kind': 'llama', 'seed': 4, 'tied': False, 'layers': 1})]
+    out = [
+        Case("a module with buffers, dropout and a tied output layer", (), {"kind": "buffers", "seed": 0}),
+        Case("tiny LlamaForCausalLM, tied embeddings", (), {"kind": "llama", "seed": 1, "tied": True}),
+        Case("tiny LlamaForCausalLM, untied output layer", (), {"kind": "llama", "seed": 2, "tied": False}),
+    ]
+    out += [
+        Case(
+            "tiny LlamaForCausalLM, 3 layers, width 24, tied",
+            (),
+            {"kind": "llama", "seed": 3, "tied": True, "layers": 3, "width": 24},
+        ),
+        Case("tiny LlamaForCausalLM, 1 layer, untied", (), {"kind": "llama", "seed": 4, "tied": False, "layers": 1}),
+    ]
     return out
 
 
@@ -202,8 +213,25 @@ def _breaks_prepend_first_row_only(x, m, p):
 def prepend_cases() -> list[Case]:
     rng = seeded(909)
     m1 = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
-    cases = [Case('B=2, T=4, d=3, P=2, right padding', (_t(rng, 2, 4, 3), m1, _t(rng, 2, 3))), Case('B=3, T=2, d=5, P=4, bool mask', (_t(rng, 3, 2, 5), torch.tensor([[True, True], [True, False], [True, True]]), _t(rng, 4, 5))), Case('B=1, T=3, d=2, P=1', (_t(rng, 1, 3, 2), torch.ones(1, 3, dtype=torch.long), _t(rng, 1, 2)))]
-    cases += [Case('B=4, T=6, d=8, P=5, float32', (_t(rng, 4, 6, 8, dtype=torch.float32), torch.from_numpy(rng.integers(0, 2, size=(4, 6))), _t(rng, 5, 8, dtype=torch.float32))), Case('B=2, T=1, d=3, P=3', (_t(rng, 2, 1, 3), torch.ones(2, 1, dtype=torch.long), _t(rng, 3, 3)))]
+    cases = [
+        Case("B=2, T=4, d=3, P=2, right padding", (_t(rng, 2, 4, 3), m1, _t(rng, 2, 3))),
+        Case(
+            "B=3, T=2, d=5, P=4, bool mask",
+            (_t(rng, 3, 2, 5), torch.tensor([[True, True], [True, False], [True, True]]), _t(rng, 4, 5)),
+        ),
+        Case("B=1, T=3, d=2, P=1", (_t(rng, 1, 3, 2), torch.ones(1, 3, dtype=torch.long), _t(rng, 1, 2))),
+    ]
+    cases += [
+        Case(
+            "B=4, T=6, d=8, P=5, float32",
+            (
+                _t(rng, 4, 6, 8, dtype=torch.float32),
+                torch.from_numpy(rng.integers(0, 2, size=(4, 6))),
+                _t(rng, 5, 8, dtype=torch.float32),
+            ),
+        ),
+        Case("B=2, T=1, d=3, P=3", (_t(rng, 2, 1, 3), torch.ones(2, 1, dtype=torch.long), _t(rng, 3, 3))),
+    ]
     return cases
 
 
@@ -300,8 +328,16 @@ def label_cases() -> list[Case]:
             m[b, :n] = 1
             ids[b, n:] = 0
         return Case(label, (ids, m, P, torch.tensor(starts)))
-    cases = [batch(2, 6, [6, 4], [3, 2], 2, 'B=2, T=6, P=2, second row padded'), batch(3, 5, [5, 5, 3], [1, 4, 2], 3, 'B=3, T=5, P=3, one-token answer'), batch(1, 4, [4], [2], 0, 'B=1, T=4, no soft prompt (P=0)')]
-    cases += [batch(4, 9, [9, 7, 5, 8], [4, 3, 1, 6], 5, 'B=4, T=9, P=5'), batch(2, 3, [3, 2], [0, 1], 1, 'answer from the first token')]
+
+    cases = [
+        batch(2, 6, [6, 4], [3, 2], 2, "B=2, T=6, P=2, second row padded"),
+        batch(3, 5, [5, 5, 3], [1, 4, 2], 3, "B=3, T=5, P=3, one-token answer"),
+        batch(1, 4, [4], [2], 0, "B=1, T=4, no soft prompt (P=0)"),
+    ]
+    cases += [
+        batch(4, 9, [9, 7, 5, 8], [4, 3, 1, 6], 5, "B=4, T=9, P=5"),
+        batch(2, 3, [3, 2], [0, 1], 1, "answer from the first token"),
+    ]
     return cases
 
 
@@ -404,8 +440,33 @@ def ll_cases() -> list[Case]:
         for b, (lo, hi) in enumerate(scored):
             lab[b, lo:hi] = torch.from_numpy(rng.integers(0, V, size=hi - lo))
         return Case(label, (lg, lab), kw)
-    cases = [case(2, 5, 7, [(2, 5), (3, 4)], 'B=2, L=5, V=7, summed'), case(2, 5, 7, [(2, 5), (3, 4)], 'B=2, L=5, V=7, normalise=True', normalise=True), case(3, 4, 6, [(1, 4), (2, 3), (1, 3)], 'B=3, L=4, V=6, options of 3, 1 and 2 tokens, normalise=True', normalise=True), case(1, 3, 5, [(1, 3)], 'B=1, L=3, V=5, normalise=False', normalise=False)]
-    cases += [case(4, 8, 11, [(3, 8), (5, 6), (2, 4), (6, 8)], 'B=4, L=8, V=11, float32', dtype=torch.float32), case(4, 8, 11, [(3, 8), (5, 6), (2, 4), (6, 8)], 'B=4, L=8, V=11, float32, normalise=True', dtype=torch.float32, normalise=True), case(2, 6, 9, [(2, 3), (1, 6)], 'a label at position 0 is not scored', normalise=True)]
+
+    cases = [
+        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, summed"),
+        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, normalise=True", normalise=True),
+        case(
+            3,
+            4,
+            6,
+            [(1, 4), (2, 3), (1, 3)],
+            "B=3, L=4, V=6, options of 3, 1 and 2 tokens, normalise=True",
+            normalise=True,
+        ),
+        case(1, 3, 5, [(1, 3)], "B=1, L=3, V=5, normalise=False", normalise=False),
+    ]
+    cases += [
+        case(4, 8, 11, [(3, 8), (5, 6), (2, 4), (6, 8)], "B=4, L=8, V=11, float32", dtype=torch.float32),
+        case(
+            4,
+            8,
+            11,
+            [(3, 8), (5, 6), (2, 4), (6, 8)],
+            "B=4, L=8, V=11, float32, normalise=True",
+            dtype=torch.float32,
+            normalise=True,
+        ),
+        case(2, 6, 9, [(2, 3), (1, 6)], "a label at position 0 is not scored", normalise=True),
+    ]
     lg, lab = cases[-1].args
     lab[:, 0] = 3
     return cases

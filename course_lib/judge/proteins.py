@@ -144,8 +144,28 @@ def _breaks_encode_numpy(s, max_len=None):
 
 def encode_cases() -> list[Case]:
     rng = seeded(1010)
-    cases = [Case("['MK', 'W']", (['MK', 'W'],)), Case("['MKTAYIAK', 'mkt', 'ACDX'] (lower case, X)", (['MKTAYIAK', 'mkt', 'ACDX'],)), Case('3 random proteins, max_len=6 (truncation)', ([_random_protein(rng, n) for n in (9, 4, 2)],), {'max_len': 6}), Case('one protein with B, Z, U letters', ([_random_protein(rng, 12, 'BZU')],)), Case("['', 'G'] (an empty sequence)", (['', 'G'],)), Case('2 short proteins, max_len=40 (longer than both)', (['MKV', 'PPGW'],), {'max_len': 40})]
-    cases += [Case('8 random proteins of 1..60 residues, max_len=32', ([_random_protein(rng, int(n), 'X') for n in rng.integers(1, 61, size=8)],), {'max_len': 32}), Case('5 lower-case random proteins', ([_random_protein(rng, int(n)).lower() for n in rng.integers(5, 25, size=5)],)), Case('max_len=2 (only <cls> and <eos>)', (['MKV', 'A'],), {'max_len': 2})]
+    cases = [
+        Case("['MK', 'W']", (["MK", "W"],)),
+        Case("['MKTAYIAK', 'mkt', 'ACDX'] (lower case, X)", (["MKTAYIAK", "mkt", "ACDX"],)),
+        Case(
+            "3 random proteins, max_len=6 (truncation)", ([_random_protein(rng, n) for n in (9, 4, 2)],), {"max_len": 6}
+        ),
+        Case("one protein with B, Z, U letters", ([_random_protein(rng, 12, "BZU")],)),
+        Case("['', 'G'] (an empty sequence)", (["", "G"],)),
+        Case("2 short proteins, max_len=40 (longer than both)", (["MKV", "PPGW"],), {"max_len": 40}),
+    ]
+    cases += [
+        Case(
+            "8 random proteins of 1..60 residues, max_len=32",
+            ([_random_protein(rng, int(n), "X") for n in rng.integers(1, 61, size=8)],),
+            {"max_len": 32},
+        ),
+        Case(
+            "5 lower-case random proteins",
+            ([_random_protein(rng, int(n)).lower() for n in rng.integers(5, 25, size=5)],),
+        ),
+        Case("max_len=2 (only <cls> and <eos>)", (["MKV", "A"],), {"max_len": 2}),
+    ]
     return cases
 
 
@@ -269,8 +289,23 @@ def _breaks_kmer_nan_rows(s, k=3):
 
 def kmer_cases() -> list[Case]:
     rng = seeded(1111)
-    cases = [Case("['AACD'], k=2", (['AACD'],), {'k': 2}), Case("['MKVLAAGMKV', 'CA'], k=2", (['MKVLAAGMKV', 'CA'],), {'k': 2}), Case('3 random proteins with X, default k=3', ([_random_protein(rng, n, 'X') for n in (30, 12, 7)],)), Case("['mkvl', 'AC'] (lower case; a sequence shorter than k), k=3", (['mkvl', 'AC'],), {'k': 3}), Case("['GGGGGG', 'ACDEFG'], k=1", (['GGGGGG', 'ACDEFG'],), {'k': 1})]
-    cases += [Case('6 random proteins of 20..80 residues with X and B, k=3', ([_random_protein(rng, int(n), 'XB') for n in rng.integers(20, 81, size=6)],), {'k': 3}), Case('4 random proteins, k=2', ([_random_protein(rng, int(n)) for n in rng.integers(3, 40, size=4)],), {'k': 2})]
+    cases = [
+        Case("['AACD'], k=2", (["AACD"],), {"k": 2}),
+        Case("['MKVLAAGMKV', 'CA'], k=2", (["MKVLAAGMKV", "CA"],), {"k": 2}),
+        Case("3 random proteins with X, default k=3", ([_random_protein(rng, n, "X") for n in (30, 12, 7)],)),
+        Case("['mkvl', 'AC'] (lower case; a sequence shorter than k), k=3", (["mkvl", "AC"],), {"k": 3}),
+        Case("['GGGGGG', 'ACDEFG'], k=1", (["GGGGGG", "ACDEFG"],), {"k": 1}),
+    ]
+    cases += [
+        Case(
+            "6 random proteins of 20..80 residues with X and B, k=3",
+            ([_random_protein(rng, int(n), "XB") for n in rng.integers(20, 81, size=6)],),
+            {"k": 3},
+        ),
+        Case(
+            "4 random proteins, k=2", ([_random_protein(rng, int(n)) for n in rng.integers(3, 40, size=4)],), {"k": 2}
+        ),
+    ]
     return cases
 
 
@@ -377,8 +412,25 @@ def _breaks_favor_quadratic(q, k, v, w, keep):
 
 def favor_cases() -> list[Case]:
     g = torch.Generator().manual_seed(1212)
-    cases = [_favor_case(g, 'B=2, H=2, L=6, d=4, m=16, lengths [4, 6]', 2, 2, 6, 4, 16, [4, 6]), _favor_case(g, 'B=3, H=1, L=5, d=8, m=32, lengths [5, 1, 3]', 3, 1, 5, 8, 32, [5, 1, 3]), _favor_case(g, 'B=1, H=4, L=7, d=4, m=8, no padding', 1, 4, 7, 4, 8, [7])]
-    cases += [_favor_case(g, 'B=4, H=2, L=33, d=16, m=64, lengths [33, 20, 2, 9], larger q and k', 4, 2, 33, 16, 64, [33, 20, 2, 9], scale=2.0), _favor_case(g, 'B=2, H=3, L=10, d=2, m=4, lengths [10, 7]', 2, 3, 10, 2, 4, [10, 7])]
+    cases = [
+        _favor_case(g, "B=2, H=2, L=6, d=4, m=16, lengths [4, 6]", 2, 2, 6, 4, 16, [4, 6]),
+        _favor_case(g, "B=3, H=1, L=5, d=8, m=32, lengths [5, 1, 3]", 3, 1, 5, 8, 32, [5, 1, 3]),
+        _favor_case(g, "B=1, H=4, L=7, d=4, m=8, no padding", 1, 4, 7, 4, 8, [7]),
+    ]
+    cases += [
+        _favor_case(
+            g,
+            "B=4, H=2, L=33, d=16, m=64, lengths [33, 20, 2, 9], larger q and k",
+            4,
+            2,
+            33,
+            16,
+            64,
+            [33, 20, 2, 9],
+            scale=2.0,
+        ),
+        _favor_case(g, "B=2, H=3, L=10, d=2, m=4, lengths [10, 7]", 2, 3, 10, 2, 4, [10, 7]),
+    ]
     return cases
 
 
@@ -528,7 +580,9 @@ def greedy_cases() -> list[Case]:
         ids = torch.randint(len(ref.SPECIALS), len(ref.AA_VOCAB), (len(lengths), S), generator=g)
         keep = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
         ids = ids.masked_fill(~keep, ref.PAD)
-        cases.append(Case(f'{len(lengths)} proteins of lengths {lengths}, max_len={max_len}', (model, ids, keep, max_len)))
+        cases.append(
+            Case(f"{len(lengths)} proteins of lengths {lengths}, max_len={max_len}", (model, ids, keep, max_len))
+        )
     return cases
 
 
