@@ -12,12 +12,14 @@ everything is open). A graded class gets a bundle built from it:
   ``grading/nbgrader_config.py`` lists those that are), the exercise registry
   (``course_lib/checks/registry.py``) names each exercise's reference and its equivalents by
   qualified name; each keeps its signature and docstring in its own module but its body
-  raises ``NotImplementedError``; private helpers only those used go the same way. The
-  checks modules are partially evaluated with ``hidden`` = False (:func:`fold_hidden`): no
-  hidden case, seed or input ships, and a public check called with ``hidden=True`` says so.
-  In the checks, every answer an exercise declares (a known wrong one, ``Wrong(...)``; a right
-  alternative, ``Right(...)``; a promise's breaking answer, ``Breaks(...)``) is replaced by a stub:
-  they are near-solutions or solutions;
+  raises ``NotImplementedError``; private helpers only those used go the same way. The judge's
+  material (``course_lib/judge/``: hidden cases, known wrong answers, right alternatives, promise
+  breakers, the declarations) is left out of the copy, and a lesson's checks module whose judge
+  module is there is copied as it is (:func:`split`): no hidden case, seed or input ships, and a
+  public check called with ``hidden=True`` says so (``course_lib.checks.core.graded``). The checks
+  of a lesson not split yet (06, 08) are still rewritten: partially evaluated with ``hidden`` =
+  False (:func:`fold_hidden`), every answer they declare (``Wrong``, ``Right``, ``Breaks``: near-solutions
+  or solutions) replaced by a stub (:func:`student_edition_of_checks`);
 * ``course_lib/checks/_stored.json``: the reference's and each known misconception's
   output on the *visible* tests' inputs only (captured by running the visible tests on
   the instructor's solutions, ``course_lib.checks.transcript`` capture mode). With it the
