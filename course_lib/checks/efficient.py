@@ -310,11 +310,15 @@ def elu_cases_from(rng) -> list[Case]:
             Case("a (3, 4) array of random values", (rng.normal(size=(3, 4)) * 2,))]
 
 
+def _elu_cases() -> list[Case]:
+    return elu_cases_from(seeded(17))
+
+
 @core.graded
 def check_elu_feature_map(student, hidden: bool = False) -> None:
     """Student ``elu_feature_map(x)`` is elu(x) + 1: x + 1 for x > 0, exp(x) otherwise, always > 0."""
     exercise = "elu_feature_map"
-    cases = core.hidden_part(__name__).elu_cases() if hidden else elu_cases_from(seeded(17))
+    cases = core.hidden_part(__name__).elu_cases() if hidden else _elu_cases()
     compare_with_reference(student, ref.elu_feature_map, cases, exercise=exercise,
                            wrongs=core.wrongs(__name__, "ELU"), forbidden=FORBIDDEN)
     x = np.linspace(-30.0, 3.0, 67)
@@ -397,6 +401,10 @@ def step_cases_from(rng, d: int, dv: int) -> tuple[list[Case], object]:
     return cases, rng
 
 
+def _step_cases() -> tuple[list[Case], object]:
+    return step_cases_from(seeded(67), 3, 2)
+
+
 @core.graded
 def check_linear_attention_step(student, hidden: bool = False) -> None:
     """Student ``linear_attention_step(state, q_t, k_t, v_t, feature_map)`` -> (out_t, (s, z)):
@@ -406,7 +414,7 @@ def check_linear_attention_step(student, hidden: bool = False) -> None:
     if hidden:
         cases, rng, T = core.hidden_part(__name__).step_cases()
     else:
-        (cases, rng), T = step_cases_from(seeded(67), 3, 2), 5
+        (cases, rng), T = _step_cases(), 5
     d, dv = len(cases[0].args[1]), len(cases[0].args[3])
     s0, z0 = cases[1].args[0]
     s_pristine, z_pristine = s0.copy(), z0.copy()
