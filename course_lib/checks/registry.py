@@ -40,7 +40,14 @@ def _declaring_module(topic: str):
     a lesson whose judge's material is not split off yet, its checks module."""
     from course_lib.checks import core
 
-    return core.judge(f"course_lib.checks.{topic}") or importlib.import_module(f"course_lib.checks.{topic}")
+    module = core.judge(f"course_lib.checks.{topic}") or importlib.import_module(f"course_lib.checks.{topic}")
+    if not hasattr(module, "EXERCISES"):  # a split lesson in an edition: its judge module is not there
+        raise LookupError(DECLARATIONS_NOT_SHIPPED)
+    return module
+
+
+DECLARATIONS_NOT_SHIPPED = ("the exercises' declarations and their answers are not shipped in the student edition: "
+                            "they are the judge's (course_lib/judge/), which only your instructor's grader holds")
 
 
 @functools.lru_cache(maxsize=1)
