@@ -739,7 +739,8 @@ def _feed_file(module: str) -> str:
 
 
 def run_hidden_from_feed(check: str, student: Callable) -> None:
-    """A hidden test in the students' edition, which holds no hidden input (``grading.bundle`` folds the
+    """A hidden test in the students' edition, which holds no hidden input (a split lesson's check is sent here by
+    :func:`graded` where there is no judge module; a lesson not split yet by ``grading.bundle``, which folds its
     hidden cases away and makes every ``check_*(student, hidden=True)`` call this).
 
     In the grading kernel (record mode) the inputs come as data: the judge ran the hidden check on the
