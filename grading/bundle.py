@@ -12,12 +12,14 @@ everything is open). A graded class gets a bundle built from it:
   ``grading/nbgrader_config.py`` lists those that are), the exercise registry
   (``course_lib/checks/registry.py``) names each exercise's reference and its equivalents by
   qualified name; each keeps its signature and docstring in its own module but its body
-  raises ``NotImplementedError``; private helpers only those used go the same way. The
-  checks modules are partially evaluated with ``hidden`` = False (:func:`fold_hidden`): no
-  hidden case, seed or input ships, and a public check called with ``hidden=True`` says so.
-  In the checks, every answer an exercise declares (a known wrong one, ``Wrong(...)``; a right
-  alternative, ``Right(...)``; a promise's breaking answer, ``Breaks(...)``) is replaced by a stub:
-  they are near-solutions or solutions;
+  raises ``NotImplementedError``; private helpers only those used go the same way. The judge's
+  material (``course_lib/judge/``: hidden cases, known wrong answers, right alternatives, promise
+  breakers, the declarations) is left out of the copy, and a lesson's checks module whose judge
+  module is there is copied as it is (:func:`split`): no hidden case, seed or input ships, and a
+  public check called with ``hidden=True`` says so (``course_lib.checks.core.graded``). The checks
+  of a lesson not split yet (06, 08) are still rewritten: partially evaluated with ``hidden`` =
+  False (:func:`fold_hidden`), every answer they declare (``Wrong``, ``Right``, ``Breaks``: near-solutions
+  or solutions) replaced by a stub (:func:`student_edition_of_checks`);
 * ``course_lib/checks/_stored.json``: the reference's and each known misconception's
   output on the *visible* tests' inputs only (captured by running the visible tests on
   the instructor's solutions, ``course_lib.checks.transcript`` capture mode). With it the
@@ -398,6 +400,25 @@ def write_inputs(module: str, folder: str, hidden: bool) -> str | None:
     return path
 
 
+JUDGE_DIR = os.path.join(COURSE_LIB, "judge")  # the judge's material (course_lib.judge): never in an edition
+
+
+def _left_out(folder: str, names: list[str]) -> set[str]:
+    """What the copy of course_lib into an edition leaves out: the judge package, caches, and the data files an
+    edition is given by its builder (stored values, its marker, the input files)."""
+    out = set(shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json", "_edition.json",
+                                     "_inputs_*.json")(folder, names))
+    if os.path.abspath(folder) == os.path.abspath(COURSE_LIB):
+        out.add("judge")
+    return out
+
+
+def split(checks_module: str) -> bool:
+    """Is ``checks_module`` ("course_lib.checks.masking") a lesson whose judge's material lives in a judge module
+    of its own (``course_lib/judge/<topic>.py``)? Its edition is then the file itself, copied."""
+    return os.path.isfile(os.path.join(JUDGE_DIR, checks_module.rsplit(".", 1)[1] + ".py"))
+
+
 def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -> dict[str, list[str]]:
     """Write the students' edition of ``course_lib`` into ``lib``; return {file: names stripped}.
 
@@ -405,8 +426,7 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
     its own module; the checks modules lose their known wrong implementations and, unless ``keep_hidden``,
     their hidden cases (:func:`student_edition_of_checks`). ``keep_hidden``: the grading kernel's edition
     (``grading.edition``), which runs the hidden tests' inputs through the student's functions."""
-    shutil.copytree(COURSE_LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json",
-                                                                   "_edition.json", "_inputs_*.json"))
+    shutil.copytree(COURSE_LIB, lib, ignore=_left_out)
     secret = withheld(released)
     stripped_by_file: dict[str, list[str]] = {}
     for folder, _, files in os.walk(lib):
@@ -423,6 +443,8 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
                                                                "registry.py", "exercise.py", "errors.py",
                                                                "lessons.py")):
                     continue
+                if split(module):
+                    continue  # its judge's material is in course_lib/judge/, which the copy left out: as it is
                 new = student_edition_of_checks(source, keep_hidden=keep_hidden, module=module)
                 write_inputs(module, os.path.dirname(path), hidden=keep_hidden)
             else:

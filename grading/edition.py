@@ -8,9 +8,10 @@ edition, with every reference. The sandboxed kernel that runs a submission mount
   body replaced by ``raise NotImplementedError``, in their own modules, exactly as in the students'
   bundle (``grading.bundle.write_course_lib``); assignments whose solutions are released
   (``c.CourseBundle.solutions_released``) keep theirs, as the students' bundle does;
-* every known wrong implementation in the checks is a stub (they are near-solutions);
-* the checks hold no hidden case, seed or input, exactly as in the students' bundle: the hidden cases are
-  folded away and a hidden test's check runs the inputs the grader hands the kernel as data
+* no judge's material: ``course_lib/judge/`` (known wrong answers, right alternatives, promise breakers,
+  hidden cases) is not copied, and the lessons not split yet have their declared answers stubbed;
+* the checks hold no hidden case, seed or input, exactly as in the students' bundle: a hidden test's check
+  (``course_lib.checks.core.graded``) runs the inputs the grader hands the kernel as data
   (``hidden_feed/`` beside ``course_lib``, written by the judge: ``grading.feed``);
 * no stored reference output (the bundle's ``_stored.json``): in record mode no expected value exists
   in the kernel at all. Apart from that file and ``_edition.json``, ``course_lib`` here is the students'

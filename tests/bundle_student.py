@@ -280,12 +280,19 @@ from course_lib import checks
 spec = importlib.util.spec_from_file_location("_instructor_checks_" + topic, source_path)
 inst = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(inst)
+if len(sys.argv) > 3 and sys.argv[3]:  # a split lesson: its WRONG_* tables are in its judge module's file
+    spec = importlib.util.spec_from_file_location("_instructor_judge_" + topic, sys.argv[3])
+    inst = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(inst)
 tree = ast.parse(open(source_path).read())
 defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
 def lists(node, seen):
     out = []
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Name):
+        if isinstance(sub, ast.Call) and getattr(sub.func, "attr", None) == "wrongs" and len(sub.args) == 2 \
+                and isinstance(sub.args[1], ast.Constant) and "WRONG_" + sub.args[1].value not in out:
+            out.append("WRONG_" + sub.args[1].value)  # core.wrongs(__name__, "X"): the judge module's WRONG_X
+        elif isinstance(sub, ast.Name):
             if sub.id.startswith("WRONG_") and sub.id not in out:
                 out.append(sub.id)
             elif sub.id in defs and sub.id.startswith("_") and sub.id not in seen:
@@ -316,7 +323,9 @@ def misconception_messages(topic: str, python: str | None = None, cwd: str | Non
     in the environment of ``python`` (default: this one, the repository's course_lib, live mode)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_CHECK_MODE")}
     source = os.path.join(REPO, "course_lib", "checks", f"{topic}.py")
-    proc = subprocess.run([python or sys.executable, "-c", _MESSAGES, topic, source], capture_output=True,
+    judge = os.path.join(REPO, "course_lib", "judge", f"{topic}.py")
+    judge = judge if os.path.isfile(judge) else ""
+    proc = subprocess.run([python or sys.executable, "-c", _MESSAGES, topic, source, judge], capture_output=True,
                           text=True, env=env, cwd=cwd or tempfile.gettempdir(), timeout=600)
     if "MESSAGES " not in proc.stdout:
         raise RuntimeError(f"the misconception run for {topic} failed:\n{proc.stderr[-3000:]}")

@@ -76,7 +76,7 @@ def check_tables(qualified: str, prefix: str) -> dict:
     import importlib
     import inspect
 
-    from course_lib.checks import registry
+    from course_lib.checks import core, registry
 
     check = registry.resolve(qualified)
     module = importlib.import_module(check.__module__)
@@ -86,7 +86,14 @@ def check_tables(qualified: str, prefix: str) -> dict:
         if callable(fn) and hasattr(inspect.unwrap(fn), "__code__"):
             codes.append(inspect.unwrap(fn).__code__)
     names = dict.fromkeys(n for code in codes for n in code.co_names if n.startswith(prefix))
-    return {n: getattr(module, n) for n in names}
+    found = {n: getattr(module, n) for n in names}
+    judge = core.judge(module.__name__)  # a split lesson's checks name their WRONG_* tables as core.wrongs(__name__, "X")
+    if judge is not None:
+        for code in codes:
+            for c in code.co_consts:
+                if isinstance(c, str) and c.isidentifier() and hasattr(judge, prefix + c):
+                    found.setdefault(prefix + c, getattr(judge, prefix + c))
+    return found
 
 
 @pytest.fixture(scope="session")

@@ -126,10 +126,14 @@ def test_notebooks_hold_no_solution_text(built):
             assert not any(json.dumps(ln)[1:-1] in joined for ln in long_lines[:3]), f"solution text of {rel} {gid}"
 
 
-def test_known_wrong_answers_are_stubs(built):
+def test_known_wrong_answers_are_not_shipped(built):
+    """A split lesson's checks (lesson 01) ship without their known wrong answers (they are in course_lib/judge/,
+    which the bundle leaves out); a lesson not split yet (lesson 08) ships them as stubs."""
     source = open(os.path.join(built["bundle"], "course_lib", "checks", "attention.py")).read()
+    assert "WRONG_" not in source and "np.swapaxes(k, -1, -2) if transpose_k" not in source
+    assert not os.path.exists(os.path.join(built["bundle"], "course_lib", "judge"))
+    source = open(os.path.join(built["bundle"], "course_lib", "checks", "clinical.py")).read()
     assert "_not_shipped" in source
-    assert "np.swapaxes(k, -1, -2) if transpose_k" not in source
 
 
 # ---------------------------------------------------------------- no hidden input

@@ -7,15 +7,16 @@ import pytest
 
 from course_lib import attention as A
 from course_lib.checks import attention as C
+from course_lib.judge import attention as J
 from course_lib.checks.core import IntegrityError, NotImplementedYet
 from named import assert_named_alone, declared_wrong_answers, named_in
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/attention.py; each keeps full
 # marks: tests/test_exercises.py); the tests below build their wrong answers from them
-my_softmax = C._right_softmax
-my_attention = C._right_attention
-my_attention_torch = C._right_attention_torch
+my_softmax = J._right_softmax
+my_attention = J._right_attention
+my_attention_torch = J._right_attention_torch
 
 
 WRONGS = declared_wrong_answers("01_attention")
@@ -28,8 +29,8 @@ def test_each_misconception_is_named_and_no_other(check, wrong):
 
 
 def test_required_misconceptions_are_recognised():
-    names = {w.name for w in C.WRONG_ATTENTION} | {w.name for w in C.WRONG_SOFTMAX} | {
-        w.name for w in C.WRONG_ATTENTION_TORCH}
+    names = {w.name for w in J.WRONG_ATTENTION} | {w.name for w in J.WRONG_SOFTMAX} | {
+        w.name for w in J.WRONG_ATTENTION_TORCH}
     assert {"missing scaling", "softmax wrong axis", "unstable softmax", "transposed K", "mask inverted",
             "softmax without normalisation", "NaN on a fully masked row", "softmax over the head axis",
             "k.T on a batched tensor"} <= names, names

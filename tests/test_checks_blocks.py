@@ -9,13 +9,14 @@ import torch.nn.functional as F
 from course_lib import blocks as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import blocks as chk
+from course_lib.judge import blocks as J
 from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/blocks.py; each keeps full
 # marks: tests/test_exercises.py); the tests below build their wrong answers from them
-layer_norm_ok = chk._right_layer_norm_ok
-encoder_layer_ok = chk._right_encoder_layer_ok
+layer_norm_ok = J._right_layer_norm_ok
+encoder_layer_ok = J._right_encoder_layer_ok
 
 
 def test_checks_leave_global_rng_alone():
@@ -35,9 +36,9 @@ def test_each_wrong_answer_is_named(check, wrong):
 
 
 def test_required_misconceptions_are_named():
-    ln = {w.name for w in chk.WRONG_LAYER_NORM}
+    ln = {w.name for w in J.WRONG_LAYER_NORM}
     assert {"LayerNorm over the wrong axis", "unbiased variance"} <= ln
-    assert "residual added after the norm in a pre-norm block" in {w.name for w in chk.WRONG_ENCODER_LAYER}
+    assert "residual added after the norm in a pre-norm block" in {w.name for w in J.WRONG_ENCODER_LAYER}
 
 
 def test_unbiased_variance_from_torch_var_is_named():

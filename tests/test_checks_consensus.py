@@ -9,13 +9,14 @@ import torch
 from course_lib import consensus as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import consensus as chk
+from course_lib.judge import consensus as J
 from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/consensus.py; each keeps full
 # marks: tests/test_exercises.py); the tests below build their wrong answers from them
-edit_distance_loops = chk._right_edit_distance_loops
-soft_loss_loops = chk._right_soft_loss_loops
+edit_distance_loops = J._right_edit_distance_loops
+soft_loss_loops = J._right_soft_loss_loops
 
 
 # ---------------------------------------------------------------- every named misconception
@@ -25,7 +26,7 @@ WRONG_ANSWERS = declared_wrong_answers("11_read_consensus")
 def _as_student(check, wrong):
     """A wrong answer written as a student would: for edit_distance, with some traceback."""
     if check is chk.check_edit_distance:
-        return chk._with_no_operations(wrong.fn)  # as its declaration hands it in
+        return J._with_no_operations(wrong.fn)  # as its declaration hands it in
     if check is chk.check_soft_alignment_loss:
         def fn(logits, target, gamma, del_cost=1.0):
             if not gamma > 0 or len(logits) != len(target):

@@ -7,6 +7,7 @@ import pytest
 from course_lib import dna as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import dna as chk
+from course_lib.judge import dna as J
 from named import assert_named_alone, declared_wrong_answers
 
 

@@ -12,16 +12,17 @@ import pytest
 from course_lib import efficient as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import efficient as C
+from course_lib.judge import efficient as J
 from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/efficient.py; each keeps full
 # marks: tests/test_exercises.py); the tests below build their wrong answers from them
-elu_feature_map = C._right_elu_feature_map
-linear_attention = C._right_linear_attention
-causal_linear_attention = C._right_causal_linear_attention
-linear_attention_step = C._right_linear_attention_step
-positive_random_features = C._right_positive_random_features
+elu_feature_map = J._right_elu_feature_map
+linear_attention = J._right_linear_attention
+causal_linear_attention = J._right_causal_linear_attention
+linear_attention_step = J._right_linear_attention_step
+positive_random_features = J._right_positive_random_features
 
 
 # ---------------------------------------------------------------- every known wrong answer is named
@@ -36,8 +37,8 @@ def test_wrong_answers_are_named(check, wrong):
 
 @pytest.mark.parametrize("hidden", [False, True])
 @pytest.mark.parametrize("check, quadratic", [
-    (C.check_linear_attention, C._linear_quadratic),
-    (C.check_causal_linear_attention, C._causal_quadratic),
+    (C.check_linear_attention, J._linear_quadratic),
+    (C.check_causal_linear_attention, J._causal_quadratic),
 ])
 def test_quadratic_form_is_caught_by_its_memory(check, quadratic, hidden):
     with pytest.raises(AssertionError, match=r"likely misconception 'quadratic \(phi\(Q\) phi\(K\)\^T\) V'.*MB"):

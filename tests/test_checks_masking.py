@@ -8,14 +8,15 @@ import pytest
 from course_lib import masking
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import masking as C
+from course_lib.judge import masking as J
 from named import assert_named_alone, declared_wrong_answers
 
 
-# the independent right answers are declared with the exercises (course_lib/checks/masking.py; each keeps full
+# the independent right answers are declared with the exercises (course_lib/judge/masking.py; each keeps full
 # marks: tests/test_exercises.py); the tests below build their wrong answers from them
-padding_mask = C._right_padding_mask
-to_additive = C._right_to_additive
-masked_softmax = C._right_masked_softmax
+padding_mask = J._right_padding_mask
+to_additive = J._right_to_additive
+masked_softmax = J._right_masked_softmax
 CHECKS = [(C.check_causal_mask, "causal_mask"), (C.check_padding_mask, "padding_mask"),
           (C.check_combine_masks, "combine_masks"), (C.check_to_additive, "to_additive"),
           (C.check_masked_softmax, "masked_softmax")]

@@ -7,15 +7,16 @@ import pytest
 from course_lib import multihead
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import multihead as C
+from course_lib.judge import multihead as J
 from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/multihead.py; each keeps full
 # marks: tests/test_exercises.py); the tests below build their wrong answers from them
-split_heads = C._right_split_heads
-merge_heads = C._right_merge_heads
-multi_head_attention = C._right_multi_head_attention
-numpy_params_from_torch = C._right_numpy_params_from_torch
+split_heads = J._right_split_heads
+merge_heads = J._right_merge_heads
+multi_head_attention = J._right_multi_head_attention
+numpy_params_from_torch = J._right_numpy_params_from_torch
 CHECKS = [(C.check_split_heads, "split_heads"), (C.check_merge_heads, "merge_heads"),
           (C.check_multi_head_attention, "multi_head_attention"),
           (C.check_numpy_params_from_torch, "numpy_params_from_torch")]

@@ -10,13 +10,14 @@ import pytest
 from course_lib import positional as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import positional as chk
+from course_lib.judge import positional as J
 from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/positional.py; each keeps full
 # marks: tests/test_exercises.py); the tests below build their wrong answers from them
-sinusoidal_loops = chk._right_sinusoidal_loops
-exponential_loops = chk._right_exponential_loops
+sinusoidal_loops = J._right_sinusoidal_loops
+exponential_loops = J._right_exponential_loops
 
 
 # ---------------------------------------------------------------- every named misconception
@@ -30,7 +31,7 @@ def test_each_wrong_answer_is_named(check, wrong):
 
 
 def test_required_misconceptions_are_named():
-    names = {w.name for w in chk.WRONG_SINUSOIDAL}
+    names = {w.name for w in J.WRONG_SINUSOIDAL}
     assert "sin and cos swapped" in names and "exponent i/d instead of 2i/d" in names
 
 

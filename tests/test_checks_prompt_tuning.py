@@ -10,12 +10,13 @@ import torch
 from course_lib import prompt_tuning as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import prompt_tuning as chk
+from course_lib.judge import prompt_tuning as J
 from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/prompt_tuning.py; each keeps
 # full marks: tests/test_exercises.py); the tests below use one of them
-freeze_ok = chk._right_freeze_ok
+freeze_ok = J._right_freeze_ok
 
 
 WRONG_ANSWERS = declared_wrong_answers("09_prompt_tuning")

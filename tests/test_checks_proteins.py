@@ -8,15 +8,16 @@ import torch
 from course_lib import proteins as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import proteins as chk
+from course_lib.judge import proteins as J
 from course_lib.efficient import favor_features_torch
 from named import assert_named_alone, declared_wrong_answers
 
 # the independent right answers are declared with the exercises (course_lib/checks/proteins.py; each keeps full
 # marks: tests/test_exercises.py); the tests below build their wrong answers from them
-encode_loop = chk._right_encode_loop
-kmer_dict = chk._right_kmer_dict
-favor_einsum = chk._right_favor_einsum
-greedy_rowwise = chk._right_greedy_rowwise
+encode_loop = J._right_encode_loop
+kmer_dict = J._right_kmer_dict
+favor_einsum = J._right_favor_einsum
+greedy_rowwise = J._right_greedy_rowwise
 
 
 # ---------------------------------------------------------------- every named misconception

@@ -226,7 +226,7 @@ def _numpy_attention(q, k, v, mask=None):
     import numpy as np
     import torch
 
-    from course_lib.checks.attention import _right_softmax
+    from course_lib.judge.attention import _right_softmax
 
     qn, kn, vn = (t.detach().numpy() for t in (q, k, v))
     s = qn @ np.swapaxes(kn, -1, -2) / np.sqrt(qn.shape[-1])
@@ -238,7 +238,7 @@ def _numpy_attention(q, k, v, mask=None):
 
 def _hooked_attention(q, k, v, mask=None):
     """The reference's values and graph, with a hook on q that zeroes the gradient reaching it."""
-    from course_lib.checks.attention import _right_attention_torch
+    from course_lib.judge.attention import _right_attention_torch
 
     if q.requires_grad:
         q.register_hook(lambda g: g * 0)
@@ -322,7 +322,7 @@ def _record_then_verify(cell: str, **ns) -> tuple[str, str | None]:
 def test_the_verifier_judges_the_recorded_gradient(answer, verdict):
     """Graded: the kernel records the gradient autograd gives (or why there is none) and the verifier,
     outside the kernel, compares it with the reference's; the honest answer keeps its pass."""
-    from course_lib.checks.attention import _right_attention_torch
+    from course_lib.judge.attention import _right_attention_torch
 
     fns = {"_right_attention_torch": _right_attention_torch, "_numpy_attention": _numpy_attention,
            "_hooked_attention": _hooked_attention}

@@ -420,3 +420,68 @@ def test_a_hidden_check_that_threads_the_students_output_gets_the_students_own_o
     calls = _run_in_edition(kernel_root, _STEP_IN_THE_EDITION, tmp_path)
     source = "checks.efficient.check_linear_attention_step(linear_attention_step, hidden=True)\n"
     assert verify.verify_cell(source, calls) is None
+
+
+# ---------------------------------------------------------------- the judge's material stays out (issue 58.2)
+JUDGE_ONLY = ("WRONG_", "_right_", "_breaks_", "_judge_", "course_lib.judge", "EXERCISES")
+
+
+def _split_topics() -> list[str]:
+    return sorted({e.module.rsplit(".", 1)[1] for e in registry.exercises()
+                   if bundle.split(f"course_lib.checks.{e.module.rsplit('.', 1)[1]}")})
+
+
+def _labels(module) -> set[str]:
+    """The labels of the cases ``module``'s ``*_cases()`` functions (those that need no argument) build."""
+    import inspect
+
+    labels = set()
+    for name, fn in vars(module).items():
+        if name.endswith("cases") and inspect.isfunction(fn) and fn.__module__ == module.__name__ \
+                and not any(p.default is p.empty for p in inspect.signature(fn).parameters.values()):
+            made = fn()
+            if isinstance(made, tuple):  # (cases, what the check draws from next, ...)
+                made = made[0]
+            labels |= {c.label for c in made}
+    return labels
+
+
+def _hidden_labels(topic: str) -> set[str]:
+    """The labels of the hidden cases the judge module of ``topic`` builds that no visible case has."""
+    import importlib
+
+    return _labels(importlib.import_module(f"course_lib.judge.{topic}")) - \
+        _labels(importlib.import_module(f"course_lib.checks.{topic}"))
+
+
+def test_no_edition_holds_the_judges_material(tmp_path, kernel_root):
+    """The students' and the grading kernel's editions are copies of course_lib without course_lib/judge/: a
+    split lesson's checks module is the repository's file as it is, and neither edition holds a judge-only name
+    (a known wrong answer's table, a right alternative, a promise breaker, the declaration, the judge package) or
+    a label of a hidden case anywhere in its Python files."""
+    students = tmp_path / "students" / "course_lib"
+    students.parent.mkdir()
+    bundle.write_course_lib(str(students), [])
+    topics = _split_topics()
+    assert "masking" in topics, topics
+    labels = {label for topic in topics for label in _hidden_labels(topic)}
+    assert len(labels) >= 4 * len(topics), (topics, len(labels))
+    for lib in (students, kernel_root / "course_lib"):
+        assert not os.path.exists(lib / "judge"), lib
+        for topic in topics:
+            with open(lib / "checks" / f"{topic}.py", encoding="utf-8") as fh, \
+                    open(os.path.join(REPO, "course_lib", "checks", f"{topic}.py"), encoding="utf-8") as mine:
+                text = fh.read()
+                assert text == mine.read(), f"{lib}: checks/{topic}.py is not the repository's file"
+            found = [name for name in JUDGE_ONLY if name in text]
+            assert not found, f"{lib}: checks/{topic}.py holds {found}"
+        for folder, _, files in os.walk(lib):
+            for f in files:
+                if f.endswith(".py"):
+                    text = open(os.path.join(folder, f), encoding="utf-8").read()
+                    # the one door is core.judge (it imports the judge module where there is one, and falls back on
+                    # the feed or the stored values where there is none); no other file names the package
+                    if os.path.relpath(os.path.join(folder, f), lib) != os.path.join("checks", "core.py"):
+                        assert "course_lib.judge" not in text, os.path.join(folder, f)
+                    leaked = sorted(x for x in labels if repr(x) in text or f'"{x}"' in text)
+                    assert not leaked, f"{os.path.join(folder, f)}: hidden case labels {leaked[:10]}"

@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import importlib
 import math
+import os
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -70,6 +71,10 @@ __all__ = [
     "compare_over_leading_dims",
     "run_hidden_from_feed",
     "HIDDEN_NOT_SHIPPED",
+    "judge",
+    "hidden_part",
+    "wrongs",
+    "graded",
 ]
 
 
@@ -573,6 +578,92 @@ def _call_student_live(fn: Callable, case: Case, exercise: str, forbidden: Itera
     return result
 
 
+# ---------------------------------------------------------------- the judge's material: course_lib/judge/
+# A lesson's checks module (course_lib/checks/<topic>.py) holds what students receive: the checks, their messages
+# and the visible cases. Its judge module (course_lib/judge/<topic>.py, the same topic) holds what they never
+# receive: the hidden cases, the known wrong answers (``WRONG_*`` tables), the right alternatives, the answers
+# that break a promise and the ``EXERCISES`` declaration. The editions (grading.bundle, grading.edition) copy
+# course_lib and leave the judge package out; a checks module reaches its judge module only through the three
+# functions below, which in an edition without it fall back on data: the hidden feed (the grading kernel) or the
+# stored values (the students' bundle).
+JUDGE_PACKAGE = "course_lib.judge"
+
+
+_JUDGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "judge")
+
+
+def judge(module: str):
+    """The judge module of the checks module ``module`` ("course_lib.checks.masking" -> course_lib.judge.masking),
+    or None in an edition that leaves the judge package out (or a lesson not split yet).
+
+    Only the file beside this very copy of ``course_lib`` counts (``course_lib/judge/<topic>.py``): an edition
+    run where the repository's package is installed too (an editable install's finder resolves submodules it
+    does not hold) must not reach the repository's judge."""
+    topic = module.rsplit(".", 1)[1]
+    path = os.path.join(_JUDGE_DIR, topic + ".py")
+    if not os.path.isfile(path):
+        return None
+    found = importlib.import_module(f"{JUDGE_PACKAGE}.{topic}")
+    if os.path.abspath(getattr(found, "__file__", "") or "") != path:
+        raise ImportError(f"{JUDGE_PACKAGE}.{topic} was imported from {getattr(found, '__file__', None)}, "
+                          f"expected {path} (beside this course_lib's checks)")
+    return found
+
+
+def hidden_part(module: str):
+    """The judge module of ``module``, for a check's hidden branch (its hidden cases); in an edition without it a
+    RuntimeError saying the hidden tests are run by the instructor (:func:`graded` sends a hidden check there to
+    the feed before it gets here)."""
+    found = judge(module)
+    if found is None:
+        raise RuntimeError(HIDDEN_NOT_SHIPPED)
+    return found
+
+
+def wrongs(module: str, table: str) -> list:
+    """The known wrong answers of table ``table`` of checks module ``module`` (the judge module's ``WRONG_<table>``).
+
+    Where the judge module is absent: in the students' bundle (stored mode) the misconceptions' names and messages
+    from the stored values, each with no implementation (their outputs are stored too); elsewhere (the grading
+    kernel, whose verdicts the verifier gives) none."""
+    found = judge(module)
+    key = f"{module}.{table}"
+    if found is not None:
+        table_ = getattr(found, "WRONG_" + table)
+        _transcript.keep_misconceptions(key, table_)
+        return table_
+    if _transcript.mode() == "stored":
+        return [Wrong(name, _not_shipped, message, variant)
+                for name, message, variant in _transcript.stored_misconceptions(key)]
+    return []
+
+
+def _not_shipped(*args, **kwargs):
+    raise RuntimeError("the known wrong answers are not in the students' edition (only their stored outputs)")
+
+
+def graded(check: Callable) -> Callable:
+    """A public check with a ``hidden`` flag: called with ``hidden=True`` in an edition that holds no judge module
+    (the grading kernel, the students' bundle), it runs the hidden inputs the grader hands over as data
+    (:func:`run_hidden_from_feed`), or says the hidden tests are not here; with the judge module it runs itself."""
+    import functools
+    import inspect
+
+    signature = inspect.signature(check)
+    if "hidden" not in signature.parameters or "student" not in signature.parameters:
+        raise TypeError(f"{check.__qualname__}: @graded needs a check with `student` and `hidden` parameters")
+
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841
+        bound = signature.bind(*args, **kwargs)
+        if bound.arguments.get("hidden", False) and judge(check.__module__) is None:
+            return run_hidden_from_feed(f"{check.__module__}.{check.__name__}", bound.arguments["student"])
+        return check(*args, **kwargs)
+
+    return run
+
+
 # ---------------------------------------------------------------- hidden tests: their inputs come as data
 HIDDEN_NOT_SHIPPED = ("the hidden tests are not in the students' edition: your instructor runs them "
                       "when grading; call the check without hidden=True")
@@ -648,7 +739,8 @@ def _feed_file(module: str) -> str:
 
 
 def run_hidden_from_feed(check: str, student: Callable) -> None:
-    """A hidden test in the students' edition, which holds no hidden input (``grading.bundle`` folds the
+    """A hidden test in the students' edition, which holds no hidden input (a split lesson's check is sent here by
+    :func:`graded` where there is no judge module; a lesson not split yet by ``grading.bundle``, which folds its
     hidden cases away and makes every ``check_*(student, hidden=True)`` call this).
 
     In the grading kernel (record mode) the inputs come as data: the judge ran the hidden check on the

@@ -46,9 +46,13 @@ never does. The graded bound assumes the kernel runs in the sandbox
 (``python -m grading preflight``) with no GPU (bubblewrap's ``--dev /dev`` shows none):
 GPU memory is outside RLIMIT_AS. ``hidden=True`` selects other, larger inputs for the
 hidden tests.
+
+The hidden cases, the known wrong answers behind these names and the exercises' declarations are the judge's
+(``course_lib/judge/efficient.py``), which the students' and the grading kernel's editions leave out.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tracemalloc
@@ -56,11 +60,11 @@ import tracemalloc
 import numpy as np
 
 from course_lib import efficient as ref
+from course_lib.checks import core
 from course_lib.checks.core import (
     forbid,
     Case,
     IntegrityError,
-    Wrong,
     assert_close,
     assert_finite,
     assert_shape,
@@ -68,10 +72,8 @@ from course_lib.checks.core import (
     compare_with_reference,
     reference,
     seeded,
-    to_numpy,
 )
 from course_lib.checks import core as _core
-from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer  # noqa: F401
 from course_lib.checks import transcript as _transcript
 from course_lib.checks.transcript import is_pending
 
@@ -83,13 +85,9 @@ __all__ = [
     "check_positive_random_features",
     "assert_not_quadratic",
     "sandbox_memory_bytes",
-    "bound_length",
-    "WRONG_ELU",
-    "WRONG_LINEAR",
-    "WRONG_CAUSAL",
-    "WRONG_STEP",
-    "WRONG_FEATURES",
+    "bound_length"
 ]
+
 
 _REFERENCES = ("elu_feature_map", "elu_feature_map_torch", "linear_attention", "causal_linear_attention",
                "linear_attention_step", "recurrent_linear_attention", "quadratic_linear_attention",
@@ -97,6 +95,7 @@ _REFERENCES = ("elu_feature_map", "elu_feature_map_torch", "linear_attention", "
                "chunked_causal_attention_torch", "linear_attention_torch", "positive_random_features",
                "trig_random_features", "softmax_kernel_estimate", "favor_features_torch", "favor_attention_torch",
                "_causal_chunks")
+
 FORBIDDEN = tuple(f"course_lib.efficient.{name}" for name in _REFERENCES) + forbid(
     # the library's linear-attention layer computes phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1) itself: with identity
     # projections (and torch's elu replaced by phi - 1) it is lesson 07's exercise under another name
@@ -106,13 +105,8 @@ FORBIDDEN = tuple(f"course_lib.efficient.{name}" for name in _REFERENCES) + forb
     "torch._C._nn.scaled_dot_product_attention",
 )
 
+
 QUADRATIC_NAME = "quadratic (phi(Q) phi(K)^T) V"
-
-
-# ---------------------------------------------------------------- private feature maps (never the reference)
-def _elu1(x):
-    x = np.asarray(x, dtype=np.float64)
-    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
 
 
 def _softplus(x):
@@ -134,224 +128,32 @@ def _feature_map_16(w):
     return feature_map
 
 
-# ---------------------------------------------------------------- known wrong answers: elu + 1
-def _elu_no_plus_one(x):
-    x = np.asarray(x, dtype=np.float64)
-    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
-
-
-def _relu(x):
-    return np.maximum(np.asarray(x, dtype=np.float64), 0.0)
-
-
-def _relu_plus_one(x):
-    return np.maximum(np.asarray(x, dtype=np.float64), 0.0) + 1.0
-
-
-def _x_plus_one(x):
-    return np.asarray(x, dtype=np.float64) + 1.0
-
-
-def _exp_only(x):
-    return np.exp(np.asarray(x, dtype=np.float64))
-
-
-WRONG_ELU = [
-    Wrong("elu without +1", _elu_no_plus_one,
-          "you returned elu(x), which is negative for x < 0. Linear attention needs positive features "
-          "(so every similarity phi(q).phi(k) > 0 and the normaliser cannot vanish): add 1."),
-    Wrong("relu feature map", _relu,
-          "you used max(x, 0): zero for every negative input, so a query can have zero similarity to all "
-          "keys (0/0). elu(x) + 1 is x + 1 for x > 0 and exp(x) for x <= 0."),
-    Wrong("relu feature map", _relu_plus_one,
-          "you used max(x, 0) + 1: positive, but flat (= 1) for every negative input. elu(x) + 1 is "
-          "exp(x) for x <= 0."),
-    Wrong("x + 1 everywhere", _x_plus_one,
-          "you returned x + 1 for every x, which is negative for x < -1: the branch for x <= 0 is exp(x)."),
-    Wrong("exp feature map", _exp_only,
-          "you returned exp(x) for every x: elu(x) + 1 is exp(x) only for x <= 0 and x + 1 for x > 0."),
-]
-
-
-# ---------------------------------------------------------------- known wrong answers: linear attention
-def _linear(q, k, v, feature_map=_elu1, *, normalise=True, use_map=True):
-    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
-    phi_q, phi_k = (feature_map(q), feature_map(k)) if use_map else (q, k)
-    num = phi_q @ (np.swapaxes(phi_k, -1, -2) @ v)
-    if not normalise:
-        return num
-    return num / (phi_q @ phi_k.sum(axis=-2)[..., None])
-
-
-def _linear_quadratic(q, k, v, feature_map=_softplus):
-    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
-    sims = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)  # (..., T, S): what we must avoid
-    return (sims @ v) / sims.sum(axis=-1, keepdims=True)
-
-
-WRONG_LINEAR = [
-    Wrong("forgot the normaliser", lambda q, k, v, feature_map=_elu1: _linear(q, k, v, feature_map, normalise=False),
-          "you returned phi(Q) (phi(K)^T V) without dividing by phi(Q) (phi(K)^T 1) = phi(q_i) . sum_j phi(k_j). "
-          "Without it the output is a weighted SUM of the values whose scale grows with the sequence length, "
-          "not a weighted average."),
-    Wrong("no feature map", lambda q, k, v, feature_map=_elu1: _linear(q, k, v, feature_map, use_map=False),
-          "you used q and k directly instead of phi(q) = feature_map(q) and phi(k) = feature_map(k); raw dot "
-          "products can be negative or zero, so the normaliser can vanish."),
-    Wrong("ignores feature_map", lambda q, k, v, feature_map=_elu1: _linear(q, k, v, _elu1),
-          "your function ignores its feature_map argument (elu+1 is hard-coded); call feature_map(q) and "
-          "feature_map(k), so the same code also runs FAVOR+ features."),
-]
-
-
-def _causal(q, k, v, feature_map=_elu1, *, mode="right"):
-    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
-    phi_q, phi_k = feature_map(q), feature_map(k)
-    outer = phi_k[..., :, :, None] * v[..., :, None, :]  # (..., T, r, d_v)
-    if mode == "future":
-        s = np.broadcast_to(outer.sum(axis=-3, keepdims=True), outer.shape)
-        z = np.broadcast_to(phi_k.sum(axis=-2, keepdims=True), phi_k.shape)
-    elif mode == "exclusive":
-        s = np.cumsum(outer, axis=-3) - outer
-        z = np.cumsum(phi_k, axis=-2) - phi_k
-    elif mode == "feature axis":
-        s = np.cumsum(outer, axis=-2)
-        z = np.cumsum(phi_k, axis=-1)
-    else:
-        s, z = np.cumsum(outer, axis=-3), np.cumsum(phi_k, axis=-2)
-    num = np.einsum("...tr,...trv->...tv", phi_q, s)
-    if mode == "no normaliser":
-        return num
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return num / np.einsum("...tr,...tr->...t", phi_q, z)[..., None]
-
-
-def _causal_quadratic(q, k, v, feature_map=_softplus):
-    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
-    T = q.shape[-2]
-    sims = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)  # (..., T, T)
-    sims = np.where(np.tril(np.ones((T, T), dtype=bool)), sims, 0.0)
-    return (sims @ v) / sims.sum(axis=-1, keepdims=True)
-
-
-def _causal_wrong(mode):
-    return lambda q, k, v, feature_map=_elu1: _causal(q, k, v, feature_map, mode=mode)
-
-
-WRONG_CAUSAL = [
-    Wrong("causal form sees future keys", _causal_wrong("future"),
-          "every position uses the sums over ALL keys, including later (future) ones. Causal attention "
-          "at position i may only use keys 0..i: take cumulative sums over the position axis "
-          "(np.cumsum(..., axis=-3) for phi(k) v^T, axis=-2 for phi(k))."),
-    Wrong("causal form skips the current key", _causal_wrong("exclusive"),
-          "your prefix sums stop at j < i, so position i does not see its own key (and position 0 sees "
-          "nothing: 0/0). The causal mask keeps the diagonal: sum over j <= i."),
-    Wrong("prefix sum over the wrong axis", _causal_wrong("feature axis"),
-          "your cumulative sum runs over the feature axis r, not over the positions: the prefix is over "
-          "keys j <= i, i.e. the sequence axis (-3 for the (T, r, d_v) outer products, -2 for phi(k))."),
-    Wrong("forgot the normaliser", _causal_wrong("no normaliser"),
-          "you returned phi(q_i)^T s_i without dividing by phi(q_i)^T z_i with z_i = sum_{j<=i} phi(k_j): "
-          "the output must be a weighted average of v_0..v_i, not a growing sum."),
-]
-
-
-# ---------------------------------------------------------------- known wrong answers: recurrent step
-def _step(state, q_t, k_t, v_t, feature_map=_elu1, *, mode="right"):
-    q_t, k_t, v_t = (np.asarray(a, dtype=np.float64) for a in (q_t, k_t, v_t))
-    phi_q, phi_k = feature_map(q_t), feature_map(k_t)
-    if state is None:
-        s, z = np.zeros(phi_k.shape + (v_t.shape[-1],)), np.zeros(phi_k.shape)
-    else:
-        s, z = (np.asarray(a, dtype=np.float64) for a in state)
-    new_s = phi_k[..., :, None] * v_t[..., None, :]
-    if mode == "overwrite":
-        s_next, z_next = new_s, phi_k
-    else:
-        s_next, z_next = s + new_s, z + phi_k
-    s_read, z_read = (s, z) if mode == "read before update" else (s_next, z_next)
-    num = np.einsum("...r,...rv->...v", phi_q, s_read)
-    if mode == "no normaliser":
-        return num, (s_next, z_next)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return num / np.einsum("...r,...r->...", phi_q, z_read)[..., None], (s_next, z_next)
-
-
-def _step_wrong(mode):
-    return lambda state, q_t, k_t, v_t, feature_map=_elu1: _step(state, q_t, k_t, v_t, feature_map, mode=mode)
-
-
-WRONG_STEP = [
-    Wrong("read before update", _step_wrong("read before update"),
-          "the output was read from the state BEFORE adding token t, so token t does not see its own key "
-          "(and the first token reads an empty state: 0/0). Update s and z first, then read."),
-    Wrong("state overwritten", _step_wrong("overwrite"),
-          "the new state replaces the old one (s = phi(k_t) v_t^T) instead of adding to it "
-          "(s' = s + phi(k_t) v_t^T, z' = z + phi(k_t)): the state must remember every earlier token."),
-    Wrong("forgot the normaliser", _step_wrong("no normaliser"),
-          "the output is phi(q_t)^T s' without dividing by phi(q_t)^T z': divide to get a weighted average."),
-]
-
-
-# ---------------------------------------------------------------- known wrong answers: FAVOR+ features
-def _features(x, w, *, mode="right"):
-    x, w = np.asarray(x, dtype=np.float64), np.asarray(w, dtype=np.float64)
-    m = w.shape[-2]
-    proj = x @ (w if mode == "no transpose" else np.swapaxes(w, -1, -2))
-    sq = np.sum(x * x, axis=-1, keepdims=True)
-    exponent = {"no norm term": proj, "not halved": proj - sq,
-                "norm not squared": proj - 0.5 * np.sqrt(sq)}.get(mode, proj - 0.5 * sq)
-    scale = {"no scale": 1.0, "divided by m": 1.0 / m}.get(mode, 1.0 / math.sqrt(m))
-    with np.errstate(over="ignore"):
-        return np.exp(exponent) * scale
-
-
-def _features_wrong(mode):
-    return lambda x, w: _features(x, w, mode=mode)
-
-
-WRONG_FEATURES = [
-    Wrong("forgot exp(-|x|^2/2)", _features_wrong("no norm term"),
-          "your features are exp(w x) / sqrt(m): E[exp(w.x) exp(w.y)] = exp(|x + y|^2 / 2), which is "
-          "exp(x.y) times exp(|x|^2/2 + |y|^2/2). Multiply by exp(-|x|^2 / 2) (subtract |x|^2/2 in the "
-          "exponent) so the estimate is exp(x.y)."),
-    Wrong("|x|^2 not halved", _features_wrong("not halved"),
-          "you subtracted |x|^2 instead of |x|^2 / 2 in the exponent; then phi(x).phi(y) estimates "
-          "exp(x.y - |x|^2/2 - |y|^2/2), not exp(x.y)."),
-    Wrong("norm not squared", _features_wrong("norm not squared"),
-          "you subtracted |x| / 2 (the norm) instead of |x|^2 / 2 (the squared norm) in the exponent."),
-    Wrong("forgot 1/sqrt(m)", _features_wrong("no scale"),
-          "the features are not divided by sqrt(m): phi(x).phi(y) then sums m terms and grows with m "
-          "instead of averaging them. Each of the two feature vectors carries 1/sqrt(m), so their dot "
-          "product carries 1/m."),
-    Wrong("divided by m", _features_wrong("divided by m"),
-          "the features are divided by m instead of sqrt(m): their dot product then carries 1/m^2, not 1/m."),
-    Wrong("x @ w instead of x @ w.T", _features_wrong("no transpose"),
-          "w has one random direction per ROW, shape (m, d): the projections are x @ w.T, shape (L, m)."),
-]
-
-
 # ---------------------------------------------------------------- inputs
 def _qkv(rng, T, S, d, dv, lead=(), scale=1.0):
     return (rng.normal(size=lead + (T, d)) * scale, rng.normal(size=lead + (S, d)) * scale,
             rng.normal(size=lead + (S, dv)))
 
 
-def _linear_cases(hidden: bool, causal: bool) -> list[Case]:
-    rng = seeded(707 if hidden else 7)
+def _linear_cases(causal: bool) -> list[Case]:
+    rng = seeded(7)
     shapes = [(4, 4, 3, 2, ()), (6, 6, 5, 3, ())] if causal else [(3, 5, 4, 2, ()), (4, 4, 3, 3, ())]
-    if hidden:
-        shapes += [(9, 9, 6, 4, (2,)), (7, 7, 8, 5, (2, 3))] if causal else [(8, 11, 6, 4, (2,)),
-                                                                           (5, 7, 8, 3, (2, 3))]
     cases = []
     for T, S, d, dv, lead in shapes:
         q, k, v = _qkv(rng, T, S, d, dv, lead, scale=1.5)
-        cases.append(Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features", (q, k, v),
-                          {"feature_map": _softplus}))
-    T = 5 if not hidden else 8
+        cases.append(
+            Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features", (q, k, v), {"feature_map": _softplus})
+        )
+    T = 5
     q, k, v = _qkv(rng, T, T, 3, 2)
     cases.append(Case(f"q{q.shape} with feature_map=softplus", (q, k, v), {"feature_map": _softplus}))
-    w = np.asarray(ref.draw_projection(16, 3, seed=77 if hidden else 7), dtype=np.float64)
-    cases.append(Case(f"q{q.shape} with 16 features per token (softplus of a projection, m=16 > d)", (q, k, v),
-                      {"feature_map": _feature_map_16(w)}))
+    w = np.asarray(ref.draw_projection(16, 3, seed=7), dtype=np.float64)
+    cases.append(
+        Case(
+            f"q{q.shape} with 16 features per token (softplus of a projection, m=16 > d)",
+            (q, k, v),
+            {"feature_map": _feature_map_16(w)},
+        )
+    )
     return cases
 
 
@@ -502,18 +304,23 @@ def _assert_fits_the_sandbox(student, exercise: str, *, causal: bool, d: int, se
 
 
 # ---------------------------------------------------------------- checks
+def elu_cases_from(rng) -> list[Case]:
+    """The elu_feature_map cases every test has (the random one drawn from ``rng``)."""
+    return [Case("[-2, -0.5, 0, 0.5, 2]", (np.array([-2.0, -0.5, 0.0, 0.5, 2.0]),)),
+            Case("a (3, 4) array of random values", (rng.normal(size=(3, 4)) * 2,))]
+
+
+def _elu_cases() -> list[Case]:
+    return elu_cases_from(seeded(17))
+
+
+@core.graded
 def check_elu_feature_map(student, hidden: bool = False) -> None:
     """Student ``elu_feature_map(x)`` is elu(x) + 1: x + 1 for x > 0, exp(x) otherwise, always > 0."""
     exercise = "elu_feature_map"
-    rng = seeded(717 if hidden else 17)
-    cases = [Case("[-2, -0.5, 0, 0.5, 2]", (np.array([-2.0, -0.5, 0.0, 0.5, 2.0]),)),
-             Case("a (3, 4) array of random values", (rng.normal(size=(3, 4)) * 2,))]
-    if hidden:
-        cases += [Case("a (2, 5, 3) array", (rng.normal(size=(2, 5, 3)) * 3,)),
-                  Case("very negative values [-50, -20]", (np.array([[-50.0, -20.0]]),)),
-                  Case("values in [-1.5, -0.5] (below -1 too)", (np.linspace(-1.5, -0.5, 7),))]
-    compare_with_reference(student, ref.elu_feature_map, cases, exercise=exercise, wrongs=WRONG_ELU,
-                           forbidden=FORBIDDEN)
+    cases = core.hidden_part(__name__).elu_cases() if hidden else _elu_cases()
+    compare_with_reference(student, ref.elu_feature_map, cases, exercise=exercise,
+                           wrongs=core.wrongs(__name__, "ELU"), forbidden=FORBIDDEN)
     x = np.linspace(-30.0, 3.0, 67)
     out = _native(call_student(student, Case("linspace(-30, 3)", (x,)), exercise, FORBIDDEN))
     assert_shape(out, x.shape, f"{exercise}: the feature map is elementwise, the output shape")
@@ -522,15 +329,18 @@ def check_elu_feature_map(student, hidden: bool = False) -> None:
                              "is strictly positive, which keeps every similarity phi(q).phi(k) > 0")
 
 
+@core.graded
 def check_linear_attention(student, hidden: bool = False) -> None:
     """Student ``linear_attention(q, k, v, feature_map)`` equals phi(Q)(phi(K)^T V) / normaliser,
     takes any feature map, and never builds the (T, S) matrix."""
     exercise = "linear_attention"
-    cases = _linear_cases(hidden, causal=False)
-    compare_with_reference(student, ref.linear_attention, cases, exercise=exercise, wrongs=WRONG_LINEAR,
-                           forbidden=FORBIDDEN)
+    cases = core.hidden_part(__name__).linear_cases(causal=False) if hidden else _linear_cases(causal=False)
+    compare_with_reference(student, ref.linear_attention, cases, exercise=exercise,
+                           wrongs=core.wrongs(__name__, "LINEAR"), forbidden=FORBIDDEN)
     # keys and values permuted together: the output must not change
-    rng = seeded(727 if hidden else 27)
+    judge = core.hidden_part(__name__) if hidden else None
+    seed, (length, memory_seed) = judge.LINEAR_PROPERTIES if hidden else (27, (3000, 27))
+    rng = seeded(seed)
     q, k, v = _qkv(rng, 4, 6, 3, 2)
     perm = rng.permutation(6)
     a = _native(call_student(student, Case("q, k, v", (q, k, v), {"feature_map": _softplus}), exercise, FORBIDDEN))
@@ -538,18 +348,21 @@ def check_linear_attention(student, hidden: bool = False) -> None:
                                             {"feature_map": _softplus}), exercise, FORBIDDEN))
     assert_close(b, a, f"{exercise}: permuting keys together with their values must not change the output "
                        "(non-causal attention averages over a set of keys)")
-    assert_not_quadratic(student, exercise, causal=False, L=3000 if not hidden else 3500, seed=37 if hidden else 27)
+    assert_not_quadratic(student, exercise, causal=False, L=length, seed=memory_seed)
 
 
+@core.graded
 def check_causal_linear_attention(student, hidden: bool = False) -> None:
     """Student ``causal_linear_attention(q, k, v, feature_map)`` equals masked linear attention
     (position i sees keys 0..i), by prefix sums, without an (L, L) matrix."""
     exercise = "causal_linear_attention"
-    cases = _linear_cases(hidden, causal=True)
-    compare_with_reference(student, ref.causal_linear_attention, cases, exercise=exercise, wrongs=WRONG_CAUSAL,
-                           forbidden=FORBIDDEN)
+    cases = core.hidden_part(__name__).linear_cases(causal=True) if hidden else _linear_cases(causal=True)
+    compare_with_reference(student, ref.causal_linear_attention, cases, exercise=exercise,
+                           wrongs=core.wrongs(__name__, "CAUSAL"), forbidden=FORBIDDEN)
     # changing future keys and values must not change earlier outputs
-    rng = seeded(737 if hidden else 47)
+    judge = core.hidden_part(__name__) if hidden else None
+    seed, (length, memory_seed) = judge.CAUSAL_PROPERTIES if hidden else (47, (3000, 47))
+    rng = seeded(seed)
     T = 8
     q, k, v = _qkv(rng, T, T, 3, 2)
     k2, v2 = k.copy(), v.copy()
@@ -560,7 +373,7 @@ def check_causal_linear_attention(student, hidden: bool = False) -> None:
                               exercise, FORBIDDEN))
     assert_close(b[:5], a[:5], f"{exercise}: outputs 0..4 changed when only keys/values 5..7 changed; likely "
                                "misconception 'causal form sees future keys'")
-    assert_not_quadratic(student, exercise, causal=True, L=3000 if not hidden else 3500, seed=57 if hidden else 47)
+    assert_not_quadratic(student, exercise, causal=True, L=length, seed=memory_seed)
 
 
 def _flat_step(fn, exercise):
@@ -576,40 +389,46 @@ def _flat_step(fn, exercise):
     return flat
 
 
+def step_cases_from(rng, d: int, dv: int) -> tuple[list[Case], object]:
+    """(The linear_attention_step cases every test has, of sizes d and dv, drawn from ``rng``; ``rng``, to draw
+    more from)."""
+    cases = [Case("the first token (state=None)", (None, rng.normal(size=d), rng.normal(size=d),
+                                                   rng.normal(size=dv)), {"feature_map": _softplus})]
+    s0 = np.abs(rng.normal(size=(d, dv))) + 0.5
+    z0 = np.abs(rng.normal(size=d)) + 1.0
+    cases.append(Case("a state (s, z) after some tokens", ((s0, z0), rng.normal(size=d), rng.normal(size=d),
+                                                           rng.normal(size=dv)), {"feature_map": _softplus}))
+    return cases, rng
+
+
+def _step_cases() -> tuple[list[Case], object]:
+    return step_cases_from(seeded(67), 3, 2)
+
+
+@core.graded
 def check_linear_attention_step(student, hidden: bool = False) -> None:
     """Student ``linear_attention_step(state, q_t, k_t, v_t, feature_map)`` -> (out_t, (s, z)):
     adds token t to the state, then reads; leaves its input state unchanged; run over a
     sequence it equals causal linear attention."""
     exercise = "linear_attention_step"
-    rng = seeded(747 if hidden else 67)
-    d, dv = (5, 3) if hidden else (3, 2)
-    cases = [Case("the first token (state=None)", (None, rng.normal(size=d), rng.normal(size=d),
-                                                   rng.normal(size=dv)), {"feature_map": _softplus})]
-    r = d
-    s0 = np.abs(rng.normal(size=(r, dv))) + 0.5
-    z0 = np.abs(rng.normal(size=r)) + 1.0
-    cases.append(Case("a state (s, z) after some tokens", ((s0, z0), rng.normal(size=d), rng.normal(size=d),
-                                                           rng.normal(size=dv)), {"feature_map": _softplus}))
     if hidden:
-        lead = (2,)
-        s1 = np.abs(rng.normal(size=lead + (r, dv))) + 0.5
-        z1 = np.abs(rng.normal(size=lead + (r,))) + 1.0
-        cases.append(Case("a batch of 2 states", ((s1, z1), rng.normal(size=lead + (d,)),
-                                                  rng.normal(size=lead + (d,)), rng.normal(size=lead + (dv,))),
-                          {"feature_map": _softplus}))
+        cases, rng, T = core.hidden_part(__name__).step_cases()
+    else:
+        (cases, rng), T = _step_cases(), 5
+    d, dv = len(cases[0].args[1]), len(cases[0].args[3])
+    s0, z0 = cases[1].args[0]
     s_pristine, z_pristine = s0.copy(), z0.copy()
     if student is ref.linear_attention_step:
         raise IntegrityError(f"{exercise}: your function is the course's reference implementation; write your own")
     compare_with_reference(_flat_step(student, exercise), _flat_step(ref.linear_attention_step, exercise), cases,
-                           exercise=exercise, wrongs=[Wrong(w.name, _flat_step(w.fn, exercise), w.message)
-                                                      for w in WRONG_STEP],
+                           exercise=exercise, wrongs=[dataclasses.replace(w, fn=_flat_step(w.fn, exercise))
+                                                      for w in core.wrongs(__name__, "STEP")],
                            forbidden=FORBIDDEN, output_names=("out_t", "s", "z"))
     s0, z0 = s_pristine, z_pristine
     # the input state must not change (core's guard compares the arrays after the call)
     call_student(student, Case("a state to keep", ((s0.copy(), z0.copy()), cases[1].args[1], cases[1].args[2],
                                                    cases[1].args[3]), {"feature_map": _softplus}), exercise, FORBIDDEN)
     # run over a whole sequence: equals causal linear attention
-    T = 7 if hidden else 5
     q, k, v = _qkv(rng, T, T, d, dv)
     state, outs = None, []
     for t in range(T):
@@ -624,13 +443,11 @@ def check_linear_attention_step(student, hidden: bool = False) -> None:
                                            "give causal linear attention")
 
 
-def check_positive_random_features(student, hidden: bool = False) -> None:
-    """Student ``positive_random_features(x, w)`` is exp(w x - |x|^2/2) / sqrt(m): positive,
-    shape (..., L, m), and phi(x).phi(y) estimates exp(x.y) without bias."""
-    exercise = "positive_random_features"
-    rng = seeded(757 if hidden else 77)
+def features_cases_from(rng, sizes, square_seed: int) -> list[Case]:
+    """One case per (L, d, m) of ``sizes`` (x and the seed of w drawn from ``rng``), a batch with iid w, and a square
+    w (seeded ``square_seed``)."""
     cases = []
-    for L, d, m in ([(3, 4, 8), (5, 3, 5)] + ([(6, 6, 12), (2, 8, 20)] if hidden else [])):
+    for L, d, m in sizes:
         x = rng.normal(size=(L, d)) * 0.7
         w = np.asarray(ref.draw_projection(m, d, seed=int(rng.integers(1 << 30))), dtype=np.float64)
         cases.append(Case(f"x({L}, {d}), w({m}, {d})", (x, w)))
@@ -638,16 +455,25 @@ def check_positive_random_features(student, hidden: bool = False) -> None:
     w = rng.normal(size=(6, 4))
     cases.append(Case("a batch x(2, 3, 4), iid w(6, 4)", (x, w)))
     # m = d: w and w.T have one shape, so x @ w gives (wrong) numbers where the other inputs crash it
-    square = seeded(7577 if hidden else 777)
+    square = seeded(square_seed)
     cases.append(Case("x(3, 4), w(4, 4) (as many features as dimensions)",
                       (square.normal(size=(3, 4)) * 0.7, square.normal(size=(4, 4)))))
-    if hidden:  # the docstring: w (..., m, d), leading dims broadcast with x's (e.g. many draws)
-        cases.append(Case("x(3, 4) with a stack of 2 draws w(2, 5, 4)", (rng.normal(size=(3, 4)),
-                                                                          rng.normal(size=(2, 5, 4)))))
-        cases.append(Case("x(2, 3, 4) with w(2, 5, 4), one draw per batch item", (rng.normal(size=(2, 3, 4)),
-                                                                                   rng.normal(size=(2, 5, 4)))))
-    compare_with_reference(student, ref.positive_random_features, cases, exercise=exercise, wrongs=WRONG_FEATURES,
-                           forbidden=FORBIDDEN)
+    return cases
+
+
+def _features_cases() -> tuple[list[Case], object, int]:
+    rng = seeded(77)
+    return features_cases_from(rng, [(3, 4, 8), (5, 3, 5)], 777), rng, 9
+
+
+@core.graded
+def check_positive_random_features(student, hidden: bool = False) -> None:
+    """Student ``positive_random_features(x, w)`` is exp(w x - |x|^2/2) / sqrt(m): positive,
+    shape (..., L, m), and phi(x).phi(y) estimates exp(x.y) without bias."""
+    exercise = "positive_random_features"
+    cases, rng, iid_seed = core.hidden_part(__name__).features_cases() if hidden else _features_cases()
+    compare_with_reference(student, ref.positive_random_features, cases, exercise=exercise,
+                           wrongs=core.wrongs(__name__, "FEATURES"), forbidden=FORBIDDEN)
     out = _native(call_student(student, cases[0], exercise, FORBIDDEN))
     assert_finite(out, exercise)
     if not (out > 0).all():
@@ -655,7 +481,7 @@ def check_positive_random_features(student, hidden: bool = False) -> None:
     # unbiased: with many iid projections phi(x).phi(y) -> exp(x.y); the error's sd is sqrt(closed-form MSE)
     d, m = 4, 20_000
     x, y = rng.normal(size=d) * 0.3, rng.normal(size=d) * 0.3
-    w_many = np.asarray(ref.draw_projection(m, d, orthogonal=False, seed=99 if hidden else 9), dtype=np.float64)
+    w_many = np.asarray(ref.draw_projection(m, d, orthogonal=False, seed=iid_seed), dtype=np.float64)
     f = _native(call_student(student, Case(f"x and y with m={m} iid projections", (np.stack([x, y]), w_many)),
                               exercise, FORBIDDEN))
     estimate = float(f[0] @ f[1])
@@ -667,190 +493,3 @@ def check_positive_random_features(student, hidden: bool = False) -> None:
     if abs(estimate - target) > 6 * sd:
         raise AssertionError(f"{exercise}: with m={m} random projections phi(x).phi(y) = {estimate:.4f}, but it "
                              f"should estimate exp(x.y) = {target:.4f} without bias (allowed: 6 sd = {6 * sd:.4f})")
-
-
-# ---------------------------------------------------------------- right alternatives (course_lib/checks/exercise.py)
-# written independently of course_lib.efficient; the students' and the kernel's editions replace each by a stub
-def _right_elu_feature_map(x):
-    x = np.asarray(x, dtype=float)
-    out = x + 1.0
-    neg = x <= 0
-    out[neg] = np.exp(x[neg])
-    return out
-
-
-def _right_elu_where(x):
-    x = np.asarray(x, dtype=float)
-    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
-
-
-def _right_elu_float32(x):
-    x = np.asarray(x, dtype=np.float32)
-    return np.where(x > 0, x + np.float32(1), np.exp(np.minimum(x, np.float32(0)))).astype(np.float32)
-
-
-def _right_linear_attention(q, k, v, feature_map=_right_elu_feature_map):
-    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
-    kv = np.einsum("...sr,...sv->...rv", fk, v)
-    norm = np.einsum("...tr,...r->...t", fq, fk.sum(-2))
-    return np.einsum("...tr,...rv->...tv", fq, kv) / norm[..., None]
-
-
-def _right_linear_attention_matmul(q, k, v, feature_map=_right_elu_feature_map):
-    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
-    num = fq @ (np.swapaxes(fk, -1, -2) @ v)
-    den = fq @ fk.sum(-2)[..., None]
-    return num / den
-
-
-def _right_linear_attention_float32(q, k, v, feature_map=_right_elu_feature_map):
-    f = lambda a: np.asarray(a, np.float32)  # noqa: E731
-    fq, fk = feature_map(f(q)).astype(np.float32), feature_map(f(k)).astype(np.float32)
-    return ((fq @ (np.swapaxes(fk, -1, -2) @ f(v))) / (fq @ fk.sum(-2)[..., None])).astype(np.float32)
-
-
-def _right_causal_linear_attention(q, k, v, feature_map=_right_elu_feature_map):
-    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
-    v = np.asarray(v, float)
-    s = np.cumsum(np.einsum("...tr,...tv->...trv", fk, v), axis=-3)
-    z = np.cumsum(fk, axis=-2)
-    return np.einsum("...tr,...trv->...tv", fq, s) / np.einsum("...tr,...tr->...t", fq, z)[..., None]
-
-
-def _right_causal_linear_attention_loop(q, k, v, feature_map=_right_elu_feature_map):
-    """A loop over positions is also linear in memory and must pass."""
-    fq, fk = feature_map(np.asarray(q, float)), feature_map(np.asarray(k, float))
-    v = np.asarray(v, float)
-    s = np.zeros(fk.shape[:-2] + (fk.shape[-1], v.shape[-1]))
-    z = np.zeros(fk.shape[:-2] + (fk.shape[-1],))
-    out = np.empty(fq.shape[:-1] + (v.shape[-1],))
-    for t in range(fq.shape[-2]):
-        s = s + fk[..., t, :, None] * v[..., t, None, :]
-        z = z + fk[..., t, :]
-        out[..., t, :] = np.einsum("...r,...rv->...v", fq[..., t, :], s) / (fq[..., t, :] * z).sum(-1)[..., None]
-    return out
-
-
-def _right_causal_linear_attention_float32(q, k, v, feature_map=_right_elu_feature_map):
-    f = lambda a: np.asarray(a, np.float32)  # noqa: E731
-    return _right_causal_linear_attention(f(q), f(k), f(v),
-                                          lambda x: feature_map(x).astype(np.float32)).astype(np.float32)
-
-
-def _right_linear_attention_step(state, q_t, k_t, v_t, feature_map=_right_elu_feature_map):
-    fq, fk, v_t = feature_map(np.asarray(q_t, float)), feature_map(np.asarray(k_t, float)), np.asarray(v_t, float)
-    if state is None:
-        s, z = 0.0, 0.0
-    else:
-        s, z = state
-    s = s + np.einsum("...r,...v->...rv", fk, v_t)
-    z = z + fk
-    return np.einsum("...r,...rv->...v", fq, s) / (fq * z).sum(-1)[..., None], (s, z)
-
-
-def _right_linear_attention_step_float32(state, q_t, k_t, v_t, feature_map=_right_elu_feature_map):
-    out, (s, z) = _right_linear_attention_step(state, q_t, k_t, v_t, feature_map)
-    return out.astype(np.float32), (s, z)
-
-
-def _right_linear_attention_step_explicit(state, q_t, k_t, v_t, feature_map=_right_elu_feature_map):
-    fq, fk, v_t = feature_map(np.asarray(q_t, float)), feature_map(np.asarray(k_t, float)), np.asarray(v_t, float)
-    if state is None:
-        s = np.zeros(fk.shape + v_t.shape[-1:])
-        z = np.zeros(fk.shape)
-    else:
-        s, z = (np.array(a, dtype=float, copy=True) for a in state)
-    s += fk[..., :, None] * v_t[..., None, :]   # in place on OUR copies: allowed
-    z += fk
-    return (fq[..., :, None] * s).sum(-2) / (fq * z).sum(-1, keepdims=True), (s, z)
-
-
-def _right_positive_random_features(x, w):
-    x, w = np.asarray(x, float), np.asarray(w, float)
-    log_phi = x @ np.swapaxes(w, -1, -2) - 0.5 * (x ** 2).sum(-1)[..., None]
-    return np.exp(log_phi) / np.sqrt(w.shape[-2])
-
-
-def _right_positive_random_features_float32(x, w):
-    return _right_positive_random_features(np.asarray(x, np.float32), np.asarray(w, np.float32)).astype(np.float32)
-
-
-def _right_positive_random_features_einsum(x, w):
-    x, w = np.asarray(x, float), np.asarray(w, float)
-    proj = np.einsum("...ld,...md->...lm", x, w)
-    return np.exp(proj - np.einsum("...ld,...ld->...l", x, x)[..., None] / 2) * w.shape[-2] ** -0.5
-
-
-# ---------------------------------------------------------------- answers that break one promise each
-def _breaks_elu_negative(x):
-    return _right_elu_feature_map(x) - 1.0
-
-
-def _breaks_step_in_place(state, q_t, k_t, v_t, feature_map=_right_elu_feature_map):
-    out, (s, z) = _right_linear_attention_step(state, q_t, k_t, v_t, feature_map)
-    if state is not None:
-        state[0][...] = s
-        state[1][...] = z
-        return out, state
-    return out, (s, z)
-
-
-def _breaks_features_2d_w_only(x, w):
-    x, w = np.asarray(x, float), np.asarray(w, float)
-    if w.ndim != 2:
-        raise ValueError("w must be (m, d)")
-    return np.exp(x @ w.T - 0.5 * (x ** 2).sum(-1)[..., None]) / np.sqrt(w.shape[0])
-
-
-def _breaks_linear_3d_only(q, k, v, feature_map=_right_elu_feature_map):
-    if np.ndim(q) > 2:
-        raise ValueError("expected (T, d)")
-    return _right_linear_attention(q, k, v, feature_map)
-
-
-# ---------------------------------------------------------------- the exercises (course_lib/checks/exercise.py)
-EXERCISES = (
-    declare("07_efficient", "elu_feature_map", check_elu_feature_map, equivalents=("elu_feature_map_torch",),
-            misconceptions=WRONG_ELU,
-            promises=(
-                Breaks("always > 0", _breaks_elu_negative, "elu without +1"),
-            ),
-            right=(Right(_right_elu_feature_map), Right(_right_elu_where), Right(_right_elu_float32))),
-    # the torch forms and the O(T S) form compute the same attention (tests/test_efficient.py)
-    declare("07_efficient", "linear_attention", check_linear_attention,
-            equivalents=("linear_attention_torch", "attention_from_features_torch", "quadratic_linear_attention"),
-            misconceptions=WRONG_LINEAR,
-            promises=(
-                Breaks("any leading dims (..., T, d)", _breaks_linear_3d_only, "ValueError"),
-                Breaks("never builds the (T, S) matrix", _linear_quadratic, QUADRATIC_NAME),
-            ),
-            right=(Right(_right_linear_attention), Right(_right_linear_attention_matmul),
-                   Right(_right_linear_attention_float32))),
-    declare("07_efficient", "causal_linear_attention", check_causal_linear_attention,
-            equivalents=("recurrent_linear_attention", "prefix_sum_causal_attention_torch",
-                         "chunked_causal_attention_torch", "_causal_chunks"),
-            misconceptions=WRONG_CAUSAL,
-            promises=(
-                Breaks("position i sees keys 0..i", wrong_answer(WRONG_CAUSAL, "causal form sees future keys"),
-                       "sees future keys"),
-                Breaks("O(T r d_v) memory", _causal_quadratic, QUADRATIC_NAME),
-            ),
-            right=(Right(_right_causal_linear_attention), Right(_right_causal_linear_attention_loop),
-                   Right(_right_causal_linear_attention_float32))),
-    declare("07_efficient", "linear_attention_step", check_linear_attention_step,
-            misconceptions=WRONG_STEP,
-            promises=(
-                Breaks("the input state is not modified", _breaks_step_in_place, "input modified in place"),
-            ),
-            right=(Right(_right_linear_attention_step), Right(_right_linear_attention_step_explicit),
-                   Right(_right_linear_attention_step_float32))),
-    declare("07_efficient", "positive_random_features", check_positive_random_features,
-            misconceptions=WRONG_FEATURES,
-            promises=(
-                Breaks("w (..., m, d) with leading dims", _breaks_features_2d_w_only, "ValueError"),
-                Breaks("exp(w x - |x|^2 / 2)", wrong_answer(WRONG_FEATURES, "forgot exp(-|x|^2/2)"),
-                       "forgot exp(-|x|^2/2)"),
-            ),
-            right=(Right(_right_positive_random_features), Right(_right_positive_random_features_float32),
-                   Right(_right_positive_random_features_einsum))),
-)

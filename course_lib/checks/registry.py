@@ -6,8 +6,9 @@
     registry.exercise("06_bpe", "train_naive").equivalents
     registry.withheld(["01_attention"])       # qualified names the students' edition leaves out
 
-An exercise is declared once, at the end of its lesson's checks module (``course_lib/checks/<topic>.py``,
-``EXERCISES``; :mod:`course_lib.checks.exercise` says what a declaration holds: reference, checks,
+An exercise is declared once, in its lesson's judge module (``course_lib/judge/<topic>.py``, ``EXERCISES``,
+one block per exercise with its hidden cases and declared answers; a lesson not split yet declares at the end of
+its checks module); :mod:`course_lib.checks.exercise` says what a declaration holds: reference, checks,
 equivalents, the docstring's promises with an answer that breaks each, right alternatives). This module
 gathers them in lesson order.
 
@@ -34,6 +35,21 @@ _MODULES = frozenset(les.module for les in LESSONS)
 
 
 # ---------------------------------------------------------------- lookups
+def _declaring_module(topic: str):
+    """The module that declares a lesson's exercises: its judge module (``course_lib/judge/<topic>.py``), or, for
+    a lesson whose judge's material is not split off yet, its checks module."""
+    from course_lib.checks import core
+
+    module = core.judge(f"course_lib.checks.{topic}") or importlib.import_module(f"course_lib.checks.{topic}")
+    if not hasattr(module, "EXERCISES"):  # a split lesson in an edition: its judge module is not there
+        raise LookupError(DECLARATIONS_NOT_SHIPPED)
+    return module
+
+
+DECLARATIONS_NOT_SHIPPED = ("the exercises' declarations and their answers are not shipped in the student edition: "
+                            "they are the judge's (course_lib/judge/), which only your instructor's grader holds")
+
+
 @functools.lru_cache(maxsize=1)
 def _gathered() -> tuple[Exercise, ...]:
     """Every lesson checks module's ``EXERCISES``, in lesson order (imported on first use: the checks of a
@@ -41,10 +57,10 @@ def _gathered() -> tuple[Exercise, ...]:
     out: list[Exercise] = []
     for les in LESSONS:
         topic = les.module.rsplit(".", 1)[1]
-        declared = importlib.import_module(f"course_lib.checks.{topic}").EXERCISES
+        declared = _declaring_module(topic).EXERCISES
         stray = [e for e in declared if e.assignment != les.assignment or e.module != les.module]
         if stray:
-            raise LookupError(f"course_lib.checks.{topic} declares exercises of another lesson: {stray}")
+            raise LookupError(f"the judge's module of {topic} declares exercises of another lesson: {stray}")
         out += declared
     return tuple(out)
 

@@ -648,3 +648,22 @@ def replay(check: Callable, kwargs: dict, calls: list) -> tuple[str | None, int]
         except Exception as err:  # the verifier's own check crashed on this record: fail closed
             return (f"the verifier could not check this record ({type(err).__name__}: {err})"), state.position
         return None, state.position
+
+
+# ---------------------------------------------------------------- the misconceptions' names in the store
+def keep_misconceptions(table: str, wrongs: list) -> None:
+    """Capture mode: keep the names, messages and variants of one table of known wrong answers (never their
+    implementations), so that a checks module of the students' edition names them from the store."""
+    if mode() == "capture" and _State.store is not None:
+        _State.store[f"misconceptions:{table}"] = [[w.name, w.message, w.variant] for w in wrongs]
+
+
+def stored_misconceptions(table: str) -> list:
+    """Stored mode: [[name, message, variant], ...] of one table (:func:`keep_misconceptions`); [] if none."""
+    if _State.store is None:
+        try:
+            with open(STORE_FILE) as fh:
+                _State.store = json.load(fh)
+        except OSError:
+            _State.store = {}
+    return list(_State.store.get(f"misconceptions:{table}", []))

@@ -1112,7 +1112,8 @@ def reference_by_dotted_name(ctx):
 def declared_right_answer(ctx):
     """Issue 34: a right alternative the checks declare with the exercise (``course_lib/checks/exercise.py``),
     reached through the registry found by a dotted name built at run time (the static scan flags an import of the
-    checks, and importlib): the judge's edition holds a solution there; the kernel's edition a stub."""
+    checks, and importlib): the judge's edition holds a solution there; the kernel's edition no declaration at all
+    (issue 58: they are in course_lib/judge/, which the editions leave out)."""
     return files(notebook(ctx, correct=False, replace={"softmax_impl": '''
         import pydoc
 
@@ -1367,8 +1368,8 @@ HOSTILE = [
     Case("x73_reference_by_dotted_name", "blank; softmax is pydoc.locate of a dotted name built at run time: the "
          "students' edition's stub", 0.0, build=reference_by_dotted_name, feedback=("not released yet",)),
     Case("x74_declared_right_answer", "blank; softmax is the first right alternative the checks declare for it, "
-         "found through the exercise registry (imported by a name built at run time): in the kernel's edition the stub "
-         "that raises", 0.0,
+         "found through the exercise registry (imported by a name built at run time): the kernel's edition holds no "
+         "declaration (the judge's, course_lib/judge/, is left out) and the registry says so", 0.0,
          build=declared_right_answer, feedback=("not shipped in the student edition",)),
     # ---- issue 57: deny by default (the kernel's filesystem, hidden feed and packages are allowlists)
     Case("x75_other_clone_reference", "blank; softmax is run by path from another clone of the course on the "
