@@ -49,7 +49,7 @@ LESSONS: tuple[Lesson, ...] = (
     _lesson(_PT, "prompt_tuning", "SoftPrompt", "InstructionPrompt", "PromptedLM", "lm_loss", "encode_examples",
             "text_embeds", "option_scores", "trim_padding", "step_budget", "mcnemar_exact",
             "save_soft_prompt", "load_soft_prompt", "cot_prompt", "stop_token_ids", "rationale_option_scores",
-            "majority_vote"),
+            "majority_vote", "content_free_scores", "calibrate", "pick_rule"),
     _lesson(_PR, "proteins", "decode_proteins", "name_tokens", "NameTokenizer", "name_words", "token_f1",
             "naming_scores", "ProteinNamer", "seq2seq_loss", "mask_residues", "ProteinMLM", "mlm_loss",
             "peak_tensor_memory", "load_protein_mlm", "mean_embeddings", "consensus_names", "paired_bootstrap",
@@ -59,7 +59,7 @@ LESSONS: tuple[Lesson, ...] = (
             "poa_consensus", "error_rate", "trimmed_error_rate", "column_labels", "windows", "label_windows",
             "ConsensusTransformer", "VoteResidualTransformer", "read_rows", "row_windows", "context_windows",
             "molecule_windows", "pass_subsets", "stitch",
-            "phred_qv", "sign_test", "load_pretrained"),
+            "phred_qv", "sign_test", "load_pretrained", "homopolymer_median_consensus", "spanning_read_sets"),
     _lesson(_DNA, "dna", "measured_receptive_field", "softmax_pool", "SoftmaxPool1d", "RelativeSelfAttention",
             "DNAConvNet", "DNATransformer", "lesson12_models"),
 )
