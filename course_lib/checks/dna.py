@@ -33,7 +33,7 @@ __all__ = ["check_one_hot_dna", "check_reverse_complement", "check_receptive_fie
            "check_in_silico_mutagenesis", "WRONG_ONE_HOT", "WRONG_RC", "WRONG_RF", "WRONG_ISM"]
 
 FORBIDDEN_ONE_HOT = ("course_lib.dna.one_hot_dna",)
-FORBIDDEN_RC = ("course_lib.dna.reverse_complement",)
+FORBIDDEN_RC = ("course_lib.dna.reverse_complement", "Bio.Seq.reverse_complement", "Bio.Seq.Seq.reverse_complement")
 FORBIDDEN_RF = ("course_lib.dna.receptive_field",)
 FORBIDDEN_ISM = ("course_lib.dna.in_silico_mutagenesis",)
 _COMP = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N", "a": "t", "c": "g", "g": "c", "t": "a", "n": "n"}
