@@ -395,3 +395,23 @@ def test_the_search_finds_the_doors_issue_65_named():
     pytest.importorskip("edlib")
     calls, _ = _visible_calls(registry.exercise("11_read_consensus", "edit_distance"))
     assert _computes(found["edlib.align"], calls)
+
+
+def test_the_visible_test_refuses_the_doors_issue_65_named():
+    """A student who pools with masked_mean, or takes edlib's distance, is told so by the visible test."""
+    from course_lib.blocks import masked_mean
+    from course_lib.checks import clinical, consensus
+
+    def pooled(hidden, attention_mask):
+        flat = masked_mean(hidden.reshape(-1, *hidden.shape[-2:]), attention_mask.reshape(-1, hidden.shape[-2]).bool())
+        return flat.reshape(*hidden.shape[:-2], hidden.shape[-1])
+
+    with pytest.raises(core.IntegrityError, match="masked_mean"):
+        clinical.check_mean_pool(pooled)
+    edlib = pytest.importorskip("edlib")
+
+    def distance(a, b):
+        return edlib.align(a, b, mode="NW")["editDistance"], []
+
+    with pytest.raises(core.IntegrityError, match="edlib.align"):
+        consensus.check_edit_distance(distance)
