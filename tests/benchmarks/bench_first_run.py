@@ -9,8 +9,10 @@ are measured by their own owners' scripts, name them to include them):
 * a fresh kernel (nbclient, ``python3``), started in the notebook's folder, its CPUs limited to the first
   ``--cores`` of this machine (the kernel inherits this process's CPU affinity);
 * empty caches, each in a new temporary folder removed afterwards: the course's (``COURSE_CACHE``: the
-  lesson 08 embeddings, lesson 09's converted model), matplotlib's font cache (``MPLCONFIGDIR``) and Python's
-  compiled modules (``PYTHONPYCACHEPREFIX``), so nothing an earlier run left is read;
+  lesson 08 embeddings, lesson 09's converted model) and matplotlib's font cache (``MPLCONFIGDIR``), so
+  nothing an earlier run left is read. Python's compiled modules stay where pip wrote them at install time
+  (a student's first run has them too); the kernel inherits this process's environment otherwise
+  (thread variables included: leave them unset to measure what a student's machine does);
 * the notebook as committed (the instructor's answers, every flag at its default), the wall time from the
   kernel's start to its last cell's reply, and the three slowest cells.
 
@@ -37,7 +39,7 @@ RESULTS = os.path.join(REPO, "tests", "benchmarks", "results")
 DEFAULT = ("01_attention", "02_masking", "03_multihead", "04_positional", "05_blocks", "06_bpe", "07_efficient",
            "10_proteins", "11_read_consensus", "12_long_range_dna")
 # where a run keeps what the next run reads: each pointed at an empty folder of its own
-CACHES = ("COURSE_CACHE", "MPLCONFIGDIR", "PYTHONPYCACHEPREFIX")
+CACHES = ("COURSE_CACHE", "MPLCONFIGDIR")
 
 
 def notebook_of(assignment: str) -> str:
@@ -135,8 +137,8 @@ def main(argv=None) -> int:
             run["status"] if run["status"] != "ok" else f"over {args.limit:g} s")
         print(f"{run['notebook']:<50s} {run['seconds']:>7.1f} s  (load {run['load_average_before'][0]:.2f} -> "
               f"{run['load_average_after'][0]:.2f}){mark}", flush=True)
-    result = {"what": "each notebook's default run from empty caches (COURSE_CACHE, MPLCONFIGDIR, "
-                      "PYTHONPYCACHEPREFIX) in a fresh kernel: tests/benchmarks/bench_first_run.py",
+    result = {"what": "each notebook's default run from empty caches (COURSE_CACHE, MPLCONFIGDIR) in a fresh "
+                      "kernel: tests/benchmarks/bench_first_run.py",
               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "commit": _commit(), "cores": args.cores, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
               "python": platform.python_version(), "limit_seconds": args.limit, "runs": runs}
