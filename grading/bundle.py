@@ -421,7 +421,7 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
             if rel.startswith("checks" + os.sep):
                 if rel in (os.path.join("checks", n) for n in ("__init__.py", "core.py", "transcript.py",
                                                                "registry.py", "exercise.py", "errors.py",
-                                                               "lessons.py")):
+                                                               "lessons.py", "scan.py")):
                     continue
                 new = student_edition_of_checks(source, keep_hidden=keep_hidden, module=module)
                 write_inputs(module, os.path.dirname(path), hidden=keep_hidden)

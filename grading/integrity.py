@@ -50,6 +50,12 @@ puts a note at the top of the notebook listing the findings and the restorations
 Calling the course's reference implementation at run time is caught separately by
 ``course_lib.checks`` (that test scores 0, ``IntegrityError``).
 
+The scan itself (what a cell is read for, and the findings' wording) is ``course_lib.checks.scan``, shipped with
+the students' edition: every visible test runs it on the code its kernel ran, so a finding that grading will
+charge fails the visible test in JupyterLab first (``tests/test_kernel_scan.py``). Every test after the cell
+is zeroed, not only the finding's own, because each finding is a capability over later code (a rewritten
+``__code__`` or ``globals()`` reaches any function, the checks' too); the visible test says so.
+
 Static checks cannot see everything a determined student could write; together
 with the sandbox (grading/sandbox.py) and the verifier outside the kernel
 (grading/verify.py) they close the routes that need no effort to take.

@@ -36,6 +36,16 @@ def test_the_instructors_notebook_run_as_written_has_no_finding(assignment, path
     assert scan.kernel_findings(assignment, _cells(path)) == []
 
 
+@pytest.mark.parametrize("assignment, path", source_notebooks(), ids=[a for a, _ in source_notebooks()])
+def test_the_instructors_answers_typed_by_a_student_have_no_finding(assignment, path):
+    """The answer cells differ from the release (a student's): read in full, as the grader reads them."""
+    with open(path, encoding="utf-8") as fh:
+        cells = [c for c in json.load(fh)["cells"] if c["cell_type"] == "code"]
+    history = ["".join(c["source"]) + ("\n# mine" if c["metadata"].get("nbgrader", {}).get("solution") else "")
+               for c in cells]
+    assert scan.kernel_findings(assignment, history) == []
+
+
 def test_a_code_object_copy_is_found_in_the_kernels_history():
     cells = _cells(os.path.join(NOTEBOOKS, "01_attention", "attention.ipynb"))
     found = scan.kernel_findings("01_attention", cells[:2] + [CODE_COPY])
