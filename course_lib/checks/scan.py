@@ -610,14 +610,27 @@ def _normalise(source: str) -> str:
 
 
 # ------------------------------------------------------------ the same scan in the student's kernel
+def _notebook_folder(assignment: str) -> str:
+    """The assignment's notebook folder: the repository's (``notebooks/<assignment>`` beside ``course_lib``), else
+    the kernel's working folder when it is that assignment's (JupyterLab starts a kernel in its notebook's
+    folder; the students' bundle installs ``course_lib`` into the environment, away from its notebooks)."""
+    beside = os.path.join(NOTEBOOKS_DIR, assignment)
+    if os.path.isdir(beside):
+        return beside
+    here = os.getcwd()
+    return here if os.path.basename(here) == assignment else beside
+
+
 @functools.lru_cache(maxsize=16)
 def _instructor(assignment: str) -> tuple:
-    """(normalised sources of the notebook's cells as released, the statements of its cells that are not
-    answers, the names its cells import, the names its answer cells define) of the assignment's notebook
-    beside this ``course_lib`` (the repository's or the students' bundle's); empty when it is not there."""
+    """(normalised sources of the notebook's cells as released but its answer cells, the statements of its cells
+    that are not answers, the names its cells import, the names its answer cells define) of the assignment's
+    notebook (:func:`_notebook_folder`); empty when it is not there. In the students' bundle the notebook is the
+    student's working copy: a cell the student changed and saved that is not an answer cell reads as the
+    instructor's here (the grader compares with the instructor's own notebook)."""
     import json
 
-    folder = os.path.join(NOTEBOOKS_DIR, assignment)
+    folder = _notebook_folder(assignment)
     cells = []
     for f in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if f.endswith(".ipynb"):
@@ -625,8 +638,9 @@ def _instructor(assignment: str) -> tuple:
                 cells += [c for c in json.load(fh).get("cells", []) if c.get("cell_type") == "code"]
     sources = ["".join(c.get("source", "")) for c in cells]
     answer = [c.get("metadata", {}).get("nbgrader", {}).get("solution", False) for c in cells]
-    released = frozenset(_normalise(s) for s in sources) | frozenset(_normalise(_without_hidden_tests(s))
-                                                                     for s in sources)
+    # an answer cell is never the instructor's here (the notebook may be the student's own working copy)
+    released = frozenset(_normalise(s) for s, a in zip(sources, answer) if not a) | \
+        frozenset(_normalise(_without_hidden_tests(s)) for s, a in zip(sources, answer) if not a)
     shared = instructor_statements([s for s, a in zip(sources, answer) if not a])
     defined = frozenset().union(*(_solution_defs(s) for s, a in zip(sources, answer) if a))
     return released, shared, imported_names(sources), defined
