@@ -41,7 +41,8 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     Subtracting the maximum first leaves the result unchanged (the factor
     exp(-max) cancels) and keeps ``exp`` from overflowing on scores like 1000.
     Entries equal to ``-inf`` get weight 0; a slice that is entirely ``-inf``
-    (a fully masked row) gets all zeros instead of NaN.
+    (a fully masked row) gets all zeros instead of NaN. The answer is a float array in at least
+    float32 precision (never float16).
 
     >>> softmax(np.array([1.0, 2.0, 3.0])).round(4)
     array([0.09  , 0.2447, 0.6652])

@@ -76,6 +76,9 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.
     Args:
         x: (..., d); weight, bias: (d,) or None (= 1 and 0).
 
+    Differentiable (torch operations only: gradients reach x, weight and bias); the inputs are
+    left unchanged.
+
     >>> layer_norm(torch.tensor([[1.0, 2.0, 3.0]]), eps=0.0)
     tensor([[-1.2247,  0.0000,  1.2247]])
     """
@@ -207,6 +210,7 @@ def encoder_layer_forward(layer: "EncoderLayer", x: torch.Tensor, mask: torch.Te
 
     Returns:
         (out, weights): out (B, T, d_model); attention weights averaged over heads (B, T, T).
+        A float answer in at least float32 (x's dtype: float32 or float64, never float16).
     """
     if layer.norm_first:
         h = layer.norm1(x)

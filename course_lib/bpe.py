@@ -116,7 +116,7 @@ def get_stats(ids: Sequence[int]) -> dict[Pair, int]:
 def merge(ids: Sequence[int], pair: Pair, idx: int) -> list[int]:
     """Replace every occurrence of ``pair`` in ``ids`` by ``idx``, left to right, no overlap.
 
-    Returns a new list; ``ids`` is not changed.
+    Returns a new list; the input list ``ids`` stays unchanged.
 
     >>> merge([1, 2, 3, 1, 2], (1, 2), 4)
     [4, 3, 4]

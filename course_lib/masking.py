@@ -187,7 +187,7 @@ def masked_softmax(scores, mask=None) -> np.ndarray:
     of a row still sum to 1. A row with every key masked gets all zeros (not NaN,
     and not the uniform 1/S that a -1e9 fill gives). Stable for large scores, as
     lesson 01's softmax: each row's largest visible score is subtracted before exp
-    (scores near 1000 give finite weights). Numpy; float64.
+    (scores near 1000 give finite weights). Numpy; float64. The inputs are left unchanged.
 
     Args:
         scores: (..., T, S); mask: bool broadcastable to it, True = may attend.
@@ -210,7 +210,8 @@ def masked_softmax(scores, mask=None) -> np.ndarray:
 
 
 def to_additive(mask, dtype=None):
-    """Boolean mask (True = may attend) -> additive float mask: 0 where allowed, -inf where masked.
+    """Boolean mask (True = may attend) -> additive float mask: 0 where allowed, -inf where masked
+    (exactly -inf, not a large negative number such as -1e9).
 
     Adding it to the scores before the softmax masks exactly (exp(-inf) = 0), in any
     float dtype. ``dtype`` defaults to float64 for numpy and torch's default dtype for

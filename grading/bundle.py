@@ -441,7 +441,7 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
             if rel.startswith("checks" + os.sep):
                 if rel in (os.path.join("checks", n) for n in ("__init__.py", "core.py", "transcript.py",
                                                                "registry.py", "exercise.py", "errors.py",
-                                                               "lessons.py")):
+                                                               "lessons.py", "scan.py")):
                     continue
                 if split(module):
                     continue  # its judge's material is in course_lib/judge/, which the copy left out: as it is

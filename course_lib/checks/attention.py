@@ -48,8 +48,7 @@ __all__ = [
 
 
 FORBIDDEN_SOFTMAX = forbid("course_lib.attention.softmax", "course_lib.attention.softmax_torch",
-                            "scipy.special.softmax", "torch.softmax")
-
+                            "course_lib.masking.masked_softmax", "scipy.special.softmax", "torch.softmax")
 FORBIDDEN_ATTENTION = forbid(
     "course_lib.attention.scaled_dot_product_attention",
     "course_lib.attention.scaled_dot_product_attention_torch",

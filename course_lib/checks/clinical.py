@@ -65,7 +65,8 @@ __all__ = [
 ]
 
 FORBIDDEN_MEAN_POOL = ("course_lib.clinical.mean_pool", "course_lib.clinical.EncoderClassifier.forward",
-                       "course_lib.pretrained._pool_normalise", "course_lib.pretrained.sentence_embeddings")
+                       "course_lib.pretrained._pool_normalise", "course_lib.pretrained.sentence_embeddings",
+                       "course_lib.blocks.masked_mean")
 FORBIDDEN_COSINE = forbid("course_lib.clinical.cosine_top_k", "course_lib.clinical.tfidf_vectors",
                     "torch.nn.functional.cosine_similarity", "torch.cosine_similarity")
 FORBIDDEN_FREEZE = ("course_lib.clinical.freeze_for_probe",)

@@ -458,7 +458,10 @@ def forbidden_calls(paths: Iterable[str], exercise: str):
                 "yourself. Write the computation with basic array operations; this test scores 0 otherwise."
             )
             code = getattr(original, "__code__", None)
-            if code is not None and not code.co_freevars and hasattr(original, "__globals__"):
+            # a Python function's code is swapped; a compiled one (Cython's edlib.align has a read-only __code__)
+            # is replaced on its module, as a built-in is
+            if code is not None and not code.co_freevars and type(original).__name__ == "function" \
+                    and hasattr(original, "__globals__"):
                 # one tripwire per module globals: name every forbidden function of that module
                 glb = original.__globals__
                 # every forbidden name whose code shares these globals (a module's functions and its classes'

@@ -32,8 +32,7 @@ __all__ = ["check_one_hot_dna", "check_reverse_complement", "check_receptive_fie
 
 
 FORBIDDEN_ONE_HOT = ("course_lib.dna.one_hot_dna",)
-
-FORBIDDEN_RC = ("course_lib.dna.reverse_complement",)
+FORBIDDEN_RC = ("course_lib.dna.reverse_complement", "Bio.Seq.reverse_complement", "Bio.Seq.Seq.reverse_complement")
 
 FORBIDDEN_RF = ("course_lib.dna.receptive_field",)
 
