@@ -80,7 +80,7 @@ def one_hot_cases() -> list[Case]:
     """The hidden cases of ``check_one_hot_dna``."""
     rng = seeded(1212)
     return _one_hot_cases() + [Case("500 random bases with N and lower case", (_random_dna(rng, 500, "ACGTNacgt"),)),
-                               Case("the empty string", ("",))]
+                               Case("no bases at all", ("",))]
 
 
 def one_hot_raise_cases() -> list[Case]:
@@ -151,7 +151,7 @@ def rc_cases() -> list[Case]:
     """The hidden cases of ``check_reverse_complement``."""
     rng = seeded(1313)
     return _rc_cases() + [Case("300 random bases with N and lower case", (_random_dna(rng, 300, "ACGTNacgtn"),)),
-                          Case("the empty string", ("",)), Case("one base 'g'", ("g",))]
+                          Case("no bases at all", ("",)), Case("one base 'g'", ("g",))]
 
 
 def rc_raise_cases() -> list[Case]:
