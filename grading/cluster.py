@@ -51,6 +51,7 @@ import warnings
 import zlib
 
 from grading import NOTEBOOKS_DIR, PACKAGE_DIR, REPO_DIR, failures
+from grading.course import Course
 
 SCHEDULER_ENV = "COURSE_DASK_SCHEDULER"
 TASK_RETRIES = 2  # a task that raised (not a killed worker: Dask retries those itself) is tried again
@@ -618,7 +619,6 @@ def grade_submission(task: dict) -> dict:
     ``task``: assignment, student, files {path: bytes}, gradebook (bytes, :func:`assignment_gradebook`),
     fingerprint (the client's), kernel, env (e.g. the second pass's time limits), assignments (what
     the run grades: the warm kernels' warm-ups)."""
-    import grading
     from grading import sandbox, worker
 
     _announce_start()
@@ -647,29 +647,26 @@ def grade_submission(task: dict) -> dict:
     env = {"COURSE_ROOT": root, "COURSE_DB_URL": f"sqlite:///{os.path.join(root, 'gradebook.db')}?timeout=60",
            "COURSE_KERNEL": task["kernel"], **task.get("env", {}), **warm_env}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    saved = grading.GRADING_DIR, worker.GRADING_DIR, sandbox.GRADING_DIR
     start = time.perf_counter()
-    try:
-        with _environment(env):
-            grading.GRADING_DIR = worker.GRADING_DIR = sandbox.GRADING_DIR = root
-            # a worker of `dask worker`: its kernels' IPC folder inside its private folder, so that a successor
-            # removes (and unmounts) it if this worker is killed (a local cluster's run folder is short-lived)
-            saved_tmp = tempfile.tempdir
-            if not task.get("local"):
-                tempfile.tempdir = _worker_folder()
-            try:
-                api = worker.load_api()
-            finally:
-                tempfile.tempdir = saved_tmp
-            # the feedback page too when the client asks (``task["feedback"]``: the course's gradebook holds no
-            # hand grade for this submission, so this worker's gradebook, with the same automatic grades, gives
-            # the same page)
-            with warnings.catch_warnings():  # SQLAlchemy's note on nbgrader's new submission, 6 lines each
-                warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
-                result = worker.grade_one(api, a, s, feedback=bool(task.get("feedback")))
-            shutil.rmtree(os.path.dirname(api.config.KernelManager.ip), ignore_errors=True)
-    finally:
-        grading.GRADING_DIR, worker.GRADING_DIR, sandbox.GRADING_DIR = saved
+    # this task's course (``root``) is passed to grade_one; nbgrader's config and the feedback steps it runs
+    # read it from COURSE_ROOT, set here for the task's duration
+    with _environment(env):
+        # a worker of `dask worker`: its kernels' IPC folder inside its private folder, so that a successor
+        # removes (and unmounts) it if this worker is killed (a local cluster's run folder is short-lived)
+        saved_tmp = tempfile.tempdir
+        if not task.get("local"):
+            tempfile.tempdir = _worker_folder()
+        try:
+            api = worker.load_api()
+        finally:
+            tempfile.tempdir = saved_tmp
+        # the feedback page too when the client asks (``task["feedback"]``: the course's gradebook holds no
+        # hand grade for this submission, so this worker's gradebook, with the same automatic grades, gives
+        # the same page)
+        with warnings.catch_warnings():  # SQLAlchemy's note on nbgrader's new submission, 6 lines each
+            warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
+            result = worker.grade_one(Course(root), api, a, s, feedback=bool(task.get("feedback")))
+        shutil.rmtree(os.path.dirname(api.config.KernelManager.ip), ignore_errors=True)
     folder = os.path.join(root, "autograded", s, a)
     autograded = read_submission(folder) if os.path.isdir(folder) else {}
     pages = os.path.join(root, "feedback", s, a)
@@ -823,7 +820,8 @@ def record(api, assignment: str, student: str, returned: dict, feedback: bool, t
     hand = True
     root = api.coursedir.root
     result = dict(returned["result"])
-    result.update(worker.content_hashes(assignment, student))  # this machine's files are what --resume compares
+    # this machine's files are what --resume compares
+    result.update(worker.content_hashes(Course(root), assignment, student))
     folder = os.path.join(root, "autograded", student, assignment)
     backup = None
     try:

@@ -730,10 +730,9 @@ def test_sanitiser_leaves_no_way_to_run_script():
 
 
 def test_feedback_folder_holds_only_the_page(tmp_path, monkeypatch):
-    import grading
     from grading.feedback import SafeOutputs
 
-    monkeypatch.setattr(grading, "GRADING_DIR", str(tmp_path))
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))  # the course nbgrader grades in this process
     SafeOutputs._pages.clear()
     folder = tmp_path / "feedback" / "s" / "a"
     (folder / "sub").mkdir(parents=True)
