@@ -562,9 +562,7 @@ class CourseWorkerPlugin(_WorkerPlugin):
 def _worker_cleanup() -> None:
     template = _WORKER.pop("template", None)
     if template is not None:
-        template.terminate()
-        with contextlib.suppress(Exception):
-            template.wait(timeout=10)
+        template.stop()  # its folder is inside the worker's, removed below anyway
     folder = _WORKER.pop("folder", "")
     if folder:
         unmount_below(folder)
@@ -577,12 +575,9 @@ def _warm_template(assignments: list[str], kernel: str) -> dict:
 
     if kernel != "course-sandbox" or not warm.enabled():
         return {}
-    if "template" not in _WORKER or _WORKER["template"].poll() is not None:
-        folder = os.path.join(_worker_folder(), "warm")
-        shutil.rmtree(folder, ignore_errors=True)
-        os.makedirs(folder)
-        _WORKER["template"], _WORKER["socket"] = warm.start(folder, assignments)
-    return warm.environment(_WORKER["template"], _WORKER["socket"])
+    if "template" not in _WORKER or not _WORKER["template"].alive():
+        _WORKER["template"] = warm.start_template(assignments, os.path.join(_worker_folder(), "warm"))
+    return _WORKER["template"].env
 
 
 @contextlib.contextmanager
@@ -932,21 +927,14 @@ class Cluster:
 
         if (kernel or os.environ.get("COURSE_KERNEL", sandbox.KERNEL_NAME)) != sandbox.KERNEL_NAME or not warm.enabled():
             return
-        folder = tempfile.mkdtemp(prefix="course-warm-")
-        proc, path = warm.start(folder, assignments)
-        self._template = (proc, folder)
-        self.warm_env = warm.environment(proc, path)
+        self._template = warm.start_template(assignments)
+        self.warm_env = self._template.env
 
     def _stop_template(self, kill: bool = False) -> None:
         if self._template is None:
             return
-        proc, folder = self._template
-        self._template = None
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill() if kill else proc.terminate()
-        with contextlib.suppress(Exception):
-            proc.wait(timeout=10)
-        shutil.rmtree(folder, ignore_errors=True)
+        template, self._template = self._template, None
+        template.stop(kill=kill)
 
     def pids(self) -> list[int]:
         if not self.local:

@@ -430,7 +430,7 @@ def main(argv=None) -> int:
         from grading import edition
 
         edition.ensure()  # the kernels' course_lib: the students' edition (the pipeline's, or one of its own)
-    template = folder = None
+    template = None
     if args.cold:
         for k in ("COURSE_WARM_SOCKET", "COURSE_WARM_PID"):
             os.environ.pop(k, None)
@@ -438,9 +438,8 @@ def main(argv=None) -> int:
             and os.environ.get("COURSE_KERNEL", "course-sandbox") == "course-sandbox":
         # on its own (the pipeline starts one template for all its workers, warm.shared): a template
         # of its own, importing while this worker imports nbgrader; its first launcher waits for it
-        folder = tempfile.mkdtemp(prefix="course-warm-")
-        template, path = warm.start(folder, [t.split("/", 1)[0] for t in args.tasks])
-        os.environ.update(warm.environment(template, path))
+        template = warm.start_template([t.split("/", 1)[0] for t in args.tasks])
+        os.environ.update(template.env)
     try:
         # what the verifier's replays import (grading/verify.py: the checks, torch) and nbgrader, loaded
         # while the template starts, not after the first kernel has run, and before any fork
@@ -457,9 +456,7 @@ def main(argv=None) -> int:
         grade_tasks(args)
     finally:
         if template is not None:
-            template.terminate()
-            template.wait()
-            shutil.rmtree(folder, ignore_errors=True)
+            template.stop()
     return 0
 
 

@@ -952,16 +952,11 @@ def warm_template(tmp_path, monkeypatch):
     if not (ok and warm.enabled()):
         pytest.skip(f"warm kernels need root and bwrap ({why if not ok else 'not root'})")
     sandbox.install_kernelspec()
-    folder = tempfile.mkdtemp(prefix="course-warm-test-")
-    proc, path = warm.start(folder)
-    assert warm.wait_ready(proc, path), "the template imported the course's stack and opened its socket"
-    monkeypatch.setenv("COURSE_WARM_SOCKET", path)
-    yield proc
-    proc.terminate()
-    proc.wait()
-    import shutil
-
-    shutil.rmtree(folder, ignore_errors=True)
+    template = warm.start_template(folder=tempfile.mkdtemp(prefix="course-warm-test-"))
+    assert template.wait_ready(), "the template imported the course's stack and opened its socket"
+    monkeypatch.setenv("COURSE_WARM_SOCKET", template.path)
+    yield template.proc
+    template.stop()
 
 
 def _run_sandboxed(cells: list[str], folder, timeout: int = 30, cls=None):
