@@ -535,17 +535,74 @@ def _write_json(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def autograde_parallel(course: Course, tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
-                       resume: bool = False, env_extra: dict | None = None) -> dict:
-    """Grade the tasks; return {(assignment, student): result}. On the run's Dask cluster (``_RUN["cluster"]``,
-    grading/cluster.py) when it has one, else with ``workers`` forked worker processes
-    (:func:`autograde_processes`)."""
-    if _RUN.get("cluster") is not None:
-        return autograde_dask(course, tasks, workers, feedback=feedback, resume=resume, env_extra=env_extra)
-    return autograde_processes(course, tasks, workers, feedback=feedback, resume=resume, env_extra=env_extra)
+# ------------------------------------------------------------------ the engines: who runs the graded tasks
+# Two engines behind one interface (``autograde``, ``describe``, ``close``, ``kill``); the run's is _RUN["engine"].
+# * DaskEngine (the default): one Dask task per submission on a LocalCluster of the workers, or on a running
+#   scheduler's cluster (grading/cluster.py); the only engine that grades on more than this machine.
+# * ForkedEngine: worker processes forked by grading/worker.py from one process after their shared imports.
+#   It keeps its place because Dask is optional: a lean install (course_lib without the ``grade`` extra, no
+#   ``distributed``) grades with it (``engine_for``: auto), ``--engine processes`` chooses it, and
+#   tests/test_dask.py grades the same class on both and requires the same grades. On one machine the two
+#   take about the same time (grading/docs/scale-out.md has the measurement).
+class ForkedEngine:
+    name = "processes"
+
+    def autograde(self, course: Course, tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
+                  resume: bool = False, env_extra: dict | None = None) -> dict:
+        return autograde_processes(course, tasks, workers, feedback=feedback, resume=resume, env_extra=env_extra)
+
+    def describe(self, workers: int) -> str:
+        return f"{workers} worker(s)"
+
+    def close(self) -> None:
+        pass  # the workers of each call are gone when it returns
+
+    def kill(self) -> None:
+        pass  # an interrupted call kills its own process group (autograde_processes)
 
 
-def autograde_dask(course: Course, tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
+class DaskEngine:
+    name = "dask"
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    @classmethod
+    def start(cls, workers: int, scheduler: str | None, assignments: list[str]) -> DaskEngine:
+        from grading import cluster
+
+        try:
+            return cls(cluster.Cluster(workers, cluster.scheduler_address(scheduler), log=log,
+                                       assignments=assignments, kernel=nbgrader_env()["COURSE_KERNEL"]))
+        except cluster.ClusterError as err:
+            raise GradingError(str(err)) from err
+
+    def autograde(self, course: Course, tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
+                  resume: bool = False, env_extra: dict | None = None) -> dict:
+        return autograde_dask(self.cluster, course, tasks, workers, feedback=feedback, resume=resume,
+                              env_extra=env_extra)
+
+    def describe(self, workers: int) -> str:
+        if self.cluster.local:
+            return f"{workers} worker(s)"
+        return f"the Dask scheduler's {len(self.cluster.client.scheduler_info().get('workers', {}))} worker(s)"
+
+    def close(self) -> None:
+        self.cluster.close()
+
+    def kill(self) -> None:
+        self.cluster.kill()  # its workers, their kernels and sandboxes: at once
+
+
+def start_engine(opts: Options, tasks: list[tuple[str, str]]):
+    """The run's engine (``opts.engine``, chosen by :func:`engine_for`); with nothing to grade, the forked
+    workers' (which then start nothing)."""
+    if opts.engine == "dask" and tasks:
+        return DaskEngine.start(opts.workers, opts.scheduler, list(dict.fromkeys(a for a, _ in tasks)))
+    return ForkedEngine()
+
+
+def autograde_dask(dask_cluster, course: Course, tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
                    resume: bool = False, env_extra: dict | None = None) -> dict:
     """One Dask task per submission (grading/cluster.py); this process records each result as it comes
     back (autograded notebooks, the gradebook, feedback, ``logs/results``). ``workers == 1`` (the second
@@ -570,7 +627,7 @@ def autograde_dask(course: Course, tasks: list[tuple[str, str]], workers: int, f
 
     if todo:
         try:
-            cluster.autograde(_RUN["cluster"], todo, submitted=course.submitted, db_url=db_url(),
+            cluster.autograde(dask_cluster, todo, submitted=course.submitted, db_url=db_url(),
                               kernel=nbgrader_env()["COURSE_KERNEL"], feedback=feedback,
                               held=intake_mod._read_held(course.root), env_extra=env_extra,
                               one_at_a_time=workers == 1, on_result=store, on_submit=sent, log=log)
@@ -882,7 +939,7 @@ def write_not_graded_pages(course: Course, statuses: dict) -> list[str]:
     return written
 
 
-_RUN: dict = {}  # what an interrupt report needs: the run's course, tasks and cluster
+_RUN: dict = {}  # the run's course, tasks and engine: what an interrupt stops and reports
 
 
 def grade(opts: Options) -> int:
@@ -904,13 +961,13 @@ def grade(opts: Options) -> int:
         try:
             return _grade(opts)
         except Interrupted as stop:
-            if _RUN.get("cluster") is not None:
-                _RUN.pop("cluster").kill()  # its workers, their kernels and sandboxes: at once
+            if _RUN.get("engine") is not None:
+                _RUN.pop("engine").kill()
             _report_interrupt(stop)
             return 128 + stop.signum
         finally:
-            if _RUN.get("cluster") is not None:
-                _RUN.pop("cluster").close()
+            if _RUN.get("engine") is not None:
+                _RUN.pop("engine").close()
             if _INTERRUPT["at"] is None:
                 _INTERRUPT["at"] = time.time()  # a signal from now on only waits for the cleanup
             if saved[0] is None:
@@ -980,7 +1037,54 @@ def _grade(opts: Options) -> int:
         return _grade_locked(opts, course, use_demo, t0)
 
 
+@dataclasses.dataclass
+class Run:
+    """What the phases of one grading run (:func:`_grade_locked`) share, filled in the order they run."""
+    opts: Options
+    course: Course
+    use_demo: bool
+    t0: float
+    expected: dict = dataclasses.field(default_factory=dict)  # the demo class's expected scores
+    students: list = dataclasses.field(default_factory=list)  # the class: folders, links and roster students
+    refused: dict = dataclasses.field(default_factory=dict)  # {student: why their id cannot be graded}
+    assignments: list = dataclasses.field(default_factory=list)  # the class's assignments (rows of grades.csv)
+    class_tasks: list = dataclasses.field(default_factory=list)  # every (assignment, student) submitted
+    tasks: list = dataclasses.field(default_factory=list)  # those this run grades (--student: some)
+    findings: list = dataclasses.field(default_factory=list)  # intake's findings
+    dropped: dict = dataclasses.field(default_factory=dict)  # {task: entries intake dropped}
+    held: set = dataclasses.field(default_factory=set)  # tasks whose notebook intake held back
+    results: dict = dataclasses.field(default_factory=dict)  # {task: result}
+    statuses: dict = dataclasses.field(default_factory=dict)  # {task: status column of grades.csv}
+    grades: dict = dataclasses.field(default_factory=dict)  # {task: (score, max_score)}
+    report_failed: int = 0  # 1 when the class report could not be built (grades.csv stands)
+
+    def concerns(self, student: str) -> bool:
+        """Is this student's part of what this run reports (all, or those of ``--student``)?"""
+        return not self.opts.students or student in self.opts.students
+
+
 def _grade_locked(opts: Options, course: Course, use_demo: bool, t0: float) -> int:
+    """The phases of a grading run, in order; each logs what it did, and raises GradingError when the
+    machinery fails."""
+    run = Run(opts, course, use_demo, t0)
+    _check_machine(run)
+    _release(run)
+    _find_class(run)
+    _intake(run)
+    if not run.class_tasks:
+        log("[autograde] nothing submitted: no tasks")
+        return 0
+    _autograde(run)
+    _stop_on_grader_faults(run)
+    _write_grades(run)
+    mismatches = _report(run)
+    _stop_on_failed_feedback(run)
+    return _demo_verdict(run, mismatches)
+
+
+def _check_machine(run: Run) -> None:
+    """The kernel (the students' edition of course_lib, the sandbox's kernelspec) and the course folder."""
+    opts = run.opts
     if opts.kernel == sandbox.KERNEL_NAME:
         from grading import edition
 
@@ -993,18 +1097,26 @@ def _grade_locked(opts: Options, course: Course, use_demo: bool, t0: float) -> i
     python = preflight.check_kernel(opts.kernel)
     status = preflight.check_course_lib_in_kernel(opts.kernel)
     log(f"[preflight] kernel {opts.kernel!r} ({python}): {status}")
-    check_writable(course)
+    check_writable(run.course)
+
+
+def _release(run: Run) -> None:
+    """Every assignment released again, so the gradebook holds the current tests."""
     compared = 0
-    release_assignments(course, opts.assignments, use_demo)
-    for a in opts.assignments:
+    release_assignments(run.course, run.opts.assignments, run.use_demo)
+    for a in run.opts.assignments:
         compared += preflight.check_gradebook_matches_source(db_url(), a)
-    log(f"[release] regenerated {len(opts.assignments)} assignment(s) into {os.path.join(course.root, 'release')}; "
+    log(f"[release] regenerated {len(run.opts.assignments)} assignment(s) into {run.course.release}; "
         f"the gradebook's {compared} test/locked cells equal the source")
 
-    expected = {}
-    if use_demo:
+
+def _find_class(run: Run) -> None:
+    """The class (the demo class generated, or the folders in submitted/ as they are, and the roster), the ids
+    that cannot be graded, the class's assignments and the tasks this run grades."""
+    opts, course = run.opts, run.course
+    if run.use_demo:
         done = prepare_demo(course, opts.assignments)
-        expected = {a: e for a, e in demo.expected_scores().items() if a in done}
+        run.expected = {a: e for a, e in demo.expected_scores().items() if a in done}
         log(f"[submissions] generated the demo class ({', '.join(demo.STUDENTS)}) for {len(done)} assignment(s) "
             f"in {course.submitted} (its own course: gradebook, feedback and grades.csv in {course.root})")
     else:
@@ -1017,158 +1129,178 @@ def _grade_locked(opts: Options, course: Course, use_demo: bool, t0: float) -> i
                 log(f"[intake] ignored submitted/{name}: not a folder (a file), not graded")
     # every roster student (grading/roster.csv: this course's roster or the LMS's gradebook export) has a row, a
     # page and a report line, a folder or not: one without is "no submission", never left out
-    students = sorted(set(student_folders(course.submitted)) | set(linked) | set(roster_students(course, use_demo)))
-    refused = {s: why for s in students if (why := linked.get(s) or id_refusal(s))}
-    for s, why in refused.items():
+    students = sorted(set(student_folders(course.submitted)) | set(linked) | set(roster_students(course, run.use_demo)))
+    run.students = students
+    run.refused = {s: why for s in students if (why := linked.get(s) or id_refusal(s))}
+    for s, why in run.refused.items():
         log(f"[intake] {s}: not graded: {why}")
     # the class's assignments: those listed with --assignment, else those someone submitted (so the totals
     # are not out of assignments nobody was given)
-    assignments = list(opts.assignments) if opts.listed else [a for a in opts.assignments if submissions(course, a)]
-    class_tasks = [(a, s) for a in opts.assignments for s in submissions(course, a) if s not in refused]
+    run.assignments = list(opts.assignments) if opts.listed else \
+        [a for a in opts.assignments if submissions(course, a)]
+    run.class_tasks = [(a, s) for a in opts.assignments for s in submissions(course, a) if s not in run.refused]
     if opts.students:
         unknown = [s for s in opts.students if s not in students]
         if unknown:
             raise GradingError(f"--student {', '.join(unknown)}: no such folder in {course.submitted} "
                                f"(students: {', '.join(students[:20])}{' ...' if len(students) > 20 else ''})")
-        tasks = [(a, s) for a, s in class_tasks if s in opts.students]
-        log(f"[submissions] regrading {', '.join(opts.students)}: {len(tasks)} submission(s)")
+        run.tasks = [(a, s) for a, s in run.class_tasks if s in opts.students]
+        log(f"[submissions] regrading {', '.join(opts.students)}: {len(run.tasks)} submission(s)")
     else:
-        tasks = class_tasks
-    _RUN["tasks"] = tasks
-    # intake (grading/intake.py): submissions are data, every notebook in a folder is accounted for
-    intake_findings = intake_mod.intake_class(class_tasks, opts.assignments, submitted=course.submitted,
-                                              intake_dir=course.intake_dir)
-    _RUN["findings"] = intake_findings
-    dropped: dict = {}
-    for f in intake_findings:
-        if opts.students and f["student"] not in opts.students:
+        run.tasks = run.class_tasks
+    _RUN["tasks"] = run.tasks
+
+
+def _intake(run: Run) -> None:
+    """Submissions are data (grading/intake.py): every notebook in a folder accounted for, what is over the
+    bounds held back; then every student of the class gets a gradebook row."""
+    run.findings = intake_mod.intake_class(run.class_tasks, run.opts.assignments, submitted=run.course.submitted,
+                                           intake_dir=run.course.intake_dir)
+    for f in run.findings:
+        if not run.concerns(f["student"]):
             continue
         log(f"[intake] {f['assignment']}/{f['student']}: {f['kind']}: {f['message']}")
         if f["kind"] == "dropped":
-            dropped.setdefault((f["assignment"], f["student"]), []).extend(f["entries"])
-    held = intake_mod.held_tasks(intake_findings)  # the notebook itself is over the bound: nothing to grade
-    tasks = [t for t in tasks if t not in held]
+            run.dropped.setdefault((f["assignment"], f["student"]), []).extend(f["entries"])
+    run.held = intake_mod.held_tasks(run.findings)  # the notebook itself is over the bound: nothing to grade
+    run.tasks = [t for t in run.tasks if t not in run.held]
     try:
-        register_students(sorted({s for _, s in class_tasks}))
+        register_students(sorted({s for _, s in run.class_tasks}))
     except Exception as err:  # noqa: BLE001 - the gradebook is the grader's: name the cause and stop
         raise GradingError("could not write the gradebook: "
                            + (failures.machine_fault(f"{type(err).__name__}: {err}") or f"{type(err).__name__}: {err}")
                            + "; nothing was graded and the previous results are unchanged") from err
-    if not class_tasks:
-        log("[autograde] nothing submitted: no tasks")
-        return 0
+
+
+def _autograde(run: Run) -> None:
+    """The tasks on the run's engine; then what timed out (or was not graded) while N workers shared the
+    machine, once more, alone, with SECOND_PASS_FACTOR x the time limits: the grader's load is never the
+    student's, and that verdict is the one recorded."""
+    opts, course = run.opts, run.course
     t1 = time.perf_counter()
-    if opts.engine == "dask" and tasks:
-        from grading import cluster
+    engine = _RUN["engine"] = start_engine(opts, run.tasks)
+    run.results = engine.autograde(course, run.tasks, opts.workers, feedback=opts.feedback, resume=opts.resume)
+    for key, what in run.dropped.items():
+        if key in run.results:
+            run.results[key]["problems"] = [f"intake dropped {w}" for w in what] + list(
+                run.results[key].get("problems") or [])
+    log(f"[autograde] {len(run.tasks)} submission(s) with {engine.describe(opts.workers)} in "
+        f"{time.perf_counter() - t1:.1f} s")
+    again = sorted(k for k, r in run.results.items() if needs_second_pass(r) and not r.get("grader_fault"))
+    if not (again and opts.second_pass):
+        return
+    t2 = time.perf_counter()
+    env = second_pass_env()
+    run.results.update(engine.autograde(course, again, 1, feedback=opts.feedback, env_extra=env))
+    for a, s in again:  # recorded, so a resumed run does not grade it a third time
+        run.results[(a, s)]["second_pass"] = True
+        path = course.result_path(a, s)
+        if os.path.exists(path):
+            _write_json(path, run.results[(a, s)])
+    log(f"[second pass] {len(again)} submission(s) with no grade or a notebook timeout, graded again alone with "
+        f"cells limited to {env['COURSE_CELL_TIMEOUT']} s, in {time.perf_counter() - t2:.1f} s: "
+        + ", ".join(f"{a}/{s}" for a, s in again))
 
-        try:
-            _RUN["cluster"] = cluster.Cluster(opts.workers, cluster.scheduler_address(opts.scheduler), log=log,
-                                              assignments=list(dict.fromkeys(a for a, _ in tasks)),
-                                              kernel=nbgrader_env()["COURSE_KERNEL"])
-        except cluster.ClusterError as err:
-            raise GradingError(str(err)) from err
-    results = autograde_parallel(course, tasks, opts.workers, feedback=opts.feedback, resume=opts.resume)
-    for key, what in dropped.items():
-        if key in results:
-            results[key]["problems"] = [f"intake dropped {w}" for w in what] + list(results[key].get("problems") or [])
-    where = f"{opts.workers} worker(s)" if _RUN.get("cluster") is None or _RUN["cluster"].local else \
-        f"the Dask scheduler's {len(_RUN['cluster'].client.scheduler_info().get('workers', {}))} worker(s)"
-    log(f"[autograde] {len(tasks)} submission(s) with {where} in {time.perf_counter() - t1:.1f} s")
-    again = sorted(k for k, r in results.items() if needs_second_pass(r) and not r.get("grader_fault"))
-    if again and opts.second_pass:
-        # the grader's load is never the student's: what timed out (or was not graded) while N workers
-        # shared the machine is graded once more, alone, with SECOND_PASS_FACTOR x the time limits;
-        # that verdict is the one recorded
-        t2 = time.perf_counter()
-        env = second_pass_env()
-        results.update(autograde_parallel(course, again, 1, feedback=opts.feedback, env_extra=env))
-        for a, s in again:  # recorded, so a resumed run does not grade it a third time
-            results[(a, s)]["second_pass"] = True
-            path = os.path.join(course.results, a, f"{s}.json")
-            if os.path.exists(path):
-                _write_json(path, results[(a, s)])
-        log(f"[second pass] {len(again)} submission(s) with no grade or a notebook timeout, graded again alone with "
-            f"cells limited to {env['COURSE_CELL_TIMEOUT']} s, in {time.perf_counter() - t2:.1f} s: "
-            + ", ".join(f"{a}/{s}" for a, s in again))
 
-    faults = sorted((k, r["grader_fault"]) for k, r in results.items() if r.get("grader_fault"))
-    if faults:
-        log("")
-        log(f"[grader failure] {len(faults)} submission(s) could not be graded because the grading machine failed "
-            "(not the students): no grade was recorded for them and grades.csv was not rewritten:")
-        for (a, s), why in faults:
-            log(f"  {a}/{s}: {why}")
-        raise GradingError(f"the grading machine failed: {faults[0][1]}; fix it and re-run with --resume "
-                           f"(the previous {os.path.relpath(course.grades_csv, REPO_DIR)} is unchanged)")
+def _stop_on_grader_faults(run: Run) -> None:
+    """A submission the grading machine failed (not the student) stops the run before grades.csv is written."""
+    faults = sorted((k, r["grader_fault"]) for k, r in run.results.items() if r.get("grader_fault"))
+    if not faults:
+        return
+    log("")
+    log(f"[grader failure] {len(faults)} submission(s) could not be graded because the grading machine failed "
+        "(not the students): no grade was recorded for them and grades.csv was not rewritten:")
+    for (a, s), why in faults:
+        log(f"  {a}/{s}: {why}")
+    raise GradingError(f"the grading machine failed: {faults[0][1]}; fix it and re-run with --resume "
+                       f"(the previous {os.path.relpath(run.course.grades_csv, REPO_DIR)} is unchanged)")
 
-    # grades.csv, the table and the report: exactly the class graded (every student folder) x its assignments
+
+def _write_grades(run: Run) -> None:
+    """grades.csv: exactly the class graded (every student) x its assignments, each with its status."""
     statuses = {}
-    for a in assignments:
-        for s in students:
-            if s in refused:
-                statuses[(a, s)] = "not graded: " + refused[s]
-            elif (a, s) in held:
+    for a in run.assignments:
+        for s in run.students:
+            if s in run.refused:
+                statuses[(a, s)] = "not graded: " + run.refused[s]
+            elif (a, s) in run.held:
                 continue  # its notebook was held by intake: the finding is its status (apply_findings)
-            elif (a, s) in results:
-                statuses[(a, s)] = status_of(results[(a, s)])
-            elif (a, s) in class_tasks:
-                statuses[(a, s)] = status_of(read_result(course, a, s))
+            elif (a, s) in run.results:
+                statuses[(a, s)] = status_of(run.results[(a, s)])
+            elif (a, s) in run.class_tasks:
+                statuses[(a, s)] = status_of(read_result(run.course, a, s))
             else:
                 statuses[(a, s)] = f"not graded: no submission for {a}"
-    statuses = apply_findings(statuses, _RUN.get("findings") or [])
+    run.statuses = apply_findings(statuses, run.findings)
     # a file of this run's own: two runs in two course folders at once never read each other's export
     with tempfile.TemporaryDirectory(prefix="course-export-") as folder:
         export = os.path.join(folder, "export.csv")
         run_nbgrader("export", "--to", export)
-        grades = write_grades_csv(export, students, assignments, statuses, out=course.grades_csv,
-                                  keep_others=opts.listed)
+        run.grades = write_grades_csv(export, run.students, run.assignments, run.statuses, out=run.course.grades_csv,
+                                      keep_others=run.opts.listed)
+
+
+def _report(run: Run) -> list[str]:
+    """The table, the problems by name, the feedback pages of what was not graded, the class report; returns
+    the demo class's mismatches with its expected scores."""
+    opts, course = run.opts, run.course
     log("")
-    mismatches = print_table(assignments, students, grades, expected, results)
-    problems = [(k, failure_reason(r)) for k, r in sorted(results.items()) if failure_reason(r)]
-    problems += [((a, s), f"not graded: {refused[s]}") for a in assignments for s in students if s in refused]
+    mismatches = print_table(run.assignments, run.students, run.grades, run.expected, run.results)
+    problems = [(k, failure_reason(r)) for k, r in sorted(run.results.items()) if failure_reason(r)]
+    problems += [((a, s), f"not graded: {run.refused[s]}") for a in run.assignments for s in run.students
+                 if s in run.refused]
     log("")
     if problems:
         log(f"[report] {len(problems)} submission(s) with problems (integrity findings, crashes, timeouts, "
             "or not gradable; each scored on what ran):")
         for (a, s), why in problems:
             log(f"  {a}/{s}: {why}")
-    for line in intake_mod.report_lines([f for f in intake_findings if not opts.students or f["student"] in opts.students]):
+    for line in intake_mod.report_lines([f for f in run.findings if run.concerns(f["student"])]):
         log(line)
-    stale = prune_feedback(course, students) if opts.feedback else []
+    stale = prune_feedback(course, run.students) if opts.feedback else []
     if opts.feedback:
-        pages = write_not_graded_pages(course, {k: v for k, v in statuses.items()
-                                        if not opts.students or k[1] in opts.students})
+        pages = write_not_graded_pages(course, {k: v for k, v in run.statuses.items() if run.concerns(k[1])})
         if pages:
             log(f"[report] {len(pages)} student page(s) say why a submission was not graded and what to do: "
                 + ", ".join(os.path.relpath(p, course.root) for p in pages[:5]) + (" ..." if len(pages) > 5 else ""))
     if stale:
         log(f"[report] removed the feedback pages of {len(stale)} student(s) not in this class (an earlier run's): "
             + ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
-    feedback_failed = [(k, r.get("feedback_fault") or (r.get("feedback_error") or "")[-300:].strip())
-                       for k, r in sorted(results.items()) if r.get("feedback_ok") is False]
     log(f"[report] grades: {os.path.relpath(course.grades_csv, REPO_DIR)}")
     if opts.feedback:
-        log(f"[report] feedback: {os.path.relpath(os.path.join(course.root, 'feedback'), REPO_DIR)}"
-            "/<student>/<assignment>/<notebook>.html")
+        log(f"[report] feedback: {os.path.relpath(course.feedback, REPO_DIR)}/<student>/<assignment>/<notebook>.html")
     from grading import report  # the class report, LMS files and similarity table (grading/report.py)
 
-    report_failed = report.after_grading(log, root=course.root)
-    log(f"[report] total time {time.perf_counter() - t0:.1f} s")
-    if feedback_failed:
-        stale_pages = _remove_stale_pages(course, [k for k, _ in feedback_failed])
-        log(f"[feedback] FAILED for {len(feedback_failed)} submission(s) (the grader's failure; their grades are "
-            "recorded, their feedback pages are not there"
-            + (f"; {len(stale_pages)} page(s) of an earlier grading removed, so no student reads an old score"
-               if stale_pages else "") + "; --resume writes them):")
-        for (a, s), why in feedback_failed:
-            log(f"  {a}/{s}: {why}")
-        raise GradingError(f"feedback could not be written for {len(feedback_failed)} submission(s) (listed above); "
-                           "fix the cause and re-run with --resume (or --student ID) to write it")
-    if expected:
+    run.report_failed = report.after_grading(log, root=course.root)
+    log(f"[report] total time {time.perf_counter() - run.t0:.1f} s")
+    return mismatches
+
+
+def _stop_on_failed_feedback(run: Run) -> None:
+    """Feedback the grader could not write stops the run (the grades stand), and no page of an earlier grading
+    is left to show an old score."""
+    failed = [(k, r.get("feedback_fault") or (r.get("feedback_error") or "")[-300:].strip())
+              for k, r in sorted(run.results.items()) if r.get("feedback_ok") is False]
+    if not failed:
+        return
+    stale_pages = _remove_stale_pages(run.course, [k for k, _ in failed])
+    log(f"[feedback] FAILED for {len(failed)} submission(s) (the grader's failure; their grades are "
+        "recorded, their feedback pages are not there"
+        + (f"; {len(stale_pages)} page(s) of an earlier grading removed, so no student reads an old score"
+           if stale_pages else "") + "; --resume writes them):")
+    for (a, s), why in failed:
+        log(f"  {a}/{s}: {why}")
+    raise GradingError(f"feedback could not be written for {len(failed)} submission(s) (listed above); "
+                       "fix the cause and re-run with --resume (or --student ID) to write it")
+
+
+def _demo_verdict(run: Run, mismatches: list[str]) -> int:
+    """The exit status: 1 when the demo class missed an expected score or the class report failed, else 0."""
+    if run.expected:
         if mismatches:
             log("[demo] MISMATCH with the expected scores in grading/demo/:")
             for m in mismatches:
                 log(f"  {m}")
             return 1
         log("[demo] every demo score equals its expected value (grading/demo/*.py)")
-    return report_failed
+    return run.report_failed
