@@ -32,6 +32,13 @@ still importing: a cold kernel would import the same stack again, competing for 
 ``COURSE_WARM_KERNELS=0``, the launcher starts a cold kernel as before. The template serves only
 the workers of the run that started it: its socket sits in a folder only the grader's user can
 open, and no folder of it is visible in any sandbox.
+
+Two ways in: the template runs this file as ``python -m grading.warm`` (:func:`serve`; it imports
+``grading.sandbox`` for the kernel's limits), and the launcher, a plain script run as ``python -I -S`` with no
+folder of the course on its import path, loads this file by its path for the launcher's side of the protocol
+(:func:`send_request`, :func:`read_exit`, :func:`prctl`). So this module's top level imports the standard
+library only, every other import sits inside the function that needs it
+(``tests/test_architecture.py::test_the_launchers_files_import_the_standard_library_only``).
 """
 from __future__ import annotations
 

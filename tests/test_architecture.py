@@ -250,3 +250,21 @@ def test_the_course_is_one_frozen_value():
     with pytest.raises(ValueError, match="non-empty string"):
         course.Course("")
     assert not hasattr(pipeline, "set_course_root") and not hasattr(pipeline, "SUBMITTED")
+
+
+@pytest.mark.parametrize("name", ["grading/sandbox.py", "grading/warm.py"])
+def test_the_launchers_files_import_the_standard_library_only(name):
+    """The kernel's launcher runs ``grading/sandbox.py`` as a plain script (``python -I -S``: no site-packages, no
+    folder of the course on its import path) and loads ``grading/warm.py`` by its path: the top level of both
+    may import the standard library only."""
+    import sys
+
+    with open(os.path.join(REPO, name)) as fh:
+        tree = ast.parse(fh.read())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add((node.module or "").split(".")[0])
+    assert names and names <= set(sys.stdlib_module_names) | {"__future__"}, sorted(names - set(sys.stdlib_module_names))
