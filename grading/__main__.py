@@ -27,8 +27,7 @@ import sys
 
 import grading
 
-# before nbformat is imported (grading.demo imports it); not through grading.worker, whose GRADING_DIR must
-# be read after the command has chosen its course root (the demo course's, for the demo class)
+# before nbformat is imported (grading.demo imports it)
 grading.without_iri_grammar()
 from grading import demo, pipeline, preflight, sandbox  # noqa: E402
 

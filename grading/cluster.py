@@ -51,6 +51,7 @@ import warnings
 import zlib
 
 from grading import NOTEBOOKS_DIR, PACKAGE_DIR, REPO_DIR, failures
+from grading.course import Course
 
 SCHEDULER_ENV = "COURSE_DASK_SCHEDULER"
 TASK_RETRIES = 2  # a task that raised (not a killed worker: Dask retries those itself) is tried again
@@ -561,9 +562,7 @@ class CourseWorkerPlugin(_WorkerPlugin):
 def _worker_cleanup() -> None:
     template = _WORKER.pop("template", None)
     if template is not None:
-        template.terminate()
-        with contextlib.suppress(Exception):
-            template.wait(timeout=10)
+        template.stop()  # its folder is inside the worker's, removed below anyway
     folder = _WORKER.pop("folder", "")
     if folder:
         unmount_below(folder)
@@ -576,12 +575,9 @@ def _warm_template(assignments: list[str], kernel: str) -> dict:
 
     if kernel != "course-sandbox" or not warm.enabled():
         return {}
-    if "template" not in _WORKER or _WORKER["template"].poll() is not None:
-        folder = os.path.join(_worker_folder(), "warm")
-        shutil.rmtree(folder, ignore_errors=True)
-        os.makedirs(folder)
-        _WORKER["template"], _WORKER["socket"] = warm.start(folder, assignments)
-    return warm.environment(_WORKER["template"], _WORKER["socket"])
+    if "template" not in _WORKER or not _WORKER["template"].alive():
+        _WORKER["template"] = warm.start_template(assignments, os.path.join(_worker_folder(), "warm"))
+    return _WORKER["template"].env
 
 
 @contextlib.contextmanager
@@ -618,7 +614,6 @@ def grade_submission(task: dict) -> dict:
     ``task``: assignment, student, files {path: bytes}, gradebook (bytes, :func:`assignment_gradebook`),
     fingerprint (the client's), kernel, env (e.g. the second pass's time limits), assignments (what
     the run grades: the warm kernels' warm-ups)."""
-    import grading
     from grading import sandbox, worker
 
     _announce_start()
@@ -647,29 +642,26 @@ def grade_submission(task: dict) -> dict:
     env = {"COURSE_ROOT": root, "COURSE_DB_URL": f"sqlite:///{os.path.join(root, 'gradebook.db')}?timeout=60",
            "COURSE_KERNEL": task["kernel"], **task.get("env", {}), **warm_env}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    saved = grading.GRADING_DIR, worker.GRADING_DIR, sandbox.GRADING_DIR
     start = time.perf_counter()
-    try:
-        with _environment(env):
-            grading.GRADING_DIR = worker.GRADING_DIR = sandbox.GRADING_DIR = root
-            # a worker of `dask worker`: its kernels' IPC folder inside its private folder, so that a successor
-            # removes (and unmounts) it if this worker is killed (a local cluster's run folder is short-lived)
-            saved_tmp = tempfile.tempdir
-            if not task.get("local"):
-                tempfile.tempdir = _worker_folder()
-            try:
-                api = worker.load_api()
-            finally:
-                tempfile.tempdir = saved_tmp
-            # the feedback page too when the client asks (``task["feedback"]``: the course's gradebook holds no
-            # hand grade for this submission, so this worker's gradebook, with the same automatic grades, gives
-            # the same page)
-            with warnings.catch_warnings():  # SQLAlchemy's note on nbgrader's new submission, 6 lines each
-                warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
-                result = worker.grade_one(api, a, s, feedback=bool(task.get("feedback")))
-            shutil.rmtree(os.path.dirname(api.config.KernelManager.ip), ignore_errors=True)
-    finally:
-        grading.GRADING_DIR, worker.GRADING_DIR, sandbox.GRADING_DIR = saved
+    # this task's course (``root``) is passed to grade_one; nbgrader's config and the feedback steps it runs
+    # read it from COURSE_ROOT, set here for the task's duration
+    with _environment(env):
+        # a worker of `dask worker`: its kernels' IPC folder inside its private folder, so that a successor
+        # removes (and unmounts) it if this worker is killed (a local cluster's run folder is short-lived)
+        saved_tmp = tempfile.tempdir
+        if not task.get("local"):
+            tempfile.tempdir = _worker_folder()
+        try:
+            api = worker.load_api()
+        finally:
+            tempfile.tempdir = saved_tmp
+        # the feedback page too when the client asks (``task["feedback"]``: the course's gradebook holds no
+        # hand grade for this submission, so this worker's gradebook, with the same automatic grades, gives
+        # the same page)
+        with warnings.catch_warnings():  # SQLAlchemy's note on nbgrader's new submission, 6 lines each
+            warnings.filterwarnings("ignore", message=r".*not in session, add operation along")
+            result = worker.grade_one(Course(root), api, a, s, feedback=bool(task.get("feedback")))
+        shutil.rmtree(os.path.dirname(api.config.KernelManager.ip), ignore_errors=True)
     folder = os.path.join(root, "autograded", s, a)
     autograded = read_submission(folder) if os.path.isdir(folder) else {}
     pages = os.path.join(root, "feedback", s, a)
@@ -823,7 +815,8 @@ def record(api, assignment: str, student: str, returned: dict, feedback: bool, t
     hand = True
     root = api.coursedir.root
     result = dict(returned["result"])
-    result.update(worker.content_hashes(assignment, student))  # this machine's files are what --resume compares
+    # this machine's files are what --resume compares
+    result.update(worker.content_hashes(Course(root), assignment, student))
     folder = os.path.join(root, "autograded", student, assignment)
     backup = None
     try:
@@ -934,21 +927,14 @@ class Cluster:
 
         if (kernel or os.environ.get("COURSE_KERNEL", sandbox.KERNEL_NAME)) != sandbox.KERNEL_NAME or not warm.enabled():
             return
-        folder = tempfile.mkdtemp(prefix="course-warm-")
-        proc, path = warm.start(folder, assignments)
-        self._template = (proc, folder)
-        self.warm_env = warm.environment(proc, path)
+        self._template = warm.start_template(assignments)
+        self.warm_env = self._template.env
 
     def _stop_template(self, kill: bool = False) -> None:
         if self._template is None:
             return
-        proc, folder = self._template
-        self._template = None
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill() if kill else proc.terminate()
-        with contextlib.suppress(Exception):
-            proc.wait(timeout=10)
-        shutil.rmtree(folder, ignore_errors=True)
+        template, self._template = self._template, None
+        template.stop(kill=kill)
 
     def pids(self) -> list[int]:
         if not self.local:

@@ -155,12 +155,13 @@ def without_grader_paths(text: str) -> str:
 
     Example: ``"File /tmp/course-grading-ab12/ed/course_lib/checks/core.py, line 3"`` ->
     ``"File (grader's temporary folder)/ed/course_lib/checks/core.py, line 3"``."""
-    from grading import GRADING_DIR, REPO_DIR
+    from grading import REPO_DIR
+    from grading.course import Course
 
     if not isinstance(text, str):
         return text
     text = _RUN_FOLDER.sub(TMP_SHOWN, text)
-    for folder, shown in ((GRADING_DIR, COURSE_SHOWN), (REPO_DIR, COURSE_SHOWN)):
+    for folder, shown in ((Course.from_env().root, COURSE_SHOWN), (REPO_DIR, COURSE_SHOWN)):
         folder = folder.rstrip(os.sep)
         if len(folder) > 1:
             text = text.replace(folder + os.sep, shown + "/").replace(folder, shown)
@@ -234,13 +235,14 @@ class SafeOutputs(Preprocessor):
     def _only_pages(cls, resources) -> None:
         """Remove what nbgrader copied from the graded folder into the feedback folder: everything but
         the pages generated in this run (the current notebook's page is written after this step)."""
-        from grading import GRADING_DIR
+        from grading.course import Course
 
         info = resources.get("nbgrader", {})
         student, assignment = info.get("student"), info.get("assignment")
         if not student or not assignment:
             return
-        folder = os.path.join(GRADING_DIR, "feedback", student, assignment)
+        # the course nbgrader grades in this process (COURSE_ROOT: a Dask worker's private copy included)
+        folder = Course.from_env().task_folder("feedback", student, assignment)
         ours = cls._pages.setdefault(folder, set())
         try:
             fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -351,13 +353,13 @@ def other_notebooks(info: dict) -> list[tuple[str, str]]:
     holding the work), as intake words it (``grading.intake.check_notebooks``, its ``extra`` findings), read
     from the submission folder of the course this process grades (a Dask worker's private copy included);
     [] where there is none or the folder cannot be read."""
-    from grading import GRADING_DIR
+    from grading.course import Course
     from grading.intake import check_notebooks, expected_notebooks
 
     student, assignment = info.get("student"), info.get("assignment")
     if not student or not assignment:
         return []
-    folder = os.path.join(GRADING_DIR, "submitted", str(student), str(assignment))
+    folder = Course.from_env().task_folder("submitted", str(student), str(assignment))
     expected = expected_notebooks(str(assignment)) or [f"{info.get('notebook')}.ipynb"]
     try:
         found = check_notebooks(folder, expected, "")

@@ -36,17 +36,16 @@ import sys
 import tempfile
 import time
 
-from grading import GRADING_DIR, PACKAGE_DIR, REPO_DIR, db_url, demo, preflight, sandbox, warm
+from grading import PACKAGE_DIR, REPO_DIR, db_url, demo, preflight, sandbox, warm
 from grading import intake as intake_mod
 from grading import failures
-from grading.failures import RESULTS, failure_reason, needs_second_pass, status_of
+from grading.course import Course
+from grading.failures import failure_reason, needs_second_pass, status_of
 
-SUBMITTED = os.path.join(GRADING_DIR, "submitted")
-GRADES_CSV = os.path.join(GRADING_DIR, "grades.csv")
 # the demo class is a course of its own (its submitted/, gradebook, feedback, grades.csv), beside the real one
-DEMO_ROOT = os.path.join(GRADING_DIR, "demo_class")
+DEMO_ROOT = Course.from_env().demo.root
 # left in submitted/ by versions that generated the demo class there; read, never acted on by deleting
-LEGACY_DEMO_MARKER = os.path.join(SUBMITTED, ".demo-class")
+LEGACY_DEMO_MARKER = ".demo-class"
 LOCK_NAME = ".grading.lock"
 
 
@@ -173,7 +172,7 @@ def generate_assignments(assignments: list[str]) -> None:
         raise error
 
 
-def release_assignments(assignments: list[str], use_demo: bool) -> None:
+def release_assignments(course: Course, assignments: list[str], use_demo: bool) -> None:
     """``nbgrader generate_assignment`` for each assignment. nbgrader refuses once a source notebook's graded
     cells were added or removed after submissions of it entered the gradebook (a course update, an edited
     lesson). The demo class is regenerated on every run, so its course then starts afresh (gradebook and
@@ -196,7 +195,7 @@ def release_assignments(assignments: list[str], use_demo: bool) -> None:
     log(f"[release] the demo class's gradebook predates a change of {changed}'s graded cells: the demo course "
         "starts afresh (gradebook and results; it is regenerated on every run)")
     for name in ("gradebook.db", "autograded", os.path.join("logs", "results")):
-        path = os.path.join(GRADING_DIR, name)
+        path = os.path.join(course.root, name)
         if os.path.isdir(path):
             shutil.rmtree(path)
         elif os.path.exists(path):
@@ -204,32 +203,15 @@ def release_assignments(assignments: list[str], use_demo: bool) -> None:
     generate_assignments(assignments)
 
 
-def set_course_root(root: str) -> None:
-    """Grade the course in ``root`` from now on, in this process and the processes it starts: nbgrader's
-    config (``COURSE_ROOT``), the workers and this module's paths all follow it. Used for the demo class,
-    whose course lives in ``DEMO_ROOT`` so that it never touches the real class in ``submitted/``."""
-    global SUBMITTED, RESULTS, GRADES_CSV, INTAKE_DIR, GRADING_DIR
-    import grading
-
-    root = os.path.abspath(root)
-    os.environ["COURSE_ROOT"] = root
-    grading.GRADING_DIR = GRADING_DIR = root
-    SUBMITTED = os.path.join(root, "submitted")
-    RESULTS = os.path.join(root, "logs", "results")
-    GRADES_CSV = os.path.join(root, "grades.csv")
-    INTAKE_DIR = os.path.join(root, "logs", "intake")
-
-
-def student_folders(submitted: str | None = None) -> list[str]:
+def student_folders(submitted: str) -> list[str]:
     """The student folders in submitted/ (folders themselves, not links; hidden names are not students)."""
-    submitted = submitted or SUBMITTED
     if not _real_dir(submitted):
         return []
     return sorted(s for s in os.listdir(submitted)
                   if not s.startswith(".") and _real_dir(os.path.join(submitted, s)))
 
 
-def choose_class(demo_option: str) -> bool:
+def choose_class(course: Course, demo_option: str) -> bool:
     """True: grade the demo class (in ``DEMO_ROOT``); False: the class in submitted/ as it is.
 
     ``--demo auto`` grades the demo class only when submitted/ holds no student folder. When both could
@@ -238,11 +220,11 @@ def choose_class(demo_option: str) -> bool:
     in submitted/ is ever deleted or rewritten either way."""
     if demo_option in ("yes", "no"):
         return demo_option == "yes"
-    students = student_folders()
+    students = student_folders(course.submitted)
     if not students:
         return True
     demo_like = [s for s in students if s in demo.STUDENTS]
-    legacy = os.path.exists(LEGACY_DEMO_MARKER)
+    legacy = os.path.exists(os.path.join(course.submitted, LEGACY_DEMO_MARKER))
     if demo_like or legacy:
         others = [s for s in students if s not in demo.STUDENTS]
         why = []
@@ -251,31 +233,31 @@ def choose_class(demo_option: str) -> bool:
         if legacy:
             why.append("the marker .demo-class that an earlier version's demo run left there")
         raise GradingError(
-            f"{SUBMITTED} holds {' and '.join(why)}"
+            f"{course.submitted} holds {' and '.join(why)}"
             + (f", beside {len(others)} other student folder(s) ({', '.join(others[:6])}"
                f"{', ...' if len(others) > 6 else ''})" if others else "")
             + ": is this your class or the demo? Say which with --demo:\n"
-            f"  --demo no   grade every folder in {SUBMITTED} as your class, as it is (move the demo "
+            f"  --demo no   grade every folder in {course.submitted} as your class, as it is (move the demo "
             "students' folders out first if they are not your students; delete .demo-class if you like)\n"
-            f"  --demo yes  grade the demo class in {DEMO_ROOT}, its own course; {SUBMITTED} is not touched\n"
+            f"  --demo yes  grade the demo class in {DEMO_ROOT}, its own course; {course.submitted} is not touched\n"
             "Nothing in submitted/ is ever deleted or rewritten by grading.")
     return False
 
 
-def prepare_demo(assignments: list[str]) -> list[str]:
-    """(Re)generate the demo class into the demo course's own submitted/ (``DEMO_ROOT``, the current
-    course root when this runs) for the assignments that have a demo module. The folder is the
+def prepare_demo(course: Course, assignments: list[str]) -> list[str]:
+    """(Re)generate the demo class into the demo course's own submitted/ (``course``, which must be
+    ``DEMO_ROOT``) for the assignments that have a demo module. The folder is the
     generator's alone: it is rewritten on every run, with the same bytes for the same release, so
     ``--resume`` (which compares content) keeps what was graded."""
-    if os.path.abspath(GRADING_DIR) != os.path.abspath(DEMO_ROOT):
-        raise GradingError(f"refusing to write the demo class outside {DEMO_ROOT} (course root {GRADING_DIR})")
-    if os.path.isdir(SUBMITTED):
-        shutil.rmtree(SUBMITTED)
-    os.makedirs(SUBMITTED)
+    if os.path.abspath(course.root) != os.path.abspath(DEMO_ROOT):
+        raise GradingError(f"refusing to write the demo class outside {DEMO_ROOT} (course root {course.root})")
+    if os.path.isdir(course.submitted):
+        shutil.rmtree(course.submitted)
+    os.makedirs(course.submitted)
     done = []
     for a in assignments:
         if a in demo.assignments_with_demo():
-            demo.generate(a, SUBMITTED, release_dir=os.path.join(GRADING_DIR, "release"),
+            demo.generate(a, course.submitted, release_dir=os.path.join(course.root, "release"),
                           timestamp=demo.FIXED_TIMESTAMP)
             done.append(a)
     return done
@@ -291,14 +273,14 @@ def register_students(students: list[str]) -> None:
             gb.update_or_create_student(s)
 
 
-def roster_students(use_demo: bool = False) -> list[str]:
+def roster_students(course: Course, use_demo: bool = False) -> list[str]:
     """The nbgrader ids of the course's roster (``roster.csv`` in the course folder, read as ``grading.lms``
     reads it, ``COURSE_ROSTER_MATCH`` naming an LMS export's column), or none when there is no roster (the demo
     class: its students are its folders). A roster that cannot be read is reported and left out of grading
     (its error is the report's LMS step's too)."""
     from grading import lms
 
-    path = os.path.join(GRADING_DIR, "roster.csv")
+    path = os.path.join(course.root, "roster.csv")
     if use_demo or not os.path.isfile(path):
         return []
     try:
@@ -316,20 +298,20 @@ def _real_dir(path: str) -> bool:
         return False
 
 
-def submissions(assignment: str) -> list[str]:
-    if not _real_dir(SUBMITTED):
+def submissions(course: Course, assignment: str) -> list[str]:
+    if not _real_dir(course.submitted):
         return []
-    return sorted(s for s in os.listdir(SUBMITTED)
-                  if _real_dir(os.path.join(SUBMITTED, s)) and _real_dir(os.path.join(SUBMITTED, s, assignment)))
+    return sorted(s for s in os.listdir(course.submitted)
+                  if _real_dir(os.path.join(course.submitted, s))
+                  and _real_dir(course.task_folder("submitted", s, assignment)))
 
 
 # intake: submissions are data, and every notebook is accounted for (grading/intake.py)
-INTAKE_DIR = intake_mod.INTAKE_DIR
 intake = intake_mod.intake
 
 
-def read_result(assignment: str, student: str) -> dict | None:
-    path = os.path.join(RESULTS, assignment, f"{student}.json")
+def read_result(course: Course, assignment: str, student: str) -> dict | None:
+    path = os.path.join(course.results, assignment, f"{student}.json")
     try:
         with open(path) as fh:
             return json.load(fh)
@@ -337,31 +319,31 @@ def read_result(assignment: str, student: str) -> dict | None:
         return None
 
 
-def _task_done(assignment: str, student: str) -> bool:
+def _task_done(course: Course, assignment: str, student: str) -> bool:
     """Graded already, from the same submission and the same source notebooks, by the same grader and
     checks (compared by content, a sha256 of their bytes: ``worker.content_hashes``), and not stopped by
     the grader's own failure or an interrupt. A result written before issue 40 (no hashes) or by an older
     grader (issue 57: no or another ``grader_hash``) is graded again."""
     from grading import worker
 
-    result = read_result(assignment, student)
+    result = read_result(course, assignment, student)
     if not result or not result.get("autograded") or result.get("grader_fault") or result.get("interrupted"):
         return False
-    if not os.path.isdir(os.path.join(GRADING_DIR, "autograded", student, assignment)):
+    if not os.path.isdir(os.path.join(course.root, "autograded", student, assignment)):
         return False
-    now = worker.content_hashes(assignment, student)
+    now = worker.content_hashes(course, assignment, student)
     return all(result.get(k) is not None and result.get(k) == v for k, v in now.items())
 
 
-def _feedback_current(assignment: str, student: str) -> bool:
+def _feedback_current(course: Course, assignment: str, student: str) -> bool:
     """The submission's feedback pages were written for its latest grading: its result does not record a
     failed feedback step, and each autograded notebook has its page, written after it (a page left by an
     earlier run, when a full disk stopped the new one, is stale: ``--resume`` grades it again)."""
-    result = read_result(assignment, student) or {}
+    result = read_result(course, assignment, student) or {}
     if result.get("feedback_ok") is False:
         return False
-    graded = os.path.join(GRADING_DIR, "autograded", student, assignment)
-    pages = os.path.join(GRADING_DIR, "feedback", student, assignment)
+    graded = os.path.join(course.root, "autograded", student, assignment)
+    pages = os.path.join(course.root, "feedback", student, assignment)
     try:
         notebooks = [f for f in os.listdir(graded) if f.endswith(".ipynb")]
         for f in notebooks:
@@ -373,13 +355,13 @@ def _feedback_current(assignment: str, student: str) -> bool:
     return True
 
 
-def _remove_stale_pages(tasks: list[tuple[str, str]]) -> list[str]:
+def _remove_stale_pages(course: Course, tasks: list[tuple[str, str]]) -> list[str]:
     """Remove the feedback pages older than their autograded notebook (an earlier grading's score); generated
     output only, never anything in submitted/. Returns the pages removed."""
     removed = []
     for a, s in tasks:
-        graded = os.path.join(GRADING_DIR, "autograded", s, a)
-        pages = os.path.join(GRADING_DIR, "feedback", s, a)
+        graded = os.path.join(course.root, "autograded", s, a)
+        pages = os.path.join(course.root, "feedback", s, a)
         if not (_real_dir(graded) and _real_dir(pages)):
             continue
         for f in sorted(os.listdir(graded)):
@@ -439,12 +421,12 @@ def _gradebook_scores(tasks: list[tuple[str, str]]) -> dict:
     return out
 
 
-def _stale_against_gradebook(tasks: list[tuple[str, str]]) -> set[tuple[str, str]]:
+def _stale_against_gradebook(course: Course, tasks: list[tuple[str, str]]) -> set[tuple[str, str]]:
     """The tasks whose feedback page shows another score than the gradebook holds now (a hand grade given in
     the formgrader, a page left by an earlier grading: 6/11 on the page, 9/11 in grades.csv)."""
     shown = {}
     for a, s in tasks:
-        pages = os.path.join(GRADING_DIR, "feedback", s, a)
+        pages = os.path.join(course.root, "feedback", s, a)
         try:
             names = [f for f in os.listdir(pages) if f.endswith(".html") and f != NOT_GRADED_PAGE]
         except OSError:
@@ -461,13 +443,13 @@ def _stale_against_gradebook(tasks: list[tuple[str, str]]) -> set[tuple[str, str
                                       or abs(round(now[(a, s, nb)][1], 2) - top) > 0.006)}
 
 
-def _resumed(tasks: list[tuple[str, str]], resume: bool, feedback: bool) -> list[tuple[str, str]]:
+def _resumed(course: Course, tasks: list[tuple[str, str]], resume: bool, feedback: bool) -> list[tuple[str, str]]:
     """The tasks to (re)do: all, or with ``resume`` those without a current result (and, with feedback, current
     pages: written after their grading and showing the score the gradebook holds)."""
     if not resume:
         return list(tasks)
-    kept = [t for t in tasks if _task_done(*t) and (not feedback or _feedback_current(*t))]
-    stale = _stale_against_gradebook(kept) if feedback else set()
+    kept = [t for t in tasks if _task_done(course, *t) and (not feedback or _feedback_current(course, *t))]
+    stale = _stale_against_gradebook(course, kept) if feedback else set()
     if stale:
         log(f"[resume] {len(stale)} feedback page(s) show another score than the gradebook: written again: "
             + ", ".join(f"{a}/{s}" for a, s in sorted(stale)[:10]) + (" ..." if len(stale) > 10 else ""))
@@ -527,18 +509,18 @@ def _stop_workers(proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
-def _discard_interrupted(tasks: list[tuple[str, str]], since: float) -> list[tuple[str, str]]:
+def _discard_interrupted(course: Course, tasks: list[tuple[str, str]], since: float) -> list[tuple[str, str]]:
     """Results written after the interrupt arrived may come from a kernel the stop killed: each is marked
     the grader's (``interrupted``), never the student's, and ``--resume`` grades it again."""
     marked = []
     for a, s in tasks:
-        path = os.path.join(RESULTS, a, f"{s}.json")
+        path = os.path.join(course.results, a, f"{s}.json")
         try:
             if os.path.getmtime(path) < since:
                 continue
         except OSError:
             continue
-        result = read_result(a, s) or {"assignment": a, "student": s}
+        result = read_result(course, a, s) or {"assignment": a, "student": s}
         result.update(interrupted=True, autograde_ok=False,
                       grader_fault="the grading run was interrupted while this submission was graded")
         _write_json(path, result)
@@ -553,71 +535,128 @@ def _write_json(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def autograde_parallel(tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
-                       resume: bool = False, env_extra: dict | None = None) -> dict:
-    """Grade the tasks; return {(assignment, student): result}. On the run's Dask cluster (``_RUN["cluster"]``,
-    grading/cluster.py) when it has one, else with ``workers`` forked worker processes
-    (:func:`autograde_processes`)."""
-    if _RUN.get("cluster") is not None:
-        return autograde_dask(tasks, workers, feedback=feedback, resume=resume, env_extra=env_extra)
-    return autograde_processes(tasks, workers, feedback=feedback, resume=resume, env_extra=env_extra)
+# ------------------------------------------------------------------ the engines: who runs the graded tasks
+# Two engines behind one interface (``autograde``, ``describe``, ``close``, ``kill``); the run's is _RUN["engine"].
+# * DaskEngine (the default): one Dask task per submission on a LocalCluster of the workers, or on a running
+#   scheduler's cluster (grading/cluster.py); the only engine that grades on more than this machine.
+# * ForkedEngine: worker processes forked by grading/worker.py from one process after their shared imports.
+#   It keeps its place because Dask is optional: a lean install (course_lib without the ``grade`` extra, no
+#   ``distributed``) grades with it (``engine_for``: auto), ``--engine processes`` chooses it, and
+#   tests/test_dask.py grades the same class on both and requires the same grades. On one machine the two
+#   take about the same time (grading/docs/scale-out.md has the measurement).
+class ForkedEngine:
+    name = "processes"
+
+    def autograde(self, course: Course, tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
+                  resume: bool = False, env_extra: dict | None = None) -> dict:
+        return autograde_processes(course, tasks, workers, feedback=feedback, resume=resume, env_extra=env_extra)
+
+    def describe(self, workers: int) -> str:
+        return f"{workers} worker(s)"
+
+    def close(self) -> None:
+        pass  # the workers of each call are gone when it returns
+
+    def kill(self) -> None:
+        pass  # an interrupted call kills its own process group (autograde_processes)
 
 
-def autograde_dask(tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
+class DaskEngine:
+    name = "dask"
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    @classmethod
+    def start(cls, workers: int, scheduler: str | None, assignments: list[str]) -> DaskEngine:
+        from grading import cluster
+
+        try:
+            return cls(cluster.Cluster(workers, cluster.scheduler_address(scheduler), log=log,
+                                       assignments=assignments, kernel=nbgrader_env()["COURSE_KERNEL"]))
+        except cluster.ClusterError as err:
+            raise GradingError(str(err)) from err
+
+    def autograde(self, course: Course, tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
+                  resume: bool = False, env_extra: dict | None = None) -> dict:
+        return autograde_dask(self.cluster, course, tasks, workers, feedback=feedback, resume=resume,
+                              env_extra=env_extra)
+
+    def describe(self, workers: int) -> str:
+        if self.cluster.local:
+            return f"{workers} worker(s)"
+        return f"the Dask scheduler's {len(self.cluster.client.scheduler_info().get('workers', {}))} worker(s)"
+
+    def close(self) -> None:
+        self.cluster.close()
+
+    def kill(self) -> None:
+        self.cluster.kill()  # its workers, their kernels and sandboxes: at once
+
+
+def start_engine(opts: Options, tasks: list[tuple[str, str]]):
+    """The run's engine (``opts.engine``, chosen by :func:`engine_for`); with nothing to grade, the forked
+    workers' (which then start nothing)."""
+    if opts.engine == "dask" and tasks:
+        return DaskEngine.start(opts.workers, opts.scheduler, list(dict.fromkeys(a for a, _ in tasks)))
+    return ForkedEngine()
+
+
+def autograde_dask(dask_cluster, course: Course, tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
                    resume: bool = False, env_extra: dict | None = None) -> dict:
     """One Dask task per submission (grading/cluster.py); this process records each result as it comes
     back (autograded notebooks, the gradebook, feedback, ``logs/results``). ``workers == 1`` (the second
     pass): one submission at a time, alone on the cluster."""
     from grading import cluster
 
-    todo = _resumed(tasks, resume, feedback)
+    todo = _resumed(course, tasks, resume, feedback)
     for a, s in todo:
         for name in (f".claim-{s}", f"{s}.json"):
-            p = os.path.join(RESULTS, a, name)
+            p = os.path.join(course.results, a, name)
             if os.path.exists(p):
                 os.remove(p)
 
     def store(a, s, result):
-        os.makedirs(os.path.join(RESULTS, a), exist_ok=True)
-        _write_json(os.path.join(RESULTS, a, f"{s}.json"), result)
+        os.makedirs(os.path.join(course.results, a), exist_ok=True)
+        _write_json(os.path.join(course.results, a, f"{s}.json"), result)
 
     def sent(a, s):  # as the forked workers' claims: this submission is being graded
-        os.makedirs(os.path.join(RESULTS, a), exist_ok=True)
-        with open(os.path.join(RESULTS, a, f".claim-{s}"), "w") as fh:
+        os.makedirs(os.path.join(course.results, a), exist_ok=True)
+        with open(os.path.join(course.results, a, f".claim-{s}"), "w") as fh:
             fh.write("dask\n")
 
     if todo:
         try:
-            cluster.autograde(_RUN["cluster"], todo, submitted=SUBMITTED, db_url=db_url(),
+            cluster.autograde(dask_cluster, todo, submitted=course.submitted, db_url=db_url(),
                               kernel=nbgrader_env()["COURSE_KERNEL"], feedback=feedback,
-                              held=intake_mod._read_held(GRADING_DIR), env_extra=env_extra,
+                              held=intake_mod._read_held(course.root), env_extra=env_extra,
                               one_at_a_time=workers == 1, on_result=store, on_submit=sent, log=log)
         except cluster.ClusterError as err:
             raise GradingError(str(err)) from err
     results = {}
     for a, s in tasks:
-        result = read_result(a, s)
+        result = read_result(course, a, s)
         results[(a, s)] = result if result is not None else {
             "assignment": a, "student": s, "autograde_ok": False,
             "error": "no result recorded (worker killed?); re-run with --resume"}
     return results
 
 
-def autograde_processes(tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
+def autograde_processes(course: Course, tasks: list[tuple[str, str]], workers: int, feedback: bool = True,
                         resume: bool = False, env_extra: dict | None = None) -> dict:
     """Run ``workers`` worker processes over the tasks; return {(assignment, student): result}.
 
     The workers run in a process group of their own, so a signal meant for the command (Ctrl-C in the
     terminal, SIGTERM) reaches only the command, which then stops the whole group (``Interrupted``)."""
-    todo = _resumed(tasks, resume, feedback)
+    todo = _resumed(course, tasks, resume, feedback)
     for a, s in todo:  # fresh claims and results for the tasks to (re)do
         for name in (f".claim-{s}", f"{s}.json"):
-            p = os.path.join(RESULTS, a, name)
+            p = os.path.join(course.results, a, name)
             if os.path.exists(p):
                 os.remove(p)
     if todo:
         arg_tasks = [f"{a}/{s}" for a, s in todo]
-        cmd = [sys.executable, "-m", "grading.worker", "--results", RESULTS, *arg_tasks]
+        cmd = [sys.executable, "-m", "grading.worker", "--results", course.results, *arg_tasks]
         if not feedback:
             cmd.append("--no-feedback")
         # one template of warm kernels for all the workers (grading/warm.py), importing while they start
@@ -629,17 +668,17 @@ def autograde_processes(tasks: list[tuple[str, str]], workers: int, feedback: bo
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                     start_new_session=True)
             try:
-                err = _wait_with_progress(proc, todo)
+                err = _wait_with_progress(course, proc, todo)
             except BaseException:
                 _stop_workers(proc)
-                _discard_interrupted(todo, _INTERRUPT["at"] or time.time())
+                _discard_interrupted(course, todo, _INTERRUPT["at"] or time.time())
                 raise
         if proc.returncode != 0:
             raise GradingError(f"autograde worker failed:\nworkers (process {proc.pid}) exited "
                                f"{proc.returncode}: {err[-2000:]}")
     results = {}
     for a, s in tasks:
-        result = read_result(a, s)
+        result = read_result(course, a, s)
         if result is not None:
             results[(a, s)] = result
         else:
@@ -648,7 +687,7 @@ def autograde_processes(tasks: list[tuple[str, str]], workers: int, feedback: bo
     return results
 
 
-def _wait_with_progress(proc: subprocess.Popen, todo: list[tuple[str, str]]) -> str:
+def _wait_with_progress(course: Course, proc: subprocess.Popen, todo: list[tuple[str, str]]) -> str:
     """Wait for the forked workers (their stderr read by a thread) while showing the run's progress
     (grading/progress.py) from what they write: a claim file when a submission starts, its result when it is
     done. Returns their stderr."""
@@ -665,9 +704,9 @@ def _wait_with_progress(proc: subprocess.Popen, todo: list[tuple[str, str]]) -> 
         while left:
             ended = proc.poll() is not None  # then one last look: results written just before the end
             for a, s in list(left):
-                if os.path.exists(os.path.join(RESULTS, a, f".claim-{s}")):
+                if os.path.exists(os.path.join(course.results, a, f".claim-{s}")):
                     progress.started(a)
-                result = read_result(a, s) if os.path.exists(os.path.join(RESULTS, a, f"{s}.json")) else None
+                result = read_result(course, a, s) if os.path.exists(course.result_path(a, s)) else None
                 if result is not None:
                     left.remove((a, s))
                     progress.finished(a, failed=bool(result.get("grader_fault") or not result.get("autograde_ok")))
@@ -680,10 +719,10 @@ def _wait_with_progress(proc: subprocess.Popen, todo: list[tuple[str, str]]) -> 
     return out.get("err") or ""
 
 
-def read_grades(path: str | None = None) -> dict:
+def read_grades(path: str) -> dict:
     """{(assignment, student): (score, max_score)} from a grades CSV (nbgrader's export or grades.csv)."""
     out = {}
-    with open(path or GRADES_CSV, newline="") as fh:
+    with open(path, newline="") as fh:
         for row in csv.DictReader(fh):
             out[(row["assignment"], row["student_id"])] = (float(row["score"] or 0), float(row["max_score"] or 0))
     return out
@@ -736,7 +775,7 @@ def _kept_rows(path: str, students: list[str], assignments: list[str]) -> tuple[
 
 
 def write_grades_csv(export: str, students: list[str], assignments: list[str], statuses: dict,
-                     out: str | None = None, keep_others: bool = False) -> dict:
+                     out: str, keep_others: bool = False) -> dict:
     """Write grades.csv from nbgrader's export: exactly the rows of ``students`` x ``assignments`` (the
     class graded, whatever else the gradebook holds), with a ``status`` column. With ``keep_others`` (a run
     of some assignments, ``--assignment``), the previous file's rows of the other assignments stay, for the
@@ -745,7 +784,6 @@ def write_grades_csv(export: str, students: list[str], assignments: list[str], s
     {(assignment, student): (score, max_score)} of ``assignments``."""
     from grading import csvsafe
 
-    out = out or GRADES_CSV
     with open(export, newline="") as fh:
         reader = csv.DictReader(fh)
         fields = list(reader.fieldnames or [])
@@ -811,12 +849,12 @@ def course_lock(root: str):
         os.close(fd)  # releases the lock
 
 
-def check_writable() -> None:
+def check_writable(course: Course) -> None:
     """Before anything is graded: every folder the run writes, and the SQLite gradebook, can be written.
     Otherwise the run stops naming the cause, the earlier results untouched (a read-only gradebook would
     otherwise fail every submission, one by one)."""
-    for folder in (GRADING_DIR, os.path.join(GRADING_DIR, "autograded"), os.path.join(GRADING_DIR, "feedback"),
-                   os.path.join(GRADING_DIR, "logs"), RESULTS, os.path.join(GRADING_DIR, "release")):
+    for folder in (course.root, os.path.join(course.root, "autograded"), os.path.join(course.root, "feedback"),
+                   os.path.join(course.root, "logs"), course.results, os.path.join(course.root, "release")):
         try:
             os.makedirs(folder, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=folder)
@@ -851,11 +889,11 @@ def print_table(assignments, students, grades, expected, results) -> list[str]:
     return mismatches
 
 
-def prune_feedback(students: list[str]) -> list[str]:
+def prune_feedback(course: Course, students: list[str]) -> list[str]:
     """feedback/ holds exactly the class's pages: a generated folder of a student who is not in submitted/
     (an earlier run's class, the demo students of versions before issue 40) is removed. Only generated
     output is removed here, never anything in submitted/."""
-    folder = os.path.join(GRADING_DIR, "feedback")
+    folder = os.path.join(course.root, "feedback")
     if not _real_dir(folder):
         return []
     keep = set(students)
@@ -868,7 +906,7 @@ def prune_feedback(students: list[str]) -> list[str]:
 NOT_GRADED_PAGE = "not-graded.html"
 
 
-def write_not_graded_pages(statuses: dict) -> list[str]:
+def write_not_graded_pages(course: Course, statuses: dict) -> list[str]:
     """A feedback page for each submission that was not graded (missing, unreadable, misnamed, a refused
     id): ``feedback/<student>/<assignment>/not-graded.html`` says why and what to do, so the student
     hears it as a graded student hears their feedback. It replaces that folder's earlier pages (generated
@@ -879,7 +917,7 @@ def write_not_graded_pages(statuses: dict) -> list[str]:
     for (a, s), status in sorted(statuses.items()):
         if not status.startswith("not graded"):
             continue
-        folder = os.path.join(GRADING_DIR, "feedback", s, a)
+        folder = os.path.join(course.root, "feedback", s, a)
         if os.path.lexists(folder):
             shutil.rmtree(folder) if _real_dir(folder) else os.unlink(folder)
         os.makedirs(folder)
@@ -901,7 +939,7 @@ def write_not_graded_pages(statuses: dict) -> list[str]:
     return written
 
 
-_RUN: dict = {}  # what an interrupt report needs: the run's tasks and course root
+_RUN: dict = {}  # the run's course, tasks and engine: what an interrupt stops and reports
 
 
 def grade(opts: Options) -> int:
@@ -923,13 +961,13 @@ def grade(opts: Options) -> int:
         try:
             return _grade(opts)
         except Interrupted as stop:
-            if _RUN.get("cluster") is not None:
-                _RUN.pop("cluster").kill()  # its workers, their kernels and sandboxes: at once
+            if _RUN.get("engine") is not None:
+                _RUN.pop("engine").kill()
             _report_interrupt(stop)
             return 128 + stop.signum
         finally:
-            if _RUN.get("cluster") is not None:
-                _RUN.pop("cluster").close()
+            if _RUN.get("engine") is not None:
+                _RUN.pop("engine").close()
             if _INTERRUPT["at"] is None:
                 _INTERRUPT["at"] = time.time()  # a signal from now on only waits for the cleanup
             if saved[0] is None:
@@ -965,7 +1003,8 @@ def remove_run_folder(folder: str, wait: float = 5.0) -> bool:
 
 def _report_interrupt(stop: Interrupted) -> None:
     tasks = _RUN.get("tasks") or []
-    done = [t for t in tasks if _task_done(*t)]
+    course = _RUN.get("course") or Course.from_env()
+    done = [t for t in tasks if _task_done(course, *t)]
     left = [t for t in tasks if t not in done]
     log("")
     log(f"[interrupted] {stop.args[0]}: stopped the workers, their kernels and sandboxes; nothing of the run "
@@ -976,7 +1015,7 @@ def _report_interrupt(stop: Interrupted) -> None:
                f"{' ...' if len(left) > 10 else ''}" if left else ""))
     else:
         log("[interrupted] before grading started: nothing was graded")
-    log(f"[interrupted] {os.path.relpath(GRADES_CSV, REPO_DIR)} was not updated by this run")
+    log(f"[interrupted] {os.path.relpath(course.grades_csv, REPO_DIR)} was not updated by this run")
     args = [a for a in sys.argv[1:] if a != "--resume"] if sys.argv[1:2] == ["grade"] else ["grade"]
     if _RUN.get("demo") and "--demo" not in args:
         args += ["--demo", "yes"]
@@ -987,15 +1026,65 @@ def _report_interrupt(stop: Interrupted) -> None:
 def _grade(opts: Options) -> int:
     t0 = time.perf_counter()
     preflight.check_assignments(opts.assignments)
-    use_demo = choose_class(opts.demo)
+    course = Course.from_env()
+    use_demo = choose_class(course, opts.demo)
     if use_demo:
-        set_course_root(DEMO_ROOT)
-    _RUN["demo"] = use_demo
-    with course_lock(GRADING_DIR):
-        return _grade_locked(opts, use_demo, t0)
+        course = Course(DEMO_ROOT)
+        # the processes this run starts (nbgrader's commands and config, the workers) read the course root here
+        os.environ["COURSE_ROOT"] = course.root
+    _RUN["demo"], _RUN["course"] = use_demo, course
+    with course_lock(course.root):
+        return _grade_locked(opts, course, use_demo, t0)
 
 
-def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
+@dataclasses.dataclass
+class Run:
+    """What the phases of one grading run (:func:`_grade_locked`) share, filled in the order they run."""
+    opts: Options
+    course: Course
+    use_demo: bool
+    t0: float
+    expected: dict = dataclasses.field(default_factory=dict)  # the demo class's expected scores
+    students: list = dataclasses.field(default_factory=list)  # the class: folders, links and roster students
+    refused: dict = dataclasses.field(default_factory=dict)  # {student: why their id cannot be graded}
+    assignments: list = dataclasses.field(default_factory=list)  # the class's assignments (rows of grades.csv)
+    class_tasks: list = dataclasses.field(default_factory=list)  # every (assignment, student) submitted
+    tasks: list = dataclasses.field(default_factory=list)  # those this run grades (--student: some)
+    findings: list = dataclasses.field(default_factory=list)  # intake's findings
+    dropped: dict = dataclasses.field(default_factory=dict)  # {task: entries intake dropped}
+    held: set = dataclasses.field(default_factory=set)  # tasks whose notebook intake held back
+    results: dict = dataclasses.field(default_factory=dict)  # {task: result}
+    statuses: dict = dataclasses.field(default_factory=dict)  # {task: status column of grades.csv}
+    grades: dict = dataclasses.field(default_factory=dict)  # {task: (score, max_score)}
+    report_failed: int = 0  # 1 when the class report could not be built (grades.csv stands)
+
+    def concerns(self, student: str) -> bool:
+        """Is this student's part of what this run reports (all, or those of ``--student``)?"""
+        return not self.opts.students or student in self.opts.students
+
+
+def _grade_locked(opts: Options, course: Course, use_demo: bool, t0: float) -> int:
+    """The phases of a grading run, in order; each logs what it did, and raises GradingError when the
+    machinery fails."""
+    run = Run(opts, course, use_demo, t0)
+    _check_machine(run)
+    _release(run)
+    _find_class(run)
+    _intake(run)
+    if not run.class_tasks:
+        log("[autograde] nothing submitted: no tasks")
+        return 0
+    _autograde(run)
+    _stop_on_grader_faults(run)
+    _write_grades(run)
+    mismatches = _report(run)
+    _stop_on_failed_feedback(run)
+    return _demo_verdict(run, mismatches)
+
+
+def _check_machine(run: Run) -> None:
+    """The kernel (the students' edition of course_lib, the sandbox's kernelspec) and the course folder."""
+    opts = run.opts
     if opts.kernel == sandbox.KERNEL_NAME:
         from grading import edition
 
@@ -1008,180 +1097,210 @@ def _grade_locked(opts: Options, use_demo: bool, t0: float) -> int:
     python = preflight.check_kernel(opts.kernel)
     status = preflight.check_course_lib_in_kernel(opts.kernel)
     log(f"[preflight] kernel {opts.kernel!r} ({python}): {status}")
-    check_writable()
+    check_writable(run.course)
+
+
+def _release(run: Run) -> None:
+    """Every assignment released again, so the gradebook holds the current tests."""
     compared = 0
-    release_assignments(opts.assignments, use_demo)
-    for a in opts.assignments:
+    release_assignments(run.course, run.opts.assignments, run.use_demo)
+    for a in run.opts.assignments:
         compared += preflight.check_gradebook_matches_source(db_url(), a)
-    log(f"[release] regenerated {len(opts.assignments)} assignment(s) into {os.path.join(GRADING_DIR, 'release')}; "
+    log(f"[release] regenerated {len(run.opts.assignments)} assignment(s) into {run.course.release}; "
         f"the gradebook's {compared} test/locked cells equal the source")
 
-    expected = {}
-    if use_demo:
-        done = prepare_demo(opts.assignments)
-        expected = {a: e for a, e in demo.expected_scores().items() if a in done}
-        log(f"[submissions] generated the demo class ({', '.join(demo.STUDENTS)}) for {len(done)} assignment(s) "
-            f"in {SUBMITTED} (its own course: gradebook, feedback and grades.csv in {GRADING_DIR})")
-    else:
-        log(f"[submissions] grading the class in {SUBMITTED} as it is")
 
-    linked = intake_mod.linked_students(SUBMITTED)  # a link as a student folder: a row, a page, a report line
-    if _real_dir(SUBMITTED):
-        for name in sorted(os.listdir(SUBMITTED)):
-            if not name.startswith(".") and name not in linked and not _real_dir(os.path.join(SUBMITTED, name)):
+def _find_class(run: Run) -> None:
+    """The class (the demo class generated, or the folders in submitted/ as they are, and the roster), the ids
+    that cannot be graded, the class's assignments and the tasks this run grades."""
+    opts, course = run.opts, run.course
+    if run.use_demo:
+        done = prepare_demo(course, opts.assignments)
+        run.expected = {a: e for a, e in demo.expected_scores().items() if a in done}
+        log(f"[submissions] generated the demo class ({', '.join(demo.STUDENTS)}) for {len(done)} assignment(s) "
+            f"in {course.submitted} (its own course: gradebook, feedback and grades.csv in {course.root})")
+    else:
+        log(f"[submissions] grading the class in {course.submitted} as it is")
+
+    linked = intake_mod.linked_students(course.submitted)  # a link as a student folder: a row, a page, a report line
+    if _real_dir(course.submitted):
+        for name in sorted(os.listdir(course.submitted)):
+            if not name.startswith(".") and name not in linked and not _real_dir(os.path.join(course.submitted, name)):
                 log(f"[intake] ignored submitted/{name}: not a folder (a file), not graded")
     # every roster student (grading/roster.csv: this course's roster or the LMS's gradebook export) has a row, a
     # page and a report line, a folder or not: one without is "no submission", never left out
-    students = sorted(set(student_folders()) | set(linked) | set(roster_students(use_demo)))
-    refused = {s: why for s in students if (why := linked.get(s) or id_refusal(s))}
-    for s, why in refused.items():
+    students = sorted(set(student_folders(course.submitted)) | set(linked) | set(roster_students(course, run.use_demo)))
+    run.students = students
+    run.refused = {s: why for s in students if (why := linked.get(s) or id_refusal(s))}
+    for s, why in run.refused.items():
         log(f"[intake] {s}: not graded: {why}")
     # the class's assignments: those listed with --assignment, else those someone submitted (so the totals
     # are not out of assignments nobody was given)
-    assignments = list(opts.assignments) if opts.listed else [a for a in opts.assignments if submissions(a)]
-    class_tasks = [(a, s) for a in opts.assignments for s in submissions(a) if s not in refused]
+    run.assignments = list(opts.assignments) if opts.listed else \
+        [a for a in opts.assignments if submissions(course, a)]
+    run.class_tasks = [(a, s) for a in opts.assignments for s in submissions(course, a) if s not in run.refused]
     if opts.students:
         unknown = [s for s in opts.students if s not in students]
         if unknown:
-            raise GradingError(f"--student {', '.join(unknown)}: no such folder in {SUBMITTED} "
+            raise GradingError(f"--student {', '.join(unknown)}: no such folder in {course.submitted} "
                                f"(students: {', '.join(students[:20])}{' ...' if len(students) > 20 else ''})")
-        tasks = [(a, s) for a, s in class_tasks if s in opts.students]
-        log(f"[submissions] regrading {', '.join(opts.students)}: {len(tasks)} submission(s)")
+        run.tasks = [(a, s) for a, s in run.class_tasks if s in opts.students]
+        log(f"[submissions] regrading {', '.join(opts.students)}: {len(run.tasks)} submission(s)")
     else:
-        tasks = class_tasks
-    _RUN["tasks"] = tasks
-    # intake (grading/intake.py): submissions are data, every notebook in a folder is accounted for
-    intake_findings = intake_mod.intake_class(class_tasks, opts.assignments, submitted=SUBMITTED, intake_dir=INTAKE_DIR)
-    _RUN["findings"] = intake_findings
-    dropped: dict = {}
-    for f in intake_findings:
-        if opts.students and f["student"] not in opts.students:
+        run.tasks = run.class_tasks
+    _RUN["tasks"] = run.tasks
+
+
+def _intake(run: Run) -> None:
+    """Submissions are data (grading/intake.py): every notebook in a folder accounted for, what is over the
+    bounds held back; then every student of the class gets a gradebook row."""
+    run.findings = intake_mod.intake_class(run.class_tasks, run.opts.assignments, submitted=run.course.submitted,
+                                           intake_dir=run.course.intake_dir)
+    for f in run.findings:
+        if not run.concerns(f["student"]):
             continue
         log(f"[intake] {f['assignment']}/{f['student']}: {f['kind']}: {f['message']}")
         if f["kind"] == "dropped":
-            dropped.setdefault((f["assignment"], f["student"]), []).extend(f["entries"])
-    held = intake_mod.held_tasks(intake_findings)  # the notebook itself is over the bound: nothing to grade
-    tasks = [t for t in tasks if t not in held]
+            run.dropped.setdefault((f["assignment"], f["student"]), []).extend(f["entries"])
+    run.held = intake_mod.held_tasks(run.findings)  # the notebook itself is over the bound: nothing to grade
+    run.tasks = [t for t in run.tasks if t not in run.held]
     try:
-        register_students(sorted({s for _, s in class_tasks}))
+        register_students(sorted({s for _, s in run.class_tasks}))
     except Exception as err:  # noqa: BLE001 - the gradebook is the grader's: name the cause and stop
         raise GradingError("could not write the gradebook: "
                            + (failures.machine_fault(f"{type(err).__name__}: {err}") or f"{type(err).__name__}: {err}")
                            + "; nothing was graded and the previous results are unchanged") from err
-    if not class_tasks:
-        log("[autograde] nothing submitted: no tasks")
-        return 0
+
+
+def _autograde(run: Run) -> None:
+    """The tasks on the run's engine; then what timed out (or was not graded) while N workers shared the
+    machine, once more, alone, with SECOND_PASS_FACTOR x the time limits: the grader's load is never the
+    student's, and that verdict is the one recorded."""
+    opts, course = run.opts, run.course
     t1 = time.perf_counter()
-    if opts.engine == "dask" and tasks:
-        from grading import cluster
+    engine = _RUN["engine"] = start_engine(opts, run.tasks)
+    run.results = engine.autograde(course, run.tasks, opts.workers, feedback=opts.feedback, resume=opts.resume)
+    for key, what in run.dropped.items():
+        if key in run.results:
+            run.results[key]["problems"] = [f"intake dropped {w}" for w in what] + list(
+                run.results[key].get("problems") or [])
+    log(f"[autograde] {len(run.tasks)} submission(s) with {engine.describe(opts.workers)} in "
+        f"{time.perf_counter() - t1:.1f} s")
+    again = sorted(k for k, r in run.results.items() if needs_second_pass(r) and not r.get("grader_fault"))
+    if not (again and opts.second_pass):
+        return
+    t2 = time.perf_counter()
+    env = second_pass_env()
+    run.results.update(engine.autograde(course, again, 1, feedback=opts.feedback, env_extra=env))
+    for a, s in again:  # recorded, so a resumed run does not grade it a third time
+        run.results[(a, s)]["second_pass"] = True
+        path = course.result_path(a, s)
+        if os.path.exists(path):
+            _write_json(path, run.results[(a, s)])
+    log(f"[second pass] {len(again)} submission(s) with no grade or a notebook timeout, graded again alone with "
+        f"cells limited to {env['COURSE_CELL_TIMEOUT']} s, in {time.perf_counter() - t2:.1f} s: "
+        + ", ".join(f"{a}/{s}" for a, s in again))
 
-        try:
-            _RUN["cluster"] = cluster.Cluster(opts.workers, cluster.scheduler_address(opts.scheduler), log=log,
-                                              assignments=list(dict.fromkeys(a for a, _ in tasks)),
-                                              kernel=nbgrader_env()["COURSE_KERNEL"])
-        except cluster.ClusterError as err:
-            raise GradingError(str(err)) from err
-    results = autograde_parallel(tasks, opts.workers, feedback=opts.feedback, resume=opts.resume)
-    for key, what in dropped.items():
-        if key in results:
-            results[key]["problems"] = [f"intake dropped {w}" for w in what] + list(results[key].get("problems") or [])
-    where = f"{opts.workers} worker(s)" if _RUN.get("cluster") is None or _RUN["cluster"].local else \
-        f"the Dask scheduler's {len(_RUN['cluster'].client.scheduler_info().get('workers', {}))} worker(s)"
-    log(f"[autograde] {len(tasks)} submission(s) with {where} in {time.perf_counter() - t1:.1f} s")
-    again = sorted(k for k, r in results.items() if needs_second_pass(r) and not r.get("grader_fault"))
-    if again and opts.second_pass:
-        # the grader's load is never the student's: what timed out (or was not graded) while N workers
-        # shared the machine is graded once more, alone, with SECOND_PASS_FACTOR x the time limits;
-        # that verdict is the one recorded
-        t2 = time.perf_counter()
-        env = second_pass_env()
-        results.update(autograde_parallel(again, 1, feedback=opts.feedback, env_extra=env))
-        for a, s in again:  # recorded, so a resumed run does not grade it a third time
-            results[(a, s)]["second_pass"] = True
-            path = os.path.join(RESULTS, a, f"{s}.json")
-            if os.path.exists(path):
-                _write_json(path, results[(a, s)])
-        log(f"[second pass] {len(again)} submission(s) with no grade or a notebook timeout, graded again alone with "
-            f"cells limited to {env['COURSE_CELL_TIMEOUT']} s, in {time.perf_counter() - t2:.1f} s: "
-            + ", ".join(f"{a}/{s}" for a, s in again))
 
-    faults = sorted((k, r["grader_fault"]) for k, r in results.items() if r.get("grader_fault"))
-    if faults:
-        log("")
-        log(f"[grader failure] {len(faults)} submission(s) could not be graded because the grading machine failed "
-            "(not the students): no grade was recorded for them and grades.csv was not rewritten:")
-        for (a, s), why in faults:
-            log(f"  {a}/{s}: {why}")
-        raise GradingError(f"the grading machine failed: {faults[0][1]}; fix it and re-run with --resume "
-                           f"(the previous {os.path.relpath(GRADES_CSV, REPO_DIR)} is unchanged)")
+def _stop_on_grader_faults(run: Run) -> None:
+    """A submission the grading machine failed (not the student) stops the run before grades.csv is written."""
+    faults = sorted((k, r["grader_fault"]) for k, r in run.results.items() if r.get("grader_fault"))
+    if not faults:
+        return
+    log("")
+    log(f"[grader failure] {len(faults)} submission(s) could not be graded because the grading machine failed "
+        "(not the students): no grade was recorded for them and grades.csv was not rewritten:")
+    for (a, s), why in faults:
+        log(f"  {a}/{s}: {why}")
+    raise GradingError(f"the grading machine failed: {faults[0][1]}; fix it and re-run with --resume "
+                       f"(the previous {os.path.relpath(run.course.grades_csv, REPO_DIR)} is unchanged)")
 
-    # grades.csv, the table and the report: exactly the class graded (every student folder) x its assignments
+
+def _write_grades(run: Run) -> None:
+    """grades.csv: exactly the class graded (every student) x its assignments, each with its status."""
     statuses = {}
-    for a in assignments:
-        for s in students:
-            if s in refused:
-                statuses[(a, s)] = "not graded: " + refused[s]
-            elif (a, s) in held:
+    for a in run.assignments:
+        for s in run.students:
+            if s in run.refused:
+                statuses[(a, s)] = "not graded: " + run.refused[s]
+            elif (a, s) in run.held:
                 continue  # its notebook was held by intake: the finding is its status (apply_findings)
-            elif (a, s) in results:
-                statuses[(a, s)] = status_of(results[(a, s)])
-            elif (a, s) in class_tasks:
-                statuses[(a, s)] = status_of(read_result(a, s))
+            elif (a, s) in run.results:
+                statuses[(a, s)] = status_of(run.results[(a, s)])
+            elif (a, s) in run.class_tasks:
+                statuses[(a, s)] = status_of(read_result(run.course, a, s))
             else:
                 statuses[(a, s)] = f"not graded: no submission for {a}"
-    statuses = apply_findings(statuses, _RUN.get("findings") or [])
+    run.statuses = apply_findings(statuses, run.findings)
     # a file of this run's own: two runs in two course folders at once never read each other's export
     with tempfile.TemporaryDirectory(prefix="course-export-") as folder:
         export = os.path.join(folder, "export.csv")
         run_nbgrader("export", "--to", export)
-        grades = write_grades_csv(export, students, assignments, statuses, keep_others=opts.listed)
+        run.grades = write_grades_csv(export, run.students, run.assignments, run.statuses, out=run.course.grades_csv,
+                                      keep_others=run.opts.listed)
+
+
+def _report(run: Run) -> list[str]:
+    """The table, the problems by name, the feedback pages of what was not graded, the class report; returns
+    the demo class's mismatches with its expected scores."""
+    opts, course = run.opts, run.course
     log("")
-    mismatches = print_table(assignments, students, grades, expected, results)
-    problems = [(k, failure_reason(r)) for k, r in sorted(results.items()) if failure_reason(r)]
-    problems += [((a, s), f"not graded: {refused[s]}") for a in assignments for s in students if s in refused]
+    mismatches = print_table(run.assignments, run.students, run.grades, run.expected, run.results)
+    problems = [(k, failure_reason(r)) for k, r in sorted(run.results.items()) if failure_reason(r)]
+    problems += [((a, s), f"not graded: {run.refused[s]}") for a in run.assignments for s in run.students
+                 if s in run.refused]
     log("")
     if problems:
         log(f"[report] {len(problems)} submission(s) with problems (integrity findings, crashes, timeouts, "
             "or not gradable; each scored on what ran):")
         for (a, s), why in problems:
             log(f"  {a}/{s}: {why}")
-    for line in intake_mod.report_lines([f for f in intake_findings if not opts.students or f["student"] in opts.students]):
+    for line in intake_mod.report_lines([f for f in run.findings if run.concerns(f["student"])]):
         log(line)
-    stale = prune_feedback(students) if opts.feedback else []
+    stale = prune_feedback(course, run.students) if opts.feedback else []
     if opts.feedback:
-        pages = write_not_graded_pages({k: v for k, v in statuses.items()
-                                        if not opts.students or k[1] in opts.students})
+        pages = write_not_graded_pages(course, {k: v for k, v in run.statuses.items() if run.concerns(k[1])})
         if pages:
             log(f"[report] {len(pages)} student page(s) say why a submission was not graded and what to do: "
-                + ", ".join(os.path.relpath(p, GRADING_DIR) for p in pages[:5]) + (" ..." if len(pages) > 5 else ""))
+                + ", ".join(os.path.relpath(p, course.root) for p in pages[:5]) + (" ..." if len(pages) > 5 else ""))
     if stale:
         log(f"[report] removed the feedback pages of {len(stale)} student(s) not in this class (an earlier run's): "
             + ", ".join(stale[:10]) + (" ..." if len(stale) > 10 else ""))
-    feedback_failed = [(k, r.get("feedback_fault") or (r.get("feedback_error") or "")[-300:].strip())
-                       for k, r in sorted(results.items()) if r.get("feedback_ok") is False]
-    log(f"[report] grades: {os.path.relpath(GRADES_CSV, REPO_DIR)}")
+    log(f"[report] grades: {os.path.relpath(course.grades_csv, REPO_DIR)}")
     if opts.feedback:
-        log(f"[report] feedback: {os.path.relpath(os.path.join(GRADING_DIR, 'feedback'), REPO_DIR)}"
-            "/<student>/<assignment>/<notebook>.html")
+        log(f"[report] feedback: {os.path.relpath(course.feedback, REPO_DIR)}/<student>/<assignment>/<notebook>.html")
     from grading import report  # the class report, LMS files and similarity table (grading/report.py)
 
-    report_failed = report.after_grading(log)
-    log(f"[report] total time {time.perf_counter() - t0:.1f} s")
-    if feedback_failed:
-        stale_pages = _remove_stale_pages([k for k, _ in feedback_failed])
-        log(f"[feedback] FAILED for {len(feedback_failed)} submission(s) (the grader's failure; their grades are "
-            "recorded, their feedback pages are not there"
-            + (f"; {len(stale_pages)} page(s) of an earlier grading removed, so no student reads an old score"
-               if stale_pages else "") + "; --resume writes them):")
-        for (a, s), why in feedback_failed:
-            log(f"  {a}/{s}: {why}")
-        raise GradingError(f"feedback could not be written for {len(feedback_failed)} submission(s) (listed above); "
-                           "fix the cause and re-run with --resume (or --student ID) to write it")
-    if expected:
+    run.report_failed = report.after_grading(log, root=course.root)
+    log(f"[report] total time {time.perf_counter() - run.t0:.1f} s")
+    return mismatches
+
+
+def _stop_on_failed_feedback(run: Run) -> None:
+    """Feedback the grader could not write stops the run (the grades stand), and no page of an earlier grading
+    is left to show an old score."""
+    failed = [(k, r.get("feedback_fault") or (r.get("feedback_error") or "")[-300:].strip())
+              for k, r in sorted(run.results.items()) if r.get("feedback_ok") is False]
+    if not failed:
+        return
+    stale_pages = _remove_stale_pages(run.course, [k for k, _ in failed])
+    log(f"[feedback] FAILED for {len(failed)} submission(s) (the grader's failure; their grades are "
+        "recorded, their feedback pages are not there"
+        + (f"; {len(stale_pages)} page(s) of an earlier grading removed, so no student reads an old score"
+           if stale_pages else "") + "; --resume writes them):")
+    for (a, s), why in failed:
+        log(f"  {a}/{s}: {why}")
+    raise GradingError(f"feedback could not be written for {len(failed)} submission(s) (listed above); "
+                       "fix the cause and re-run with --resume (or --student ID) to write it")
+
+
+def _demo_verdict(run: Run, mismatches: list[str]) -> int:
+    """The exit status: 1 when the demo class missed an expected score or the class report failed, else 0."""
+    if run.expected:
         if mismatches:
             log("[demo] MISMATCH with the expected scores in grading/demo/:")
             for m in mismatches:
                 log(f"  {m}")
             return 1
         log("[demo] every demo score equals its expected value (grading/demo/*.py)")
-    return report_failed
+    return run.report_failed

@@ -1002,15 +1002,13 @@ def roster_emails(who: dict) -> dict:
     return {s: row.get("email", "") for s, row in (who.get("roster") or {}).items() if row.get("email")}
 
 
-def after_grading(log) -> int:
+def after_grading(log, root: str = GRADING_DIR) -> int:
     """The last step of ``python -m grading grade``: rebuild the report and the LMS files, print where they are.
     Returns 0, or 1 when the report could not be built (the grades in grades.csv stand either way)."""
-    import grading
-
     try:
-        # the course just graded (the demo class's own, grading/demo_class/); an LMS export as the roster is
-        # matched on COURSE_ROSTER_MATCH (lms.read_roster)
-        result = build(root=grading.GRADING_DIR)
+        # the course just graded (``root``: the demo class's own, grading/demo_class/); an LMS export as the
+        # roster is matched on COURSE_ROSTER_MATCH (lms.read_roster)
+        result = build(root=root)
     except Exception as err:  # noqa: BLE001 - the grades are written; say what failed
         log(f"[report] ERROR: the class report could not be built ({type(err).__name__}: {err}); "
             "grades.csv stands; rerun `python -m grading report`")

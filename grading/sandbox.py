@@ -81,7 +81,6 @@ import sys
 # A plain script, run with -I -S: nothing from the grading package (or the submission) is imported.
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(PACKAGE_DIR)
-GRADING_DIR = os.path.abspath(os.environ.get("COURSE_ROOT") or PACKAGE_DIR)
 
 KERNEL_NAME = "course-sandbox"
 SUBMISSION_MOUNT = "/tmp/.submission"  # the submission, read-only, inside the sandbox
@@ -556,7 +555,10 @@ def _template_ready(socket_path: str) -> bool:
 def _check_workdir(workdir: str) -> None:
     """Refuse to sandbox into a folder that holds the course or the system."""
     real = os.path.realpath(workdir)
-    for protected in (REPO_DIR, GRADING_DIR, os.path.expanduser("~"), "/"):
+    # the course this kernel's grading run grades: COURSE_ROOT, read now (grading/course.py, which this
+    # script cannot import), else the folder grading/ itself
+    course_root = os.path.abspath(os.environ.get("COURSE_ROOT") or PACKAGE_DIR)
+    for protected in (REPO_DIR, course_root, os.path.expanduser("~"), "/"):
         p = os.path.realpath(protected)
         if real == p or p.startswith(real.rstrip("/") + "/"):
             raise SystemExit(f"course-sandbox: refusing to run a kernel in {workdir}: it contains {protected}. "

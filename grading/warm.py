@@ -32,6 +32,13 @@ still importing: a cold kernel would import the same stack again, competing for 
 ``COURSE_WARM_KERNELS=0``, the launcher starts a cold kernel as before. The template serves only
 the workers of the run that started it: its socket sits in a folder only the grader's user can
 open, and no folder of it is visible in any sandbox.
+
+Two ways in: the template runs this file as ``python -m grading.warm`` (:func:`serve`; it imports
+``grading.sandbox`` for the kernel's limits), and the launcher, a plain script run as ``python -I -S`` with no
+folder of the course on its import path, loads this file by its path for the launcher's side of the protocol
+(:func:`send_request`, :func:`read_exit`, :func:`prctl`). So this module's top level imports the standard
+library only, every other import sits inside the function that needs it
+(``tests/test_architecture.py::test_the_launchers_files_import_the_standard_library_only``).
 """
 from __future__ import annotations
 
@@ -383,10 +390,56 @@ def serve(path: str, names: list[str] = ()) -> None:
     _accept_loop(server, until=ready_r)
 
 
-def start(folder: str, assignments: list[str] = ()):
-    """Start a template; its socket will be ``folder/template.sock`` once it is ready. ``assignments``:
-    what it will grade (its warm-ups, ``_warm_up``). It imports course_lib from the grading run's edition
-    (``grading.edition``, built here if none is), as the kernels it forks would."""
+class Template:
+    """A running template: its process, its folder (``template.sock`` in it once ready; removed when it stops)
+    and :attr:`env`, what the launchers of its kernels need to find it."""
+
+    def __init__(self, proc, folder: str, path: str):
+        self.proc, self.folder, self.path = proc, folder, path
+        self.env = environment(proc, path)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self, timeout: float = 120) -> bool:
+        return wait_ready(self.proc, self.path, timeout)
+
+    def stop(self, kill: bool = False) -> None:
+        """End the template (SIGTERM, or SIGKILL with ``kill``) and remove its folder."""
+        import shutil
+
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill() if kill else self.proc.terminate()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=10)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_template(assignments: list[str] = (), folder: str | None = None) -> Template:
+    """Start a template of warm kernels: the one place one starts (a grading run's, :func:`shared`; a local
+    Dask cluster's, shared by its workers; a remote Dask worker's own; a ``grading.worker`` run on its own).
+    ``assignments``: what it will grade (its warm-ups, ``_warm_up``). ``folder``: where its socket goes
+    (emptied first), else a new private folder under TMPDIR; either is removed by :meth:`Template.stop`."""
+    import shutil
+    import tempfile
+
+    if folder is None:
+        folder = tempfile.mkdtemp(prefix="course-warm-")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+    proc, path = _spawn(folder, list(assignments))
+    return Template(proc, folder, path)
+
+
+def _spawn(folder: str, assignments: list[str]):
+    """Start the template's process; its socket will be ``folder/template.sock`` once it is ready. It imports
+    course_lib from the grading run's edition (``grading.edition``, built here if none is), as the kernels it
+    forks would."""
     import subprocess
 
     from grading import REPO_DIR, edition, sandbox
@@ -441,17 +494,11 @@ def shared(assignments: list[str] = ()):
     if not enabled():
         yield {}
         return
-    import shutil
-    import tempfile
-
-    folder = tempfile.mkdtemp(prefix="course-warm-")
-    proc, path = start(folder, assignments)
+    template = start_template(assignments)
     try:
-        yield environment(proc, path)
+        yield template.env
     finally:
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(folder, ignore_errors=True)
+        template.stop()
 
 
 def wait_ready(proc, path: str, timeout: float = 120) -> bool:

@@ -25,7 +25,8 @@ import tempfile
 import time
 
 import grading
-from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, warm
+from grading import NOTEBOOKS_DIR, PACKAGE_DIR, warm
+from grading.course import Course
 from grading.failures import fault_of, find_problems, probe_machine
 from grading.intake import read_timestamp
 
@@ -221,10 +222,10 @@ def grader_hash() -> str:
     return digest.hexdigest()
 
 
-def content_hashes(assignment: str, student: str) -> dict:
+def content_hashes(course: Course, assignment: str, student: str) -> dict:
     """The submission's and the instructor's source notebooks' hashes a result was graded from, and the
     grader's own (:func:`grader_hash`); ``--resume`` grades again when any of them differs."""
-    return {"submission_hash": folder_hash(os.path.join(GRADING_DIR, "submitted", student, assignment)),
+    return {"submission_hash": folder_hash(course.task_folder("submitted", student, assignment)),
             "source_hash": folder_hash(os.path.join(NOTEBOOKS_DIR, assignment)),
             "grader_hash": grader_hash()}
 
@@ -267,10 +268,12 @@ def put_back(folder: str, backup: str | None, failed: bool) -> None:
         shutil.rmtree(backup, ignore_errors=True)
 
 
-def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict:
+def grade_one(course: Course, api, assignment: str, student: str, feedback: bool = True) -> dict:
+    """Autograde one submission of ``course`` with nbgrader's ``api`` (and write its feedback page); return
+    its result (the JSON of ``logs/results``)."""
     start = time.perf_counter()
-    result = {"assignment": assignment, "student": student, **content_hashes(assignment, student)}
-    autograded = os.path.join(GRADING_DIR, "autograded", student, assignment)
+    result = {"assignment": assignment, "student": student, **content_hashes(course, assignment, student)}
+    autograded = course.task_folder("autograded", student, assignment)
     backup = None
     try:
         backup = set_aside(autograded)
@@ -283,7 +286,7 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
             f.endswith(".ipynb") for f in os.listdir(autograded))
         result["problems"] = find_problems(autograded)
         # measured, never read from the log (which holds a kernel's text): the course folder and the gradebook
-        fault = None if result["autograde_ok"] else probe_machine(GRADING_DIR, getattr(
+        fault = None if result["autograde_ok"] else probe_machine(course.root, getattr(
             getattr(api, "coursedir", None), "db_url", None))
         if fault:
             result["grader_fault"] = fault  # the machine's failure: the gradebook keeps what it had
@@ -294,7 +297,7 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
         if feedback and result["autograded"] and not fault:
             # the earlier page set aside like the autograded folder: a machine failure while writing the new
             # one (disk full, read-only folder) leaves the earlier page in place
-            fb_dir = os.path.join(GRADING_DIR, "feedback", student, assignment)
+            fb_dir = course.task_folder("feedback", student, assignment)
             fb_backup = set_aside(fb_dir)
             fb_failed = True
             try:
@@ -303,7 +306,7 @@ def grade_one(api, assignment: str, student: str, feedback: bool = True) -> dict
                 result["feedback_ok"] = not fb_failed
                 if fb_failed:
                     result["feedback_error"] = _tail(fb.get("error") or fb.get("log"))
-                    fb_fault = probe_machine(GRADING_DIR)  # measured: the log may hold the student's text
+                    fb_fault = probe_machine(course.root)  # measured: the log may hold the student's text
                     if fb_fault:
                         result["feedback_fault"] = fb_fault
             finally:
@@ -352,12 +355,13 @@ def write_result(results: str, result: dict) -> None:
 def grade_tasks(args) -> None:
     """Claim and grade tasks until none is left (one worker)."""
     api = load_api(all_cells=args.all_cells)
+    course = Course.from_env()  # the command's: COURSE_ROOT, as nbgrader's config reads it
     for task in args.tasks:
         assignment, student = task.split("/", 1)
         if not claim(args.results, assignment, student):
             continue
         started_at = time.time()
-        result = grade_one(api, assignment, student, feedback=not args.no_feedback)
+        result = grade_one(course, api, assignment, student, feedback=not args.no_feedback)
         result["worker_pid"] = os.getpid()
         result["started_at"], result["finished_at"] = started_at, time.time()  # the worker's timeline (bench_grading.py)
         write_result(args.results, result)
@@ -426,7 +430,7 @@ def main(argv=None) -> int:
         from grading import edition
 
         edition.ensure()  # the kernels' course_lib: the students' edition (the pipeline's, or one of its own)
-    template = folder = None
+    template = None
     if args.cold:
         for k in ("COURSE_WARM_SOCKET", "COURSE_WARM_PID"):
             os.environ.pop(k, None)
@@ -434,9 +438,8 @@ def main(argv=None) -> int:
             and os.environ.get("COURSE_KERNEL", "course-sandbox") == "course-sandbox":
         # on its own (the pipeline starts one template for all its workers, warm.shared): a template
         # of its own, importing while this worker imports nbgrader; its first launcher waits for it
-        folder = tempfile.mkdtemp(prefix="course-warm-")
-        template, path = warm.start(folder, [t.split("/", 1)[0] for t in args.tasks])
-        os.environ.update(warm.environment(template, path))
+        template = warm.start_template([t.split("/", 1)[0] for t in args.tasks])
+        os.environ.update(template.env)
     try:
         # what the verifier's replays import (grading/verify.py: the checks, torch) and nbgrader, loaded
         # while the template starts, not after the first kernel has run, and before any fork
@@ -453,9 +456,7 @@ def main(argv=None) -> int:
         grade_tasks(args)
     finally:
         if template is not None:
-            template.terminate()
-            template.wait()
-            shutil.rmtree(folder, ignore_errors=True)
+            template.stop()
     return 0
 
 

@@ -730,10 +730,9 @@ def test_sanitiser_leaves_no_way_to_run_script():
 
 
 def test_feedback_folder_holds_only_the_page(tmp_path, monkeypatch):
-    import grading
     from grading.feedback import SafeOutputs
 
-    monkeypatch.setattr(grading, "GRADING_DIR", str(tmp_path))
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))  # the course nbgrader grades in this process
     SafeOutputs._pages.clear()
     folder = tmp_path / "feedback" / "s" / "a"
     (folder / "sub").mkdir(parents=True)
@@ -953,16 +952,11 @@ def warm_template(tmp_path, monkeypatch):
     if not (ok and warm.enabled()):
         pytest.skip(f"warm kernels need root and bwrap ({why if not ok else 'not root'})")
     sandbox.install_kernelspec()
-    folder = tempfile.mkdtemp(prefix="course-warm-test-")
-    proc, path = warm.start(folder)
-    assert warm.wait_ready(proc, path), "the template imported the course's stack and opened its socket"
-    monkeypatch.setenv("COURSE_WARM_SOCKET", path)
-    yield proc
-    proc.terminate()
-    proc.wait()
-    import shutil
-
-    shutil.rmtree(folder, ignore_errors=True)
+    template = warm.start_template(folder=tempfile.mkdtemp(prefix="course-warm-test-"))
+    assert template.wait_ready(), "the template imported the course's stack and opened its socket"
+    monkeypatch.setenv("COURSE_WARM_SOCKET", template.path)
+    yield template.proc
+    template.stop()
 
 
 def _run_sandboxed(cells: list[str], folder, timeout: int = 30, cls=None):

@@ -16,13 +16,12 @@ import pytest
 from conftest import REPO
 
 from grading import feedback, pipeline
+from grading.course import Course
 
 
 @pytest.fixture
 def course(tmp_path, monkeypatch):
     """A course root with one graded submission (autograded notebook, result, page), as pipeline sees it."""
-    monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
-    monkeypatch.setattr(pipeline, "RESULTS", str(tmp_path / "logs" / "results"))
     graded = tmp_path / "autograded" / "ana" / "01_attention"
     pages = tmp_path / "feedback" / "ana" / "01_attention"
     graded.mkdir(parents=True)
@@ -33,31 +32,34 @@ def course(tmp_path, monkeypatch):
     os.utime(pages / "attention.html", (time.time() - 3600,) * 2)  # the page of an earlier grading
     result = {"assignment": "01_attention", "student": "ana", "autograded": True, "feedback_ok": False}
     (tmp_path / "logs" / "results" / "01_attention" / "ana.json").write_text(json.dumps(result))
-    monkeypatch.setattr(pipeline, "_task_done", lambda a, s: True)  # graded from the same files
+    monkeypatch.setattr(pipeline, "_task_done", lambda course, a, s: True)  # graded from the same files
     return tmp_path
 
 
 def test_resume_grades_again_a_submission_whose_page_is_stale(course):
     task = ("01_attention", "ana")
-    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "feedback failed: redo it"
+    assert pipeline._resumed(Course(str(course)), [task], resume=True, feedback=True) == [task], \
+        "feedback failed: redo it"
     result = course / "logs" / "results" / "01_attention" / "ana.json"
     result.write_text(json.dumps({"autograded": True, "feedback_ok": True}))
-    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "the page is older than the grade"
+    assert pipeline._resumed(Course(str(course)), [task], resume=True, feedback=True) == [task], \
+        "the page is older than the grade"
     os.utime(course / "feedback" / "ana" / "01_attention" / "attention.html", None)  # written after the grade
-    assert pipeline._resumed([task], resume=True, feedback=True) == [], "current: nothing to redo"
-    assert pipeline._resumed([task], resume=True, feedback=False) == []
-    assert pipeline._resumed([task], resume=False, feedback=True) == [task]
+    assert pipeline._resumed(Course(str(course)), [task], resume=True, feedback=True) == [], "current: nothing to redo"
+    assert pipeline._resumed(Course(str(course)), [task], resume=True, feedback=False) == []
+    assert pipeline._resumed(Course(str(course)), [task], resume=False, feedback=True) == [task]
     os.remove(course / "feedback" / "ana" / "01_attention" / "attention.html")
-    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "a missing page is written"
+    assert pipeline._resumed(Course(str(course)), [task], resume=True, feedback=True) == [task], \
+        "a missing page is written"
 
 
 def test_a_failed_feedback_step_leaves_no_old_score_on_a_page(course):
     page = course / "feedback" / "ana" / "01_attention" / "attention.html"
-    assert pipeline._remove_stale_pages([("01_attention", "ana")]) == [str(page)]
+    assert pipeline._remove_stale_pages(Course(str(course)), [("01_attention", "ana")]) == [str(page)]
     assert not page.exists()
     assert (course / "autograded" / "ana" / "01_attention" / "attention.ipynb").exists()
     page.write_text("current")  # written after the grade: kept
-    assert pipeline._remove_stale_pages([("01_attention", "ana")]) == [] and page.exists()
+    assert pipeline._remove_stale_pages(Course(str(course)), [("01_attention", "ana")]) == [] and page.exists()
 
 
 def test_the_page_names_the_copy_that_holds_the_work(tmp_path, monkeypatch):
@@ -65,7 +67,7 @@ def test_the_page_names_the_copy_that_holds_the_work(tmp_path, monkeypatch):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    monkeypatch.setattr(grading, "GRADING_DIR", str(tmp_path))  # as a Dask worker's private course root too
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))  # as a Dask worker's private course root too
     folder = tmp_path / "submitted" / "ana" / "01_attention"
     folder.mkdir(parents=True)
     blank = new_notebook(cells=[new_code_cell("raise NotImplementedError()",
@@ -113,11 +115,14 @@ def test_resume_writes_again_a_page_that_shows_another_score_than_the_gradebook(
     holds = {}
     monkeypatch.setattr(pipeline, "_gradebook_scores", lambda tasks: {(*t, "attention"): holds[t] for t in tasks})
     holds[task] = (9.0, 11.0)
-    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "6/11 on the page, 9/11 in the gradebook"
+    assert pipeline._resumed(Course(str(course)), [task], resume=True, feedback=True) == [task], \
+        "6/11 on the page, 9/11 in the gradebook"
     holds[task] = (6.0, 11.0)
-    assert pipeline._resumed([task], resume=True, feedback=True) == [], "the page shows the gradebook's score"
+    assert pipeline._resumed(Course(str(course)), [task], resume=True, feedback=True) == [], \
+        "the page shows the gradebook's score"
     holds[task] = (6.0, 12.0)
-    assert pipeline._resumed([task], resume=True, feedback=True) == [task], "another maximum"
+    assert pipeline._resumed(Course(str(course)), [task], resume=True, feedback=True) == [task], "another maximum"
     page.write_text("<p>no score line</p>")
     assert pipeline.page_score(str(page)) is None
-    assert pipeline._resumed([task], resume=True, feedback=True) == [], "nothing to compare: the dates decide"
+    assert pipeline._resumed(Course(str(course)), [task], resume=True, feedback=True) == [], \
+        "nothing to compare: the dates decide"

@@ -12,6 +12,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from grading.course import Course
+
 # a cell that sends, on the kernel's IOPub channel and as a reply to the running cell, one message of
 # ``msg_type`` with ``content``; PACKED, when given, is the exact JSON text sent as the content
 SEND = '''
@@ -92,14 +94,13 @@ def test_a_log_that_says_disk_full_is_no_grader_fault(tmp_path, monkeypatch):
     pass), never the grader's failure that stops the run."""
     from grading import worker
 
-    monkeypatch.setattr(worker, "GRADING_DIR", str(tmp_path))
 
     class Api:
         def autograde(self, assignment, student, force, create):
             return {"success": False, "log": "ValidationError: 'No space left on device' is not of type "
                                               "'integer'\nOSError: [Errno 28] No space left on device"}
 
-    result = worker.grade_one(Api(), "01_attention", "eve", feedback=False)
+    result = worker.grade_one(Course(str(tmp_path)), Api(), "01_attention", "eve", feedback=False)
     assert "grader_fault" not in result, result
     assert result["autograde_ok"] is False
 
@@ -114,10 +115,8 @@ def test_resume_grades_again_what_an_older_grader_graded(tmp_path, monkeypatch):
     code = tmp_path / "code" / "grading"
     shutil.copytree(os.path.dirname(worker.__file__), code, ignore=shutil.ignore_patterns("__pycache__", "demo"))
     monkeypatch.setattr(worker, "__file__", str(code / "worker.py"))
-    for module, name in ((pipeline, "GRADING_DIR"), (worker, "GRADING_DIR")):
-        monkeypatch.setattr(module, name, str(tmp_path / "course"))
+    course = Course(str(tmp_path / "course"))
     monkeypatch.setattr(worker, "NOTEBOOKS_DIR", str(tmp_path / "source"))
-    monkeypatch.setattr(pipeline, "RESULTS", str(tmp_path / "course" / "logs" / "results"))
     for folder in ("submitted/ana/01_attention", "autograded/ana/01_attention"):
         (tmp_path / "course" / folder).mkdir(parents=True)
         (tmp_path / "course" / folder / "attention.ipynb").write_text("{}")
@@ -127,16 +126,17 @@ def test_resume_grades_again_what_an_older_grader_graded(tmp_path, monkeypatch):
     results.mkdir(parents=True)
 
     def record(**extra):
-        hashes = worker.content_hashes("01_attention", "ana")
+        hashes = worker.content_hashes(course, "01_attention", "ana")
         (results / "ana.json").write_text(pipeline.json.dumps({"autograded": True, **hashes, **extra}))
 
     record()
-    assert pipeline._task_done("01_attention", "ana"), "same submission, sources and grader: kept"
+    assert pipeline._task_done(course, "01_attention", "ana"), "same submission, sources and grader: kept"
     with open(code / "verify.py", "a") as fh:
         fh.write("\n# a door closed\n")
-    assert not pipeline._task_done("01_attention", "ana"), "a changed grader must grade again"
+    assert not pipeline._task_done(course, "01_attention", "ana"), "a changed grader must grade again"
     record(grader_hash=None)
-    assert not pipeline._task_done("01_attention", "ana"), "a result of a grader before issue 57 is graded again"
+    assert not pipeline._task_done(course, "01_attention", "ana"), \
+        "a result of a grader before issue 57 is graded again"
 
 
 # ---------------------------------------------------------------- item 6: no careless file stops the class

@@ -219,14 +219,15 @@ def test_the_match_comes_from_the_environment_for_every_command(monkeypatch):
 
 def test_grading_lists_every_roster_student_and_reports_a_roster_it_cannot_read(tmp_path, monkeypatch, capsys):
     from grading import pipeline
+    from grading.course import Course
 
-    monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
-    assert pipeline.roster_students() == [], "no roster: the class is the folders"
+    course = Course(str(tmp_path))
+    assert pipeline.roster_students(course, ) == [], "no roster: the class is the folders"
     shutil.copy(CANVAS, tmp_path / "roster.csv")
-    assert pipeline.roster_students() == ["anakamura", "jdoe", "mmuster"]
-    assert pipeline.roster_students(use_demo=True) == [], "the demo class is its folders"
+    assert pipeline.roster_students(course, ) == ["anakamura", "jdoe", "mmuster"]
+    assert pipeline.roster_students(course, use_demo=True) == [], "the demo class is its folders"
     _copy(tmp_path, CANVAS, lambda t: t.replace(",2024005,anakamura,", ",2024005,,"))
     shutil.copy(tmp_path / os.path.basename(CANVAS), tmp_path / "roster.csv")
-    assert pipeline.roster_students() == []
+    assert pipeline.roster_students(course, ) == []
     out = capsys.readouterr().out
     assert "[roster] WARNING:" in out and "Nakamura, Aiko" in out, out

@@ -18,6 +18,8 @@ import sys
 import nbformat
 import pytest
 
+from grading.course import Course
+
 from conftest import LESSON01_CELL_TIMEOUT as CELL_TIMEOUT, REPO, snapshot
 
 ASSIGNMENT = "01_attention"
@@ -367,7 +369,6 @@ def test_a_submission_not_graded_gets_a_page_saying_why_and_what_to_do(tmp_path,
     reason and the fix, escaped), not only a line in the report; graded ones get none from here."""
     from grading import pipeline
 
-    monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
     old = tmp_path / "feedback" / "bob" / "01_attention"
     old.mkdir(parents=True)
     (old / "attention.html").write_text("an earlier run's page")
@@ -377,7 +378,7 @@ def test_a_submission_not_graded_gets_a_page_saying_why_and_what_to_do(tmp_path,
                                  "early, at line 40 (fix: download it again from JupyterLab and regrade)",
         ("06_bpe", "<b>eve</b>"): "not graded: no submission for 06_bpe",
     }
-    pages = pipeline.write_not_graded_pages(statuses)
+    pages = pipeline.write_not_graded_pages(Course(str(tmp_path)), statuses)
     assert sorted(os.path.relpath(p, tmp_path) for p in pages) == [
         os.path.join("feedback", "<b>eve</b>", "06_bpe", "not-graded.html"),
         os.path.join("feedback", "bob", "01_attention", "not-graded.html")]
@@ -394,7 +395,6 @@ def test_a_feedback_page_that_fails_for_the_machine_leaves_the_earlier_page(tmp_
     when writing fails (here: the disk is full), so a machine failure never costs it."""
     from grading import worker
 
-    monkeypatch.setattr(worker, "GRADING_DIR", str(tmp_path))
     page = tmp_path / "feedback" / "bob" / "01_attention" / "attention.html"
     page.parent.mkdir(parents=True)
     page.write_text("earlier page")
@@ -418,7 +418,7 @@ def test_a_feedback_page_that_fails_for_the_machine_leaves_the_earlier_page(tmp_
     from grading import failures
 
     monkeypatch.setattr(worker, "probe_machine", full_disk)
-    result = worker.grade_one(Api(), "01_attention", "bob")
+    result = worker.grade_one(Course(str(tmp_path)), Api(), "01_attention", "bob")
     assert result["feedback_ok"] is False and result["feedback_fault"].startswith("the disk is full"), result
     assert page.read_text() == "earlier page"
     assert not list(page.parent.parent.glob(".*previous")), "the set-aside copy is back in place, none left over"

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from grading import pipeline
+from grading.course import Course
 
 REFUSAL = ("`nbgrader generate_assignment 09_prompt_tuning --force` failed (exit 1):\n[GenerateAssignmentApp | ERROR] "
            "RuntimeError: Cannot add or remove cells for notebook 'prompt_tuning' because there are submissions "
@@ -35,11 +36,11 @@ def _fake_nbgrader(monkeypatch, refuse_once: str):
 def test_the_demo_class_starts_afresh_and_every_assignment_is_released_again(tmp_path, monkeypatch):
     (tmp_path / "gradebook.db").write_text("old")
     (tmp_path / "autograded" / "s01" / "09_prompt_tuning").mkdir(parents=True)
-    monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
     logged = []
     monkeypatch.setattr(pipeline, "log", logged.append)
     calls = _fake_nbgrader(monkeypatch, "09_prompt_tuning")
-    pipeline.release_assignments(["08_clinical_text", "09_prompt_tuning", "10_proteins"], use_demo=True)
+    pipeline.release_assignments(Course(str(tmp_path)), ["08_clinical_text", "09_prompt_tuning", "10_proteins"],
+                                 use_demo=True)
     assert calls == ["08_clinical_text", "09_prompt_tuning", "08_clinical_text", "09_prompt_tuning", "10_proteins"]
     assert not (tmp_path / "gradebook.db").exists() and not (tmp_path / "autograded").exists()
     assert any("starts afresh" in line and "09_prompt_tuning" in line for line in logged)
@@ -47,24 +48,22 @@ def test_the_demo_class_starts_afresh_and_every_assignment_is_released_again(tmp
 
 def test_a_real_class_gets_a_clear_error_and_keeps_its_gradebook(tmp_path, monkeypatch):
     (tmp_path / "gradebook.db").write_text("grades")
-    monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
     monkeypatch.setattr(pipeline, "db_url", lambda: f"sqlite:///{tmp_path}/gradebook.db")
     _fake_nbgrader(monkeypatch, "09_prompt_tuning")
     with pytest.raises(pipeline.GradingError, match=r"graded cells of 09_prompt_tuning's source notebook were "
                                                     r"added or removed.*restore.*COURSE_ROOT"):
-        pipeline.release_assignments(["08_clinical_text", "09_prompt_tuning"], use_demo=False)
+        pipeline.release_assignments(Course(str(tmp_path)), ["08_clinical_text", "09_prompt_tuning"], use_demo=False)
     assert (tmp_path / "gradebook.db").read_text() == "grades"
 
 
 def test_other_failures_are_not_mistaken_for_changed_cells(tmp_path, monkeypatch):
-    monkeypatch.setattr(pipeline, "GRADING_DIR", str(tmp_path))
 
     def run(assignments):
         raise pipeline.GradingError("`nbgrader generate_assignment` failed: no such assignment")
 
     monkeypatch.setattr(pipeline, "generate_assignments", run)
     with pytest.raises(pipeline.GradingError, match="no such assignment"):
-        pipeline.release_assignments(["01_attention"], use_demo=True)
+        pipeline.release_assignments(Course(str(tmp_path)), ["01_attention"], use_demo=True)
 
 
 def test_assignments_are_released_in_one_nbgrader_process_that_names_the_one_that_failed(tmp_path, monkeypatch):

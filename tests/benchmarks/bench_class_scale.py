@@ -261,6 +261,7 @@ PROFILER = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
 from grading import worker
+from grading.course import Course
 import nbclient
 from nbgrader.converters.autograde import Autograde
 from nbgrader.preprocessors import SaveAutoGrades
@@ -296,6 +297,7 @@ ResilientExecute.preprocess_cell = cell
 add("worker: import grading + nbgrader (once per worker)", time.perf_counter() - t0)
 overrides = json.loads(os.environ.get("BENCH_OVERRIDES", "{}"))
 api = worker.load_api()
+course = Course.from_env()
 for key, value in overrides.items():
     section, name = key.split(".")
     setattr(api.config[section], name, value)
@@ -304,7 +306,7 @@ wall = time.perf_counter()
 for task in tasks:
     a, s = task.split("/")
     t = time.perf_counter()
-    worker.grade_one(api, a, s, feedback=False)
+    worker.grade_one(course, api, a, s, feedback=False)
     add("grade_one (per student, total)", time.perf_counter() - t)
 T["__wall__"] = time.perf_counter() - wall
 T["__n__"] = len(tasks)
