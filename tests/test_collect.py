@@ -241,7 +241,9 @@ def test_canvas_and_moodle_downloads_of_the_demo_class_are_collected_and_graded(
     expected = demo.load_spec(ASSIGNMENT).EXPECTED
     got = {s: float(rows[s]["score"]) for s in DEMO_OF if s in rows}
     assert got == {s: expected[DEMO_OF[s]] for s in DEMO_OF}, f"scores {got}, expected the demo's {expected}"
-    assert set(rows) == set(DEMO_OF), f"grades.csv should list exactly the collected class: {sorted(rows)}"
+    # and every roster student (issue 66.3): erin, who submitted nothing, has a row that says so
+    assert set(rows) == set(DEMO_OF) | {"erin"}, f"grades.csv should list the collected class and the roster: {sorted(rows)}"
+    assert float(rows["erin"]["score"]) == 0 and "no submission" in " ".join(map(str, rows["erin"].values())), rows["erin"]
 
 
 def test_a_roster_id_that_cannot_be_a_folder_is_refused_before_anything_is_written(tmp_path):

@@ -44,6 +44,8 @@ NOT_CALLED = {
     "course_lib.pretrained": "loads the pretrained model and reads or writes its embedding cache on disk",
     "course_lib.bio": "reads the course's data files",
     "course_lib.checks": "the checks themselves",
+    "course_lib.judge": "the judge's material (hidden cases, known wrong answers, right alternatives): in neither "
+                        "the students' nor the kernel's edition",
 }
 # functions that run their first argument again and again (to time it): a call of the answer itself
 NOT_CALLED.update({"course_lib.efficient.measure_torch_call": "times its first argument",
