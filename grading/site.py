@@ -57,6 +57,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import nbformat
@@ -122,8 +123,19 @@ def execute(path: str, timeout: int = DEFAULT_TIMEOUT) -> tuple[nbformat.Noteboo
     os.environ.clear()
     os.environ.update(env)
     error = None
+    # The kernel talks over IPC sockets in a private folder, not TCP ports on localhost: two builds (or a build
+    # beside a grading run) that pick the same free port at once would leave a client waiting for replies from
+    # another kernel until the per-cell limit (seen in the test suite: one lesson 01 build took 912 s).
+    # (Through the config, not a KernelManager passed in: nbclient 0.11 applies no per-cell timeout to a
+    # kernel manager it did not create.)
+    from traitlets.config import Config
+
+    sockets = tempfile.mkdtemp(prefix="course-site-kernel-")
+    config = Config()
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = os.path.join(sockets, "kernel")
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+        NotebookClient(nb, config=config, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": os.path.dirname(path)}}).execute()
     except Exception as err:  # noqa: BLE001 - any failure of one notebook is reported, the others still build
         lines = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()  # without terminal colours
@@ -133,6 +145,7 @@ def execute(path: str, timeout: int = DEFAULT_TIMEOUT) -> tuple[nbformat.Noteboo
     finally:
         os.environ.clear()
         os.environ.update(old)
+        shutil.rmtree(sockets, ignore_errors=True)
     return nb, error
 
 
