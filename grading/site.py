@@ -125,7 +125,7 @@ def execute(path: str, timeout: int = DEFAULT_TIMEOUT) -> tuple[nbformat.Noteboo
     error = None
     # The kernel talks over IPC sockets in a private folder, not TCP ports on localhost: two builds (or a build
     # beside a grading run) that pick the same free port at once would leave a client waiting for replies from
-    # another kernel until the per-cell limit (seen in the test suite: one lesson 01 build took 912 s).
+    # another kernel until the per-cell limit (the likely cause of one lesson 01 build in the suite taking 912 s).
     # (Through the config, not a KernelManager passed in: nbclient 0.11 applies no per-cell timeout to a
     # kernel manager it did not create.)
     from traitlets.config import Config
