@@ -587,7 +587,8 @@ def rationale_option_scores(lm: nn.Module, tokenizer, prefix: str, prompts: Sequ
                             options: Sequence[Sequence[str]], *, scorer: Callable, paths: int = 1,
                             temperature: float = 0.0, generator: torch.Generator | None = None,
                             max_new_tokens: int = 16, cue: str = "\nSystem:", normalise: bool | tuple = False,
-                            batch_size: int = 24, option_batch: int = 128, stop_ids: torch.Tensor | None = None):
+                            batch_size: int = 24, option_batch: int = 128, stop_ids: torch.Tensor | None = None,
+                            progress: bool = False):
     """Generate ``paths`` rationales per question, then score every option after [prefix; prompt; rationale; cue].
 
     For each of the N ``prompts`` (``"Phenotype: ...\\nReasoning:"``) the model continues the text after
@@ -608,6 +609,8 @@ def rationale_option_scores(lm: nn.Module, tokenizer, prefix: str, prompts: Sequ
     generated token once, and the cue and the options continue from that cache (options in chunks of
     ``option_batch`` rows, to bound memory), exactly as a forward pass over the whole text would score
     them (tests/test_chain_of_thought.py checks this against one uncached forward pass).
+
+    ``progress`` True shows a progress bar over the batches of questions (tqdm).
 
     Returns ``(rationales, scores)``: ``rationales[i][p]`` the text of question i's path p (stripped),
     ``scores`` (N, paths, K) float32 on the CPU (a tuple of them when ``normalise`` is a tuple).
@@ -638,7 +641,10 @@ def rationale_option_scores(lm: nn.Module, tokenizer, prefix: str, prompts: Sequ
         raise ValueError("the prefix, the cue, every prompt and every option must have at least one token")
     P = len(head_ids)
     head_cache = lm(input_ids=torch.tensor([head_ids], device=device), use_cache=True).cache
-    for lo in range(0, N, batch_size):
+    from tqdm.auto import tqdm
+
+    for lo in tqdm(range(0, N, batch_size), disable=not progress, desc=f"{paths} path(s) per question",
+                   unit="batch"):
         rows = list(range(lo, min(lo + batch_size, N)))
         b, Lq = len(rows), max(len(qs_all[i]) for i in rows)
         # 1) the questions after the cached prefix, LEFT-padded (padding between prefix and question)
