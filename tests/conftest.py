@@ -109,14 +109,17 @@ def pytest_configure(config):
     """The nbval runs of the notebooks get the prose-numbers check (tests/prose_numbers_plugin.py) after each
     notebook's last cell, unless it was already loaded with ``-p prose_numbers_plugin``.
 
-    The grading kernel's edition of course_lib (grading/edition.py) is built once for the whole run: the
-    controller builds it before xdist starts its workers, which inherit COURSE_KERNEL_LIB (as a grading run's
-    workers do), so every sandboxed kernel a test starts mounts the students' edition."""
+    The grading kernel's edition of course_lib (grading/edition.py, about 12 CPU-seconds to build) is built
+    once for a whole run under xdist (`make test`): the controller builds it before xdist starts its workers,
+    which inherit COURSE_KERNEL_LIB (as a grading run's workers do), so every sandboxed kernel a test starts
+    mounts the students' edition. A run without xdist (a contributor's `pytest tests/test_checks_attention.py`)
+    builds it only when a collected file starts kernels or grading runs (``kernel_edition`` below)."""
     import prose_numbers_plugin
 
-    from grading import edition
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        from grading import edition
 
-    edition.ensure()
+        edition.ensure()
     if not config.pluginmanager.is_registered(cost_map_plugin):
         config.pluginmanager.register(cost_map_plugin, "cost_map_plugin")
     if not config.pluginmanager.is_registered(prose_numbers_plugin) \
@@ -133,9 +136,37 @@ SLOW_FILES = cost_map_plugin.file_seconds(os.path.join(REPO, "tests", "cost_map.
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Slow files first, longest first (SLOW_FILES); the order inside a file is kept."""
+    """Slow files first, longest first (SLOW_FILES); the order inside a file is kept. Each test of a file that
+    starts sandboxed kernels or grading runs gets the ``kernel_edition`` fixture."""
     def weight(item):
         rel = os.path.relpath(str(item.path), REPO).replace(os.sep, "/")
         return -SLOW_FILES.get(rel, 0)
 
     items[:] = sorted(items, key=weight)  # sorted() is stable
+    needs = {}
+    for item in items:
+        path = str(item.path)
+        if path not in needs:
+            needs[path] = path.endswith(".py") and _starts_kernels(path)
+        if needs[path] and "kernel_edition" not in item.fixturenames:
+            item.fixturenames.append("kernel_edition")
+
+
+# what a test file names when it starts a sandboxed kernel or a grading run (directly or through a helper module)
+_KERNEL_WORDS = ('"-m", "grading"', "run_grading", "course-sandbox", "sandbox_kernel", "shared_runs", "classrun",
+                 "bundle_fixtures", "bundle_student")
+
+
+def _starts_kernels(path: str) -> bool:
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    return any(word in text for word in _KERNEL_WORDS)
+
+
+@pytest.fixture(scope="session")
+def kernel_edition():
+    """The grading kernel's edition of course_lib for this process (COURSE_KERNEL_LIB): the one the xdist
+    controller built, or built here on first use (a run without xdist)."""
+    from grading import edition
+
+    return edition.ensure()
