@@ -43,7 +43,7 @@ help:
 setup: $(TEST_STAMP)
 
 $(GRADE_STAMP): pyproject.toml Makefile
-	@# the grading sandbox (grading/sandbox.py) uses bubblewrap
+	@# the grading sandbox (grading/kernel/launcher.py) uses bubblewrap
 	$(call apt,bwrap,bubblewrap,grading will run without isolation (grading/docs/threat-model.md))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip

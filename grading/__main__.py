@@ -5,7 +5,7 @@
                             --tls-key ME-key.pem] [--insecure] [--engine auto|dask|processes]
     python -m grading cluster-certs --out DIR NAME [NAME ...]   (a course CA and one certificate per machine)
     python -m grading preflight [--kernel course-sandbox]
-    python -m grading sandbox-install                     (the isolated grading kernel, see grading/sandbox.py)
+    python -m grading sandbox-install                     (the isolated grading kernel, see grading/kernel/launcher.py)
     python -m grading demo --assignment 01_attention     (write the demo class into grading/demo_class/submitted/)
 
 The demo class is a course of its own in grading/demo_class/ (submitted/, gradebook, feedback,
@@ -29,7 +29,8 @@ import grading
 
 # before nbformat is imported (grading.demo imports it)
 grading.without_iri_grammar()
-from grading import demo, pipeline, preflight, sandbox  # noqa: E402
+from grading import demo, pipeline, preflight  # noqa: E402
+from grading.kernel import launcher  # noqa: E402
 
 
 class cluster_env:  # noqa: N801 - the names grading/cluster.py reads, without importing Dask for every command
@@ -161,16 +162,16 @@ def main(argv=None) -> int:
                 parser.error(str(err))
             return pipeline.grade(opts)
         if args.command == "preflight":
-            if args.kernel == sandbox.KERNEL_NAME:
-                sandbox.install_kernelspec()
-                ok, why = sandbox.bwrap_works()
+            if args.kernel == launcher.KERNEL_NAME:
+                launcher.install_kernelspec()
+                ok, why = launcher.bwrap_works()
                 print(f"sandbox: {'bwrap isolation' if ok else 'resource limits only: ' + why}")
             python = preflight.check_kernel(args.kernel)
             status = preflight.check_course_lib_in_kernel(args.kernel)
             print(f"kernel {args.kernel!r} ({python}): {status}")
             return 0
         if args.command == "sandbox-install":
-            print(sandbox.install_kernelspec())
+            print(launcher.install_kernelspec())
             return 0
         if args.command == "demo":
             assignments = args.assignment or demo.assignments_with_demo()

@@ -182,11 +182,11 @@ def fingerprint() -> dict:
         except md.PackageNotFoundError:
             return "not installed"
 
-    from grading import sandbox
+    from grading.kernel import launcher
 
-    kernel = os.environ.get("COURSE_KERNEL", sandbox.KERNEL_NAME)
-    if kernel == sandbox.KERNEL_NAME:
-        ok, why = sandbox.bwrap_works()
+    kernel = os.environ.get("COURSE_KERNEL", launcher.KERNEL_NAME)
+    if kernel == launcher.KERNEL_NAME:
+        ok, why = launcher.bwrap_works()
         box = "bubblewrap" if ok else f"no isolation ({why})"
     else:
         box = f"none (kernel {kernel})"
@@ -481,7 +481,7 @@ def remove_stale_folders(tmp: str | None = None) -> list[str]:
 
 def mounts_below(path: str) -> list[str]:
     """The mount points strictly below ``path`` (/proc/self/mounts), deepest first: e.g. a kernel's IPC
-    tmpfs (grading/sandbox.py ``bound_ipc_folder``) that a killed worker could not unmount."""
+    tmpfs (grading/kernel/launcher.py ``bound_ipc_folder``) that a killed worker could not unmount."""
     prefix = os.path.realpath(path).rstrip("/") + "/"
     try:
         with open("/proc/self/mounts") as fh:
@@ -495,21 +495,21 @@ def unmount_below(path: str) -> None:
     """As root: detach the mounts below ``path`` (a dead worker's kernels' IPC tmpfs), so it can be removed."""
     if os.geteuid() != 0:
         return
-    from grading import sandbox
+    from grading.kernel import launcher
 
     for point in mounts_below(path):
         with contextlib.suppress(OSError):
-            sandbox.release_ipc_folder(point)
+            launcher.release_ipc_folder(point)
 
 
 def _worker_folder() -> str:
     if "folder" not in _WORKER:
-        from grading import warm
+        from grading.kernel import protocol
 
         # this worker dies with the process that started it (a LocalCluster's client, `dask worker`'s nanny),
         # and its kernels and template with it (their own PR_SET_PDEATHSIG, bwrap --die-with-parent)
         with contextlib.suppress(OSError):
-            warm.prctl(warm.PR_SET_PDEATHSIG, signal.SIGKILL)
+            protocol.prctl(protocol.PR_SET_PDEATHSIG, signal.SIGKILL)
         remove_stale_folders()  # a killed predecessor's (a worker started without the plugin cleans here)
         folder = tempfile.mkdtemp(prefix=f"{WORKER_PREFIX}{os.getpid()}-")
         with open(os.path.join(folder, "owner"), "w") as fh:
@@ -570,8 +570,8 @@ def _worker_cleanup() -> None:
 
 
 def _warm_template(assignments: list[str], kernel: str) -> dict:
-    """One template of warm kernels per worker process (grading/warm.py), started at its first task."""
-    from grading import warm
+    """One template of warm kernels per worker process (grading/kernel/warm.py), started at its first task."""
+    from grading.kernel import warm
 
     if kernel != "course-sandbox" or not warm.enabled():
         return {}
@@ -614,7 +614,8 @@ def grade_submission(task: dict) -> dict:
     ``task``: assignment, student, files {path: bytes}, gradebook (bytes, :func:`assignment_gradebook`),
     fingerprint (the client's), kernel, env (e.g. the second pass's time limits), assignments (what
     the run grades: the warm kernels' warm-ups)."""
-    from grading import sandbox, worker
+    from grading import worker
+    from grading.kernel import launcher
 
     _announce_start()
     a, s = task["assignment"], task["student"]
@@ -632,7 +633,7 @@ def grade_submission(task: dict) -> dict:
     with open(os.path.join(root, "gradebook.db"), "wb") as fh:
         fh.write(gradebook)
     write_files(os.path.join(root, "submitted", s, a), task["files"])
-    if task["kernel"] == sandbox.KERNEL_NAME:
+    if task["kernel"] == launcher.KERNEL_NAME:
         from grading import edition
 
         edition.ensure()  # the kernels' course_lib on this worker: the students' edition, built once per process
@@ -919,13 +920,13 @@ class Cluster:
         self.start_seconds = time.perf_counter() - start
 
     def _start_template(self, assignments: list[str], kernel: str | None) -> None:
-        """One template of warm kernels (grading/warm.py) for all the local workers, started before them so
+        """One template of warm kernels (grading/kernel/warm.py) for all the local workers, started before them so
         that it imports while they start, as the pipeline does for its forked workers: the workers are
         this machine's processes of this user, and their launchers reach its socket (a folder only this
         user opens). A worker on another machine starts its own (``_warm_template``)."""
-        from grading import sandbox, warm
+        from grading.kernel import launcher, warm
 
-        if (kernel or os.environ.get("COURSE_KERNEL", sandbox.KERNEL_NAME)) != sandbox.KERNEL_NAME or not warm.enabled():
+        if (kernel or os.environ.get("COURSE_KERNEL", launcher.KERNEL_NAME)) != launcher.KERNEL_NAME or not warm.enabled():
             return
         self._template = warm.start_template(assignments)
         self.warm_env = self._template.env
@@ -980,7 +981,8 @@ def _preload() -> None:
         import course_lib.checks  # noqa: F401
         import torch  # noqa: F401
     worker.import_nbgrader()
-    from grading import execute, feedback, integrity, verify  # noqa: F401 - nbgrader_config's
+    from grading import feedback, integrity, verify  # noqa: F401 - nbgrader_config's
+    from grading.kernel import client  # noqa: F401 - nbgrader_config's ResilientExecute
 
 
 def scheduler_address(option: str | None) -> str | None:

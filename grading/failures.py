@@ -13,7 +13,7 @@ report) reads them from here:
   score 0 and :func:`find_problems` lists them;
 * **the machine's time**: the notebook's time limit may have been decided by a busy machine, so
   :func:`needs_second_pass` grades it once more with more time (as it does a task with no grade);
-  a single cell starved of CPU is re-run in place by ``grading.execute``;
+  a single cell starved of CPU is re-run in place by ``grading.kernel.client``;
 * **the grader's fault** (``grader_fault``): the gradebook, the disk or the course folder failed,
   named by :func:`fault_of` from the type and errno of an exception the grader's own step raised, or
   measured by :func:`probe_machine` after a failed step (never read from a log's text, which may hold
@@ -32,7 +32,7 @@ from grading import GRADING_DIR
 
 RESULTS = os.path.join(GRADING_DIR, "logs", "results")  # one JSON result per graded task
 
-# the errors grading.execute writes into a cell of the autograded notebook (and the checks' integrity error)
+# the errors grading.kernel.client writes into a cell of the autograded notebook (and the checks' integrity error)
 INTEGRITY = "IntegrityError"
 KERNEL_DIED = "KernelDied"
 CELL_TIMEOUT = "CellTimeoutError"

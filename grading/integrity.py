@@ -57,7 +57,7 @@ is zeroed, not only the finding's own, because each finding is a capability over
 ``__code__`` or ``globals()`` reaches any function, the checks' too); the visible test says so.
 
 Static checks cannot see everything a determined student could write; together
-with the sandbox (grading/sandbox.py) and the verifier outside the kernel
+with the sandbox (grading/kernel/launcher.py) and the verifier outside the kernel
 (grading/verify.py) they close the routes that need no effort to take.
 """
 from __future__ import annotations

@@ -9,7 +9,7 @@ COURSE_ROOT          another course root for release/, submitted/, ... (the test
 COURSE_DB_URL        gradebook URL (default: SQLite file gradebook.db here);
                      e.g. postgresql://user@127.0.0.1:5432/gradebook for a large class
 COURSE_CELL_TIMEOUT  seconds a single cell may run when grading (default 30)
-COURSE_KERNEL        kernel used to grade (default "course-sandbox", see grading/sandbox.py,
+COURSE_KERNEL        kernel used to grade (default "course-sandbox", see grading/kernel/launcher.py,
                      installed by `python -m grading grade` or `python -m grading sandbox-install`;
                      "python3" grades without the sandbox)
 COURSE_NOTEBOOK_TIMEOUT  seconds a whole notebook may run when grading (default 600)
@@ -49,7 +49,7 @@ c.CourseBundle.solutions_released = []
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Our preprocessors (grading/execute.py, grading/feedback.py) are importable by
+# Our preprocessors (grading/kernel/client.py, grading/feedback.py) are importable by
 # plain `nbgrader` commands run in this folder too.
 import sys  # noqa: E402
 
@@ -81,8 +81,8 @@ c.Autograde.sanitize_preprocessors = [
 # A kernel that dies (os._exit, segfault, memory or process limit) costs the cell
 # that killed it, not the whole submission; a notebook has a total time limit.
 c.Autograde.autograde_preprocessors = [
-    "grading.execute.ResilientExecute", "grading.verify.VerifyOutsideKernel", "grading.integrity.ApplyIntegrity", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-    "grading.execute.BoundOutputs", "grading.gradebook.SaveAutoGradesOnce", AssignLatePenalties, CheckCellMetadata,
+    "grading.kernel.client.ResilientExecute", "grading.verify.VerifyOutsideKernel", "grading.integrity.ApplyIntegrity", IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    "grading.kernel.client.BoundOutputs", "grading.gradebook.SaveAutoGradesOnce", AssignLatePenalties, CheckCellMetadata,
 ]  # BoundOutputs (output bytes per cell and notebook) runs after the verifier has read the records;
 # nbgrader's SaveAutoGrades and GetGrades (below) with a notebook's grades read in one query, written in one commit
 c.ResilientExecute.notebook_timeout = int(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))

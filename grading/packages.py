@@ -4,7 +4,7 @@ A grading kernel imports only what its lesson needs. :data:`LESSON_PACKAGES` nam
 installed distributions its notebook and the kernel's edition of ``course_lib`` import (written down
 from :func:`lesson_imports`, which reads them; ``tests/test_kernel_allowlist.py`` fails when a notebook
 or a ``course_lib`` module it reaches starts importing a package the table does not hold). :func:`view`
-turns a lesson's list into the entries of ``site-packages`` that the sandbox binds (``grading.sandbox``):
+turns a lesson's list into the entries of ``site-packages`` that the sandbox binds (``grading.kernel.launcher``):
 each allowed distribution and its dependencies (``importlib.metadata``), as the files its RECORD lists,
 by their top-level names. Everything else in ``site-packages`` (rapidfuzz, edlib, Biopython, nbgrader
 and its dependencies, SQLAlchemy, a ``.pth`` file) is not in the kernel's filesystem at all.
@@ -12,7 +12,7 @@ and its dependencies, SQLAlchemy, a ``.pth`` file) is not in the kernel's filesy
     lesson_imports("01_attention")   # {'numpy', 'torch', 'matplotlib', ...}: the top-level imports it reaches
     view(["numpy"])                  # ['numpy', 'numpy-2.1.3.dist-info', 'numpy.libs']: entries to bind
 
-Does NOT cover: mounting the entries (``grading.sandbox``) or the standard library (the interpreter's own
+Does NOT cover: mounting the entries (``grading.kernel.launcher``) or the standard library (the interpreter's own
 folder, always there).
 """
 from __future__ import annotations
@@ -190,7 +190,7 @@ def view(packages, path: str | None = None) -> list[str]:
 
 def write_view(root: str) -> dict:
     """Write ``root/_kernel_view.json``: site-packages' path and, per lesson (and ``""``: a kernel of no known
-    lesson), the entries of it the sandbox binds. Read by the launcher (``grading.sandbox.kernel_view``)."""
+    lesson), the entries of it the sandbox binds. Read by the launcher (``grading.kernel.launcher.kernel_view``)."""
     sp = site_packages()
     data = {"site_packages": sp, "lessons": {lesson: view(p, sp) for lesson, p in LESSON_PACKAGES.items()},
             "default": view(DEFAULT_PACKAGES, sp), "python": sys.version.split()[0]}

@@ -36,7 +36,8 @@ import sys
 import tempfile
 import time
 
-from grading import PACKAGE_DIR, REPO_DIR, db_url, demo, preflight, sandbox, warm
+from grading import PACKAGE_DIR, REPO_DIR, db_url, demo, preflight
+from grading.kernel import launcher, warm
 from grading import intake as intake_mod
 from grading import failures
 from grading.course import Course
@@ -659,7 +660,7 @@ def autograde_processes(course: Course, tasks: list[tuple[str, str]], workers: i
         cmd = [sys.executable, "-m", "grading.worker", "--results", course.results, *arg_tasks]
         if not feedback:
             cmd.append("--no-feedback")
-        # one template of warm kernels for all the workers (grading/warm.py), importing while they start
+        # one template of warm kernels for all the workers (grading/kernel/warm.py), importing while they start
         # the workers are forked from one process, after the imports they share (grading.worker --workers)
         cmd += ["--workers", str(max(1, min(workers, len(todo))))]
         with _template([a for a, _ in todo]) as warm_env:
@@ -957,7 +958,7 @@ def grade(opts: Options) -> int:
     handlers = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     # each kernel's threads: the cores shared among this machine's workers (the template, the workers and
     # their kernels inherit it; a Dask scheduler's workers keep their own environment)
-    with sandbox.kernel_threads_set(opts.workers):
+    with launcher.kernel_threads_set(opts.workers):
         try:
             return _grade(opts)
         except Interrupted as stop:
@@ -997,7 +998,7 @@ def remove_run_folder(folder: str, wait: float = 5.0) -> bool:
         except OSError:
             mounts = []
         for point in sorted((m for m in mounts if m.startswith(folder.rstrip("/") + "/")), reverse=True):
-            sandbox.release_ipc_folder(point)
+            launcher.release_ipc_folder(point)
         time.sleep(0.1)
 
 
@@ -1085,13 +1086,13 @@ def _grade_locked(opts: Options, course: Course, use_demo: bool, t0: float) -> i
 def _check_machine(run: Run) -> None:
     """The kernel (the students' edition of course_lib, the sandbox's kernelspec) and the course folder."""
     opts = run.opts
-    if opts.kernel == sandbox.KERNEL_NAME:
+    if opts.kernel == launcher.KERNEL_NAME:
         from grading import edition
 
         log(f"[edition] the grading kernels import the students' edition of course_lib, built for this run in "
             f"{edition.ensure()} (grading/edition.py); the verifier alone uses the repository's")
-        sandbox.install_kernelspec()
-        ok, why = sandbox.bwrap_works()
+        launcher.install_kernelspec()
+        ok, why = launcher.bwrap_works()
         if not ok:
             log(f"[preflight] WARNING: no isolation, resource limits only: {why}")
     python = preflight.check_kernel(opts.kernel)

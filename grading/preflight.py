@@ -81,9 +81,10 @@ def check_course_lib_in_kernel(kernel_name: str, timeout: float = 120.0) -> str:
 
     from jupyter_client.manager import KernelManager
 
-    from grading import edition, sandbox
+    from grading import edition
+    from grading.kernel import launcher
 
-    if kernel_name == sandbox.KERNEL_NAME:
+    if kernel_name == launcher.KERNEL_NAME:
         edition.ensure()  # the students' edition the sandboxed kernel mounts (grading/edition.py)
     ipc = tempfile.mkdtemp(prefix="nbg-ipc-")
     workdir = tempfile.mkdtemp(prefix="preflight-")

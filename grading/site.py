@@ -62,7 +62,7 @@ import time
 
 import nbformat
 
-from grading import GRADING_DIR, NOTEBOOKS_DIR, REPO_DIR
+from grading import GRADING_DIR, NOTEBOOKS_DIR, REPO_DIR, benchmark_tables
 
 DEFAULT_OUT = os.path.join(GRADING_DIR, "site")
 COURSE_LIB_DIR = os.path.join(REPO_DIR, "course_lib")
@@ -329,6 +329,9 @@ DOCS = {
 }
 
 
+GENERATED_TABLES_PAGE = "benchmarks"  # grading/docs/benchmarks.md: prose; its tables are grading/benchmark_tables.py's
+
+
 def doc_pages(variant: str, docs: str = DOCS_DIR) -> dict[str, list[str]]:
     """{part: [page names that exist in ``docs``]} of ``variant`` (the students' variant: their part only)."""
     parts = DOCS if variant == "instructor" else {"Students": DOCS["Students"]}
@@ -366,6 +369,8 @@ def _source_files(variant: str, executed: dict[str, nbformat.NotebookNode],
         for n in names:
             with open(os.path.join(DOCS_DIR, n + ".md"), encoding="utf-8") as fh:
                 files[f"docs/{n}.md"] = fh.read()
+            if n == GENERATED_TABLES_PAGE:  # its tables come from the kept result files, never typed
+                files[f"docs/{n}.md"] = files[f"docs/{n}.md"].rstrip("\n") + "\n\n" + benchmark_tables.markdown()
     files["index.md"] = _index(variant, pages)
     files["conf.py"] = CONF.format(title=TITLE, html_title=f"{TITLE} ({variant})", mathjax_script=MATHJAX_SCRIPT)
     return files

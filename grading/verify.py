@@ -30,7 +30,7 @@ the checker, forging replies or objects that compare equal to anything change at
 what is recorded, and only right outputs pass. Students see the verifier's message in
 their feedback; in JupyterLab nothing changes for them (checks run live there).
 
-Does NOT cover: the sandbox (``grading.sandbox``), static integrity findings
+Does NOT cover: the sandbox (``grading.kernel.launcher``), static integrity findings
 (``grading.integrity``), or how the student's function reaches the record (core).
 """
 from __future__ import annotations

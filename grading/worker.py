@@ -25,7 +25,8 @@ import tempfile
 import time
 
 import grading
-from grading import NOTEBOOKS_DIR, PACKAGE_DIR, warm
+from grading import NOTEBOOKS_DIR, PACKAGE_DIR
+from grading.kernel import protocol, warm
 from grading.course import Course
 from grading.failures import fault_of, find_problems, probe_machine
 from grading.intake import read_timestamp
@@ -379,7 +380,7 @@ def supervise(args) -> int:
         if pid == 0:
             code = 1
             try:
-                warm.prctl(warm.PR_SET_PDEATHSIG, signal.SIGKILL)  # the supervisor was killed: so is this worker
+                protocol.prctl(protocol.PR_SET_PDEATHSIG, signal.SIGKILL)  # the supervisor was killed: so is this worker
                 grade_tasks(args)
                 code = 0
             except BaseException:  # noqa: BLE001 - report it; the supervisor names this worker
@@ -411,7 +412,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=1,
                         help="N > 1: N workers forked from this process after the imports they share")
     parser.add_argument("--no-feedback", action="store_true")
-    parser.add_argument("--cold", action="store_true", help="no warm kernels (grading/warm.py)")
+    parser.add_argument("--cold", action="store_true", help="no warm kernels (grading/kernel/warm.py)")
     parser.add_argument("--all-cells", action="store_true", help="run the demo-only cells too (as before issue 16)")
     args = parser.parse_args(argv)
     if args.workers < 1:
@@ -423,7 +424,7 @@ def main(argv=None) -> int:
         # and its forked workers with it, instead of grading on beside the next run
         import signal
 
-        warm.prctl(warm.PR_SET_PDEATHSIG, signal.SIGKILL)
+        protocol.prctl(protocol.PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != int(grader):
             return 1  # the run was already gone
     if os.environ.get("COURSE_KERNEL", "course-sandbox") == "course-sandbox":
@@ -450,7 +451,8 @@ def main(argv=None) -> int:
             pass
         if args.workers > 1:
             import_nbgrader()
-            from grading import execute, feedback, integrity, verify  # noqa: F401 - nbgrader_config's
+            from grading import feedback, integrity, verify  # noqa: F401 - nbgrader_config's
+            from grading.kernel import client  # noqa: F401 - nbgrader_config's ResilientExecute
 
             return supervise(args)
         grade_tasks(args)

@@ -9,7 +9,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The per-cell limit of the end-to-end runs that grade lesson 01's demo class: its crash student's endless loop
 # costs one whole limit (20 s before, paid in every such run). A loaded machine costs no honest student a point
 # at 8 s: a timed-out instructor cell (setup), or any cell whose kernel waited for a CPU half the time, is re-run
-# in place with more time (grading/execute.py ResilientExecute), and lesson 01's answers run in milliseconds.
+# in place with more time (grading/kernel/client.py ResilientExecute), and lesson 01's answers run in milliseconds.
 LESSON01_CELL_TIMEOUT = "8"
 NOTEBOOKS = os.path.join(REPO, "notebooks")
 if REPO not in sys.path:  # the grading tools are a plain package at the repository root

@@ -188,12 +188,12 @@ def Kernel(root: str, workdir: str, env: dict | None = None) -> sandbox_kernel.K
 
 @pytest.fixture(scope="module")
 def sandbox_root(tmp_path_factory):
-    from grading import sandbox
+    from grading.kernel import launcher
 
-    ok, why = sandbox.bwrap_works()
+    ok, why = launcher.bwrap_works()
     if not ok:
         pytest.skip(f"no bwrap isolation on this machine: {why}")
-    sandbox.install_kernelspec()
+    launcher.install_kernelspec()
     root = tmp_path_factory.mktemp("sandbox-root")
     (root / "gradebook.db").write_text("the gradebook (holds the hidden tests)")
     return str(root)
@@ -292,12 +292,13 @@ print("forks", len(children), "refused", refused)
 
 # ---------------------------------------------------------------- issue 20: the launcher, the interpreter, the env
 def test_kernelspec_launcher_is_isolated():
-    from grading import sandbox
+    from grading.kernel import launcher
 
-    argv = sandbox.kernelspec()["argv"]
-    assert argv[1:3] == ["-I", "-S"] and argv[3].endswith(os.path.join("grading", "sandbox.py")), argv
+    argv = launcher.kernelspec()["argv"]
+    assert argv[1:3] == ["-I", "-S"] and argv[3].endswith(os.path.join("grading", "kernel", "launcher.py")), argv
+    assert os.path.isfile(argv[3]), argv
     assert "-m" not in argv, "`-m` puts the working directory (the submission) first on the import path"
-    assert "env" not in sandbox.kernelspec()
+    assert "env" not in launcher.kernelspec()
 
 
 def test_launcher_imports_nothing_from_the_submission_folder(sandbox_root, tmp_path):
@@ -305,7 +306,8 @@ def test_launcher_imports_nothing_from_the_submission_folder(sandbox_root, tmp_p
     work, markers = tmp_path / "work", tmp_path / "markers"
     work.mkdir()
     markers.mkdir()
-    names = ["json", "shutil", "subprocess", "resource", "secrets", "re", "sitecustomize", "usercustomize"]
+    names = ["json", "shutil", "subprocess", "resource", "secrets", "re", "functools", "socket", "struct",
+             "sitecustomize", "usercustomize"]
     for name in names:
         (work / f"{name}.py").write_text(
             f"import os\nopen({str(markers / name)!r}, 'w').write(str(os.getuid()))\n"
@@ -313,6 +315,9 @@ def test_launcher_imports_nothing_from_the_submission_folder(sandbox_root, tmp_p
     (work / "grading").mkdir()
     (work / "grading" / "__init__.py").write_text(f"open({str(markers / 'grading')!r}, 'w').write('x')\n")
     (work / "grading" / "sandbox.py").write_text(f"open({str(markers / 'sandbox')!r}, 'w').write('x')\n")
+    (work / "grading" / "kernel").mkdir()
+    for name in ("__init__", "launcher", "protocol", "warm"):
+        (work / "grading" / "kernel" / f"{name}.py").write_text(f"open({str(markers / name)!r}, 'w').write('x')\n")
     k = Kernel(sandbox_root, str(work))
     try:
         out = k.run("import os\nprint('kernel alive in', os.getcwd())")
@@ -369,13 +374,13 @@ def test_kernel_environment_is_an_allowlist(sandbox_root, tmp_path):
     assert not [k for k, v in env.items() if "hunter2" in v], env
     assert not set(secrets) & set(env)
     assert not set(unnamed) & set(env), sorted(set(unnamed) & set(env))
-    from grading import sandbox
+    from grading.kernel import launcher
 
     # what the kernel started with (its own start-up adds PAGER, CLICOLOR, ... to os.environ later):
     # the fixed names, and the working folder the sandbox's shell set when it entered it
     started = set(json.loads([x for x in out.splitlines() if x.startswith("START ")][0][6:]))
-    assert started <= set(sandbox.KERNEL_ENV_NAMES) | set(sandbox.KERNEL_ENV_SET) | {"PWD", "OLDPWD", "SHLVL"}, \
-        sorted(started - set(sandbox.KERNEL_ENV_NAMES) - set(sandbox.KERNEL_ENV_SET))
+    assert started <= set(launcher.KERNEL_ENV_NAMES) | set(launcher.KERNEL_ENV_SET) | {"PWD", "OLDPWD", "SHLVL"}, \
+        sorted(started - set(launcher.KERNEL_ENV_NAMES) - set(launcher.KERNEL_ENV_SET))
     # its own /proc: pid 1 is the sandbox's (bwrap's init or the sandbox's shell), never the host's init
     proc1 = json.loads([x for x in out.splitlines() if x.startswith("PROC1 ")][0][6:])
     with open("/proc/1/cmdline", "rb") as fh:
@@ -433,7 +438,7 @@ def test_a_course_cloned_under_tmp_is_seen_by_its_kernel(sandbox_root, monkeypat
     """An instructor who clones into `mktemp -d`: the sandbox's fresh /tmp must not hide the course's
     environment and the run's edition of course_lib (it did: every kernel 'died on start'), and the rest
     stays hidden, the repository's own course_lib included (the kernel imports the students' edition)."""
-    from grading import sandbox
+    from grading.kernel import launcher
 
     base = tempfile.mkdtemp(prefix="course-clone-", dir="/tmp")
     try:
@@ -448,16 +453,16 @@ def test_a_course_cloned_under_tmp_is_seen_by_its_kernel(sandbox_root, monkeypat
             with open(f, "w") as fh:
                 fh.write(text)
         os.chmod(base, 0o755)
-        real = sandbox.python_dirs()
-        monkeypatch.setattr(sandbox, "python_dirs", lambda: real + [env])
-        monkeypatch.setattr(sandbox, "REPO_DIR", repo)
+        real = launcher.python_dirs()
+        monkeypatch.setattr(launcher, "python_dirs", lambda: real + [env])
+        monkeypatch.setattr(launcher, "REPO_DIR", repo)
         monkeypatch.setenv("COURSE_KERNEL_LIB", lib)
         work = tempfile.mkdtemp(dir=sandbox_root)
         probe = (f"cat {env}/mark {lib}/course_lib/mark; echo; cat {repo}/course_lib/mark 2>/dev/null || echo hidden; "
                  f"cat {repo}/solutions.txt 2>/dev/null || echo hidden; "
                  f"touch {lib}/course_lib/x 2>/dev/null && echo WRITABLE || echo read-only; "
                  "touch /tmp/mine && echo tmp-writable")
-        argv = sandbox.build_bwrap_command(sandbox.bwrap_path(), ["/bin/sh", "-c", probe], work, [],
+        argv = launcher.build_bwrap_command(launcher.bwrap_path(), ["/bin/sh", "-c", probe], work, [],
                                            env={"PATH": "/usr/bin:/bin"})
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
@@ -476,7 +481,7 @@ def test_a_course_in_a_closed_folder_is_reached_by_the_kernels_uid(sandbox_root,
     repository's own course_lib included)."""
     import shutil
 
-    from grading import sandbox
+    from grading.kernel import launcher
 
     if not os.access("/var/tmp", os.W_OK):
         pytest.skip("/var/tmp is not writable here")
@@ -493,19 +498,19 @@ def test_a_course_in_a_closed_folder_is_reached_by_the_kernels_uid(sandbox_root,
             with open(f, "w") as fh:
                 fh.write(text)
         assert not os.stat(base).st_mode & 0o001
-        real = sandbox.python_dirs()
-        monkeypatch.setattr(sandbox, "python_dirs", lambda: real + [env])
-        monkeypatch.setattr(sandbox, "REPO_DIR", repo)
+        real = launcher.python_dirs()
+        monkeypatch.setattr(launcher, "python_dirs", lambda: real + [env])
+        monkeypatch.setattr(launcher, "REPO_DIR", repo)
         monkeypatch.setenv("COURSE_KERNEL_LIB", lib)
         work = tempfile.mkdtemp(dir=sandbox_root)
         os.chmod(work, 0o755)
         probe = (f"cat {env}/mark {lib}/course_lib/mark; echo; cat {base}/other.txt 2>/dev/null || echo hidden; "
                  f"cat {repo}/course_lib/mark 2>/dev/null || echo hidden; "
                  f"touch {env}/x 2>/dev/null && echo WRITABLE || echo read-only")
-        uid = sandbox._free_uid()
+        uid = launcher._free_uid()
         as_kernel = [shutil.which("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
                      "/bin/sh", "-c", probe]
-        argv = sandbox.build_bwrap_command(sandbox.bwrap_path(), as_kernel, work, [], env={"PATH": "/usr/bin:/bin"})
+        argv = launcher.build_bwrap_command(launcher.bwrap_path(), as_kernel, work, [], env={"PATH": "/usr/bin:/bin"})
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["envlib", "hidden", "hidden", "read-only"], out.stdout + out.stderr
@@ -514,11 +519,11 @@ def test_a_course_in_a_closed_folder_is_reached_by_the_kernels_uid(sandbox_root,
 
 
 def test_a_course_where_the_kernel_keeps_its_files_is_refused(monkeypatch):
-    from grading import sandbox
+    from grading.kernel import launcher
 
-    monkeypatch.setattr(sandbox, "python_dirs", lambda: ["/tmp/work/venv"])
+    monkeypatch.setattr(launcher, "python_dirs", lambda: ["/tmp/work/venv"])
     with pytest.raises(SystemExit, match="overlaps /tmp/work"):
-        sandbox.build_bwrap_command("bwrap", ["true"], "/srv/sub", [])
+        launcher.build_bwrap_command("bwrap", ["true"], "/srv/sub", [])
 
 
 # ---------------------------------------------------------------- issue 20: intake, outputs, feedback (no kernel)
@@ -578,21 +583,21 @@ def test_bound_outputs_trims_every_kind_keeps_errors_and_records():
 
     from nbformat.v4 import new_output
 
-    from grading import execute
+    from grading.kernel import client
 
-    record = new_output("display_data", data={execute.RECORD_MIME: {"x": "r" * 900_000}, "text/plain": "rec"})
+    record = new_output("display_data", data={client.RECORD_MIME: {"x": "r" * 900_000}, "text/plain": "rec"})
     outs = [new_output("stream", name="stdout", text="a" * 5_000_000),
             *[new_output("display_data", data={"image/png": base64.b64encode(b"p" * 300_000).decode()})
               for _ in range(10)],
             record,
             new_output("error", ename="ValueError", evalue="e" * 3_000_000, traceback=["t" * 100_000] * 50)]
     nb = _nb_with_outputs(outs)
-    nb, _ = execute.BoundOutputs(cell_bytes=500_000, notebook_bytes=2_000_000).preprocess(nb, {})
+    nb, _ = client.BoundOutputs(cell_bytes=500_000, notebook_bytes=2_000_000).preprocess(nb, {})
     kept = nb.cells[0].outputs
-    sizes = sum(execute.output_bytes(o) for o in kept if execute.RECORD_MIME not in o.get("data", {}))
+    sizes = sum(client.output_bytes(o) for o in kept if client.RECORD_MIME not in o.get("data", {}))
     assert sizes <= 500_000 + 20_000 + 1000, sizes
     assert [o.ename for o in kept if o.output_type == "error"] == ["ValueError"], "an error is never dropped"
-    assert any(execute.RECORD_MIME in o.get("data", {}) for o in kept), "records are the verifier's: untouched"
+    assert any(client.RECORD_MIME in o.get("data", {}) for o in kept), "records are the verifier's: untouched"
     assert "[output trimmed" in kept[-1].data["text/plain"]
 
 
@@ -601,7 +606,7 @@ def test_an_instructor_cell_slowed_by_the_machine_is_retried_not_charged(tmp_pat
     grader's slowness, so the cell runs once more with more time; a student's slow cell is still charged."""
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from grading.execute import ResilientExecute
+    from grading.kernel.client import ResilientExecute
 
     setup = new_code_cell("import time\ntime.sleep(3)\nx = 41")
     setup.metadata["nbgrader"] = {"locked": True, "grade": False, "solution": False, "grade_id": "setup",
@@ -619,7 +624,7 @@ def test_a_replay_keeps_the_outputs_of_the_first_run(tmp_path):
     under load a replayed cell cut short replaced a setup cell's clean run with an interrupt.)"""
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from grading.execute import ResilientExecute
+    from grading.kernel.client import ResilientExecute
 
     cells = [new_code_cell("import os\nprint('kernel', os.getpid())"), new_code_cell("import os\nos._exit(1)"),
              new_code_cell("import os\nprint('kernel', os.getpid())")]
@@ -636,7 +641,7 @@ def _hogs_on_one_cpu(n: int):
     import subprocess
     import time
 
-    from grading.execute import tree_cpu_seconds
+    from grading.kernel.client import tree_cpu_seconds
 
     cpu = min(os.sched_getaffinity(0))
     # each in a session of its own: with autogroup scheduling (sched_autogroup_enabled) a CPU is shared
@@ -657,7 +662,7 @@ def test_a_cell_whose_kernel_was_starved_of_cpu_is_retried_with_more_time(tmp_pa
     (tree_wait_seconds)."""
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from grading.execute import ResilientExecute, tree_wait_seconds
+    from grading.kernel.client import ResilientExecute, tree_wait_seconds
 
     affinity = os.sched_getaffinity(0)
     cpu, hogs = _hogs_on_one_cpu(3)
@@ -684,7 +689,7 @@ def test_sleeping_cells_are_charged_not_retried(tmp_path):
 
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from grading.execute import ResilientExecute
+    from grading.kernel.client import ResilientExecute
 
     cells = [new_code_cell(f"import time\ntime.sleep(30)\nprint('woke {i}')") for i in range(4)]
     t0 = time.monotonic()
@@ -942,16 +947,16 @@ def test_submissions_are_data_after_intake(class_run):
     assert not set(held) & {"gradebook.db", "hard.db", "pipe", "s01.ipynb"}, f"a held entry was copied: {held}"
 
 
-# ------------------------------------------------------------------ warm kernels (issue 16, grading/warm.py)
+# ------------------------------------------------------------------ warm kernels (issue 16, grading/kernel/warm.py)
 @pytest.fixture
 def warm_template(tmp_path, monkeypatch):
     """The worker's template, started as a worker starts it; launchers find it through the environment."""
-    from grading import sandbox, warm
+    from grading.kernel import launcher, warm
 
-    ok, why = sandbox.bwrap_works()
+    ok, why = launcher.bwrap_works()
     if not (ok and warm.enabled()):
         pytest.skip(f"warm kernels need root and bwrap ({why if not ok else 'not root'})")
-    sandbox.install_kernelspec()
+    launcher.install_kernelspec()
     template = warm.start_template(folder=tempfile.mkdtemp(prefix="course-warm-test-"))
     assert template.wait_ready(), "the template imported the course's stack and opened its socket"
     monkeypatch.setenv("COURSE_WARM_SOCKET", template.path)
@@ -963,7 +968,7 @@ def _run_sandboxed(cells: list[str], folder, timeout: int = 30, cls=None):
     from nbformat.v4 import new_code_cell, new_notebook
     from traitlets.config import Config
 
-    from grading.execute import ResilientExecute
+    from grading.kernel.client import ResilientExecute
 
     config = Config()
     config.KernelManager.ip = os.path.join(tempfile.mkdtemp(prefix="nbg-ipc-"), "kernel")
@@ -1032,13 +1037,13 @@ def test_warm_kernels_are_as_isolated_as_cold_ones(warm_template, tmp_path):
 
 
 def test_the_templates_warm_ups_keep_the_checks_teacher_notes():
-    """The template's warm-ups (grading/warm.py) load each graded assignment's checks as its notebook
+    """The template's warm-ups (grading/kernel/warm.py) load each graded assignment's checks as its notebook
     reaches them, so a failed check in a kernel forked after them still reads as a teacher's note. An
     import of the checks module itself skipped that wrapping: the kernel showed IPython's full
     traceback instead (0.1 s of formatting per failed cell)."""
     import subprocess
 
-    code = ("from grading import warm\nwarm._warm_up(warm.checks_modules(['05_blocks']))\n"
+    code = ("from grading.kernel import warm\nwarm._warm_up(warm.checks_modules(['05_blocks']))\n"
             "import sys\nprint('course_lib.checks.blocks' in sys.modules)\n"
             "from course_lib import checks\n"
             "def stub(*args, **kwargs):\n    raise NotImplementedError()\n"
@@ -1110,7 +1115,7 @@ def test_stream_outputs_do_not_depend_on_how_the_kernel_flushed():
     flush: the graded notebook keeps one output per run of writes to a stream, in order."""
     from nbformat.v4 import new_code_cell, new_output
 
-    from grading.execute import stable_outputs
+    from grading.kernel.client import stable_outputs
 
     def cell(*outs):
         c = new_code_cell("print(x)")
@@ -1134,7 +1139,7 @@ def test_a_warm_kernels_cpu_is_counted_for_the_load_rule(warm_template, tmp_path
     """The load rule (ResilientExecute._starved) reads the kernel's CPU time and run-queue waits
     from the launcher's process tree; a warm kernel is forked by the template, into the launcher's
     sandbox, and must be counted (else a starved warm kernel's timeout would be charged)."""
-    from grading.execute import ResilientExecute, tree_cpu_seconds
+    from grading.kernel.client import ResilientExecute, tree_cpu_seconds
 
     seen = []
 

@@ -252,11 +252,11 @@ def test_the_course_is_one_frozen_value():
     assert not hasattr(pipeline, "set_course_root") and not hasattr(pipeline, "SUBMITTED")
 
 
-@pytest.mark.parametrize("name", ["grading/sandbox.py", "grading/warm.py"])
+@pytest.mark.parametrize("name", ["grading/kernel/launcher.py", "grading/kernel/protocol.py"])
 def test_the_launchers_files_import_the_standard_library_only(name):
-    """The kernel's launcher runs ``grading/sandbox.py`` as a plain script (``python -I -S``: no site-packages, no
-    folder of the course on its import path) and loads ``grading/warm.py`` by its path: the top level of both
-    may import the standard library only."""
+    """The kernel's launcher runs ``grading/kernel/launcher.py`` as a plain script (``python -I -S``: no
+    site-packages, no folder of the course on its import path) and loads ``grading/kernel/protocol.py`` by its
+    path: the top level of both may import the standard library only."""
     import sys
 
     with open(os.path.join(REPO, name)) as fh:
@@ -265,6 +265,131 @@ def test_the_launchers_files_import_the_standard_library_only(name):
     for node in tree.body:
         if isinstance(node, ast.Import):
             names |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and not node.level:
+        elif isinstance(node, ast.ImportFrom):
+            assert not node.level, f"{name}: a relative import cannot run in a plain script"
             names.add((node.module or "").split(".")[0])
     assert names and names <= set(sys.stdlib_module_names) | {"__future__"}, sorted(names - set(sys.stdlib_module_names))
+
+
+def test_the_launcher_runs_as_a_plain_script_and_loads_the_protocol_by_path():
+    """Run as the kernelspec runs it (``python -I -S <path>``, from a folder of no course): the launcher
+    imports, loads ``protocol.py`` by its path (the template's module name it checks a pid against comes from
+    there), and refuses a call without ``-f`` with its usage line, never a traceback."""
+    import subprocess
+    import sys
+    import tempfile
+
+    path = os.path.join(REPO, "grading", "kernel", "launcher.py")
+    code = ("import runpy, sys; sys.argv = [" + repr(path) + "]; "
+            "ns = runpy.run_path(" + repr(path) + ", run_name='not_main'); "
+            "p = ns['_protocol'](); print(p.TEMPLATE_MODULE, p.__file__, 'grading' in sys.modules)")
+    with tempfile.TemporaryDirectory() as folder:
+        out = subprocess.run([sys.executable, "-I", "-S", "-c", code], cwd=folder, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        module, where, imported_grading = out.stdout.split()
+        assert module == "grading.kernel.warm" and where == os.path.join(REPO, "grading", "kernel", "protocol.py")
+        assert imported_grading == "False", "the launcher imported the grading package"
+        usage = subprocess.run([sys.executable, "-I", "-S", path], cwd=folder, capture_output=True, text=True,
+                               timeout=60)
+    assert usage.returncode != 0 and "usage: python -I -S grading/kernel/launcher.py -f CONNECTION_FILE" in usage.stderr
+    assert "Traceback" not in usage.stderr, usage.stderr
+
+
+# ------------------------------------------------------------------ the kernel: one package
+KERNEL_MODULES = {"grading.kernel", "grading.kernel.launcher", "grading.kernel.protocol", "grading.kernel.warm",
+                  "grading.kernel.client"}
+
+
+def test_the_kernel_is_one_package():
+    """The launcher, the protocol, the warm template and the client live in ``grading/kernel/``, and nowhere
+    else: no module of their old names (``grading.sandbox``, ``grading.warm``, ``grading.execute``) is left, no
+    module outside the package imports a name of them from anywhere but the package, and the kernel's modules
+    import nothing of ``grading`` above them but the package's own constants and the edition they mount."""
+    modules = _modules()
+    assert KERNEL_MODULES <= set(modules), sorted(KERNEL_MODULES - set(modules))
+    assert not {"grading.sandbox", "grading.warm", "grading.execute"} & set(modules)
+    graph = import_graph()
+    outside = {m: sorted(t for t in graph[m] if t.startswith("grading.") and t not in KERNEL_MODULES)
+               for m in KERNEL_MODULES}
+    # what the kernel may use of the rest of grading: its constants (grading/__init__), the failure names
+    # the client marks cells with, the edition the template imports from
+    allowed = {"grading", "grading.failures", "grading.edition"}
+    assert all(set(v) <= allowed for v in outside.values()), outside
+    with open(os.path.join(REPO, "grading", "nbgrader_config.py")) as fh:
+        config = fh.read()
+    assert '"grading.kernel.client.ResilientExecute"' in config and "grading.execute" not in config
+
+
+_STARTS = {"Popen", "run", "call", "check_call", "check_output", "create_subprocess_exec", "execv", "execve",
+           "execvp", "execl", "spawnv", "spawnve", "posix_spawn"}
+
+
+def template_starts(source: str) -> list:
+    """(function, line, how) where ``source`` starts a warm-kernel template itself, not through
+    ``start_template``: a process started with ``grading.kernel.warm`` (or ``TEMPLATE_MODULE``, its name) in
+    its arguments, a call of the template's ``serve`` or a ``Template(...)`` built by hand. ``function`` is the
+    enclosing function ('' at the top level)."""
+    tree = ast.parse(source)
+    out = []
+
+    def names_template(node) -> bool:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and (
+                    "grading.kernel.warm" in sub.value or "grading/kernel/warm.py" in sub.value):
+                return True
+            if isinstance(sub, (ast.Name, ast.Attribute)) and (getattr(sub, "id", None) == "TEMPLATE_MODULE"
+                                                               or getattr(sub, "attr", None) == "TEMPLATE_MODULE"):
+                return True
+        return False
+
+    def visit(node, function):
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            if isinstance(child, ast.Call):
+                func = child.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                args = list(child.args) + [k.value for k in child.keywords]
+                if called in _STARTS and any(names_template(a) for a in args):
+                    out.append((function, child.lineno, f"{called}(... template module ...)"))
+                elif called in ("serve", "Template") and (
+                        isinstance(func, ast.Name) or ast.unparse(func.value).split(".")[-1] == "warm"):
+                    out.append((function, child.lineno, f"{called}(...)"))
+            visit(child, inner)
+
+    visit(tree, "")
+    return out
+
+
+def test_the_template_finder_finds_a_second_way_to_start_one():
+    source = ("import subprocess, sys\nfrom grading.kernel import warm\nfrom grading.kernel.protocol import TEMPLATE_MODULE\n"
+              "def mine(path):\n"
+              "    subprocess.Popen([sys.executable, '-m', 'grading.kernel.warm', path])\n"
+              "    subprocess.run([sys.executable, '-m', TEMPLATE_MODULE, path])\n"
+              "    warm.serve(path)\n"
+              "    return warm.Template(None, '/tmp', path)\n"
+              "def fine():\n"
+              "    subprocess.run(['ps', '-o', 'cmd'])\n"
+              "    return warm.start_template(['01_attention'])\n")
+    assert template_starts(source) == [("mine", 5, "Popen(... template module ...)"),
+                                       ("mine", 6, "run(... template module ...)"), ("mine", 7, "serve(...)"),
+                                       ("mine", 8, "Template(...)")]
+
+
+def test_one_function_starts_the_warm_template():
+    """``grading.kernel.warm.start_template`` is the one place a template of warm kernels starts: across
+    ``grading``, ``course_lib`` and the tests and benchmarks, nothing else runs ``python -m grading.kernel.warm``,
+    calls the template's ``serve`` or builds its ``Template``; the template's own ``__main__`` block serves."""
+    files = sorted(_modules().values())
+    for folder, _, names in os.walk(os.path.join(REPO, "tests")):
+        files += [os.path.join(folder, n) for n in names if n.endswith(".py")]
+    found = {}
+    for path in files:
+        with open(path) as fh:
+            starts = template_starts(fh.read())
+        if starts:
+            found[os.path.relpath(path, REPO)] = starts
+    warm = os.path.join("grading", "kernel", "warm.py")
+    assert set(found) == {warm}, found
+    assert sorted((function, how) for function, _, how in found[warm]) == [
+        ("", "serve(...)"), ("start_template", "Popen(... template module ...)"), ("start_template", "Template(...)")]

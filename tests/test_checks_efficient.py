@@ -233,7 +233,7 @@ def _record(check, student, **kwargs):
 
 def test_bound_length_puts_any_L_by_L_array_beyond_the_sandbox(monkeypatch):
     monkeypatch.delenv("COURSE_SANDBOX_MEMORY_MB", raising=False)
-    assert C.sandbox_memory_bytes() == 6144 * 2 ** 20  # grading.sandbox's default
+    assert C.sandbox_memory_bytes() == 6144 * 2 ** 20  # grading.kernel.launcher's default
     L = C.bound_length(C.sandbox_memory_bytes())
     assert L == 88_000 and L * L > C.sandbox_memory_bytes()  # even one byte per entry does not fit
     monkeypatch.setenv("COURSE_SANDBOX_MEMORY_MB", "16384")

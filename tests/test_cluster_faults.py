@@ -154,17 +154,18 @@ def test_a_task_tried_again_after_it_raised_is_printed():
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (as the sandbox's IPC folder does)")
 def test_a_dead_workers_folder_with_a_kernels_ipc_tmpfs_still_mounted_is_removed(tmp_path):
     """A worker killed while its kernel ran leaves that kernel's IPC tmpfs mounted in its folder
-    (grading/sandbox.py bound_ipc_folder): the successor unmounts it, then removes the folder."""
-    from grading import cluster, sandbox
+    (grading/kernel/launcher.py bound_ipc_folder): the successor unmounts it, then removes the folder."""
+    from grading import cluster
+    from grading.kernel import launcher
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     folder = make_folder(tmp_path, dead.pid, "12345")
     ipc = folder / "nbg-ipc-abcd"
-    assert sandbox.bound_ipc_folder(str(ipc), 65534, 64)
+    assert launcher.bound_ipc_folder(str(ipc), 65534, 64)
     try:
         assert cluster.mounts_below(str(folder)) == [str(ipc)]
         assert cluster.remove_stale_folders(str(tmp_path)) == [str(folder)]
         assert not folder.exists() and cluster.mounts_below(str(tmp_path)) == []
     finally:
-        sandbox.release_ipc_folder(str(ipc))
+        launcher.release_ipc_folder(str(ipc))

@@ -140,10 +140,10 @@ def test_local_workers_share_one_warm_template_and_write_the_clients_feedback_pa
     done = results(root)
     assert {r.get("feedback_by") for r in done.values()} == {"worker"}, done
     sys.path.insert(0, REPO)
-    from grading import sandbox, warm
+    from grading.kernel import launcher, warm
 
     templates = {r.get("warm_template_pid") for r in done.values()}
-    if warm.enabled() and sandbox.bwrap_works()[0]:
+    if warm.enabled() and launcher.bwrap_works()[0]:
         assert len(templates) == 1 and None not in templates, templates
         assert int(templates.pop()) not in {r["worker_pid"] for r in done.values()}
     else:

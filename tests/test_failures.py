@@ -13,7 +13,7 @@ def _string_constants(path):
 
 
 def test_no_other_grading_module_spells_a_problem_error():
-    """The error names grading.execute marks cells with, and the report and worker read, come from failures."""
+    """The error names grading.kernel.client marks cells with, and the report and worker read, come from failures."""
     spelled = {}
     folder = os.path.join(REPO, "grading")
     for name in sorted(os.listdir(folder)):

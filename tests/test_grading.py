@@ -194,14 +194,15 @@ def test_new_gradebooks_ask_alembic_for_the_schema_version_once_per_process(tmp_
 def test_each_kernel_runs_the_cores_shared_among_the_workers(monkeypatch):
     """Issue 38: N kernels side by side start no more OpenMP threads than there are cores (cores // workers,
     at least 1), unless the instructor chose OMP_NUM_THREADS; the name reaches the kernel's environment."""
-    from grading import pipeline, sandbox
+    from grading import pipeline
+    from grading.kernel import launcher
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
-    assert sandbox.kernel_threads(2, {}) == {"OMP_NUM_THREADS": "4"}
-    assert sandbox.kernel_threads(3, {}) == {"OMP_NUM_THREADS": "2"}
-    assert sandbox.kernel_threads(16, {}) == {"OMP_NUM_THREADS": "1"}
-    assert sandbox.kernel_threads(2, {"OMP_NUM_THREADS": "3"}) == {}
-    assert "OMP_NUM_THREADS" in sandbox.KERNEL_ENV_NAMES  # passed to every kernel (and the warm template)
+    assert launcher.kernel_threads(2, {}) == {"OMP_NUM_THREADS": "4"}
+    assert launcher.kernel_threads(3, {}) == {"OMP_NUM_THREADS": "2"}
+    assert launcher.kernel_threads(16, {}) == {"OMP_NUM_THREADS": "1"}
+    assert launcher.kernel_threads(2, {"OMP_NUM_THREADS": "3"}) == {}
+    assert "OMP_NUM_THREADS" in launcher.KERNEL_ENV_NAMES  # passed to every kernel (and the warm template)
     # the grade command sets it for its run only, and gives the caller's environment back
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     seen = {}

@@ -24,7 +24,8 @@ import pytest
 
 from conftest import REPO
 from sandbox_kernel import Kernel
-from grading import packages, sandbox
+from grading import packages
+from grading.kernel import launcher
 
 LESSONS = sorted(d for d in os.listdir(os.path.join(REPO, "notebooks"))
                  if os.path.isdir(os.path.join(REPO, "notebooks", d)) and d[:2].isdigit())
@@ -79,10 +80,10 @@ def _Kernel(workdir: str, env: dict | None = None) -> Kernel:
 
 @pytest.fixture(scope="module")
 def isolated():
-    ok, why = sandbox.bwrap_works()
+    ok, why = launcher.bwrap_works()
     if not ok:
         pytest.skip(f"no bwrap isolation on this machine: {why} (the kernel then sees what the grader sees)")
-    sandbox.install_kernelspec()
+    launcher.install_kernelspec()
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +106,7 @@ def _lesson_kernel(tmp_path_factory, lesson: str, by_env: bool = False):
     work.mkdir()
     os.chmod(parent, 0o755)
     os.chmod(work, 0o755)
-    return _Kernel(str(work), env={sandbox.LESSON_ENV: lesson} if by_env else None), str(work)
+    return _Kernel(str(work), env={launcher.LESSON_ENV: lesson} if by_env else None), str(work)
 
 
 WALK = r'''
@@ -125,14 +126,14 @@ print(json.dumps({"tops": tops, "files": files}))
 def _allowed_roots(lesson: str, root: str, ipc: str) -> list[str]:
     """The allowlist, stated from its sources: the sandbox's system paths, the interpreter, the lesson's
     package table (grading.packages, not the edition's view file), the edition's course_lib and feed."""
-    sp = sandbox.kernel_site_packages()
-    roots = list(sandbox.SYSTEM_PATHS) + list(sandbox.ETC_PATHS) + sandbox.python_dirs()
-    roots += [link for _, link in sandbox.python_links()]
+    sp = launcher.kernel_site_packages()
+    roots = list(launcher.SYSTEM_PATHS) + list(launcher.ETC_PATHS) + launcher.python_dirs()
+    roots += [link for _, link in launcher.python_links()]
     roots += [os.path.join(sp, e) for e in packages.view(packages.LESSON_PACKAGES[lesson], sp)]
     roots += [os.path.join(root, "course_lib"), os.path.join(root, "hidden_feed")]
     # the kernel's own, in its private /tmp: its folder, its home, the submission as handed in, the font list,
     # the folder of its IPC sockets
-    roots += [sandbox.KERNEL_WORKDIR, "/tmp/home", sandbox.SUBMISSION_MOUNT, sandbox.MPL_CACHE_MOUNT, ipc]
+    roots += [launcher.KERNEL_WORKDIR, "/tmp/home", launcher.SUBMISSION_MOUNT, launcher.MPL_CACHE_MOUNT, ipc]
     if os.environ.get("COURSE_CACHE"):
         roots.append(os.path.realpath(os.environ["COURSE_CACHE"]))
     return roots
@@ -141,7 +142,7 @@ def _allowed_roots(lesson: str, root: str, ipc: str) -> list[str]:
 def test_a_lesson_kernel_sees_only_the_allowlist(isolated, other_clone, tmp_path_factory):
     """Walk the whole visible tree of a lesson 01 kernel: every file is under the allowlist; the
     repository, other clones, /work, /root and home folders are not there."""
-    root = sandbox.kernel_lib_root()
+    root = launcher.kernel_lib_root()
     k, work = _lesson_kernel(tmp_path_factory, "01_attention")
     try:
         seen = json.loads(k.run(WALK).strip().splitlines()[-1])
@@ -162,7 +163,7 @@ def test_a_lesson_kernel_sees_only_the_allowlist(isolated, other_clone, tmp_path
 
 
 def test_a_lesson_kernel_holds_its_own_hidden_feed_only(isolated, tmp_path_factory):
-    root = sandbox.kernel_lib_root()
+    root = launcher.kernel_lib_root()
     everything = sorted(os.listdir(os.path.join(root, "hidden_feed")))
     own = sorted(os.listdir(os.path.join(root, "lesson_feeds", "01_attention")))
     assert own == ["course_lib.checks.attention.pkl"] and len(everything) >= 12, (own, everything)
@@ -192,7 +193,7 @@ def test_a_lesson_kernel_imports_its_allowlist_and_nothing_else(isolated, tmp_pa
     for module in UNLISTED:
         assert importlib.util.find_spec(module), \
             f"{module} must be installed on the host for this test to mean anything"
-    sp = sandbox.kernel_site_packages()
+    sp = launcher.kernel_site_packages()
     expected = set()
     for e in packages.view(packages.LESSON_PACKAGES[lesson], sp):
         if not e.endswith((".dist-info", ".egg-info", ".libs", ".data", ".pth")):

@@ -32,7 +32,7 @@ print("sent")
 
 
 def _run(tmp_path, *sources):
-    from grading.execute import ResilientExecute
+    from grading.kernel.client import ResilientExecute
 
     nb = new_notebook(cells=[new_code_cell(src) for src in sources] + [new_code_cell("print('after', 6 * 7)")])
     nb, _ = ResilientExecute(timeout=30, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(tmp_path)}})

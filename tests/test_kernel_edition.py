@@ -130,18 +130,18 @@ def test_the_sweep_finds_the_references_in_the_judges_edition(sweep, tmp_path):
 
 
 def test_the_launcher_refuses_to_start_a_kernel_without_the_edition(tmp_path):
-    from grading import sandbox
+    from grading.kernel import launcher
 
     for value in ("", str(tmp_path), REPO):
         with pytest.raises(SystemExit, match="no grading edition of course_lib"):
-            sandbox.kernel_lib_root({"COURSE_KERNEL_LIB": value})
+            launcher.kernel_lib_root({"COURSE_KERNEL_LIB": value})
     root = tmp_path / "lib"
     root.mkdir()
     edition.build(str(root), released=[])
-    assert sandbox.kernel_lib_root({"COURSE_KERNEL_LIB": str(root)}) == os.path.realpath(root)
+    assert launcher.kernel_lib_root({"COURSE_KERNEL_LIB": str(root)}) == os.path.realpath(root)
     os.chmod(root, 0o777)  # a folder others could write into: refused
     with pytest.raises(SystemExit, match="no grading edition"):
-        sandbox.kernel_lib_root({"COURSE_KERNEL_LIB": str(root)})
+        launcher.kernel_lib_root({"COURSE_KERNEL_LIB": str(root)})
 
 
 def test_released_assignments_keep_their_references_in_the_kernels_edition(tmp_path):

@@ -89,8 +89,8 @@ def test_nodeps_packages_are_pinned_and_installed():
 # everything grading and the lessons import, imported where nothing outside the lean set exists
 IMPORTS = textwrap.dedent("""
     import importlib, pkgutil
-    import grading.pipeline, grading.worker, grading.execute, grading.feedback, grading.integrity
-    import grading.preflight, grading.sandbox, grading.verify, grading.bundle, grading.demo
+    import grading.pipeline, grading.worker, grading.kernel.client, grading.feedback, grading.integrity
+    import grading.preflight, grading.kernel.launcher, grading.kernel.warm, grading.verify, grading.bundle, grading.demo
     import grading.report, grading.lms, grading.similarity, grading.cluster
     import distributed, dask.config
     import nbgrader.apps, nbgrader.api, nbgrader.preprocessors, nbgrader.converters

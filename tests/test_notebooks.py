@@ -112,8 +112,8 @@ def _defined_and_read(source: str) -> tuple[set, set]:
 
 @pytest.mark.parametrize("assignment,path", NOTEBOOKS, ids=IDS)
 def test_no_cell_reads_a_name_only_a_demo_cell_defines(assignment, path):
-    """The grader skips demo-only cells (grading/execute.py): nothing that still runs may need them."""
-    from grading.execute import is_demo_cell
+    """The grader skips demo-only cells (grading/kernel/client.py): nothing that still runs may need them."""
+    from grading.kernel.client import is_demo_cell
 
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]

@@ -160,7 +160,7 @@ def test_misconception_gets_the_same_verdict_outside_the_kernel(assignment, path
 
 # ---------------------------------------------------------------- issue 33 item 2: nothing the kernel says about itself
 # The cases (tests/adversarial/cases.py, LESSON_CASES) are recorded in a child process under the sandbox's
-# address-space bound, exactly as grading.sandbox starts a kernel (RLIMIT_AS soft = hard =
+# address-space bound, exactly as grading.kernel.launcher starts a kernel (RLIMIT_AS soft = hard =
 # COURSE_SANDBOX_MEMORY_MB MiB): lesson 07's graded memory bound rests on it.
 _RECORD_CHILD = r'''
 import json, os, sys

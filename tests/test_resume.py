@@ -71,7 +71,7 @@ def descendants(pid, table):
 
 
 def warm_kernels(tree, table):
-    """Warm kernels (grading/warm.py) working for the processes in ``tree``: forked by the run's
+    """Warm kernels (grading/kernel/warm.py) working for the processes in ``tree``: forked by the run's
     template (so not in the worker's tree, and with the template's argv) into the PID namespace of
     a sandbox the worker's launcher made."""
     def pid_ns(pid):
@@ -81,7 +81,7 @@ def warm_kernels(tree, table):
             return None
 
     sandboxes = {pid_ns(p) for p in tree} - {pid_ns("self"), None}
-    return [p for p, (_, _, cmd) in table.items() if p not in tree and "grading.warm" in cmd
+    return [p for p, (_, _, cmd) in table.items() if p not in tree and "grading.kernel.warm" in cmd
             and pid_ns(p) in sandboxes]
 
 

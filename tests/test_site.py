@@ -264,3 +264,99 @@ def test_the_docs_are_pages_of_the_site(site):
     assert (site / "students" / "html" / "docs" / "students.html").is_file()
     assert not (site / "students" / "html" / "docs" / "threat-model.html").exists(), \
         "the students' site carries the instructors' pages"
+
+
+# ------------------------------------------------------------------ the Benchmarks page: tables from the result files
+def _prose(text: str) -> str:
+    """``text`` without fenced code blocks and inline code spans (file names, commands)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def test_the_benchmarks_page_types_no_number():
+    """Issue 58 item 1: benchmark figures come from the kept result files, never typed. The typed page
+    (grading/docs/benchmarks.md) keeps prose: no digit outside its code spans (paths, commands)."""
+    from grading import site as site_mod
+
+    with open(os.path.join(site_mod.DOCS_DIR, site_mod.GENERATED_TABLES_PAGE + ".md"), encoding="utf-8") as fh:
+        typed = _prose(fh.read())
+    assert not re.findall(r".{0,30}\d.{0,30}", typed), re.findall(r".{0,30}\d.{0,30}", typed)
+    assert _prose("a `cpu_2026-11-26/` and\n```\n12 s\n```\nno number") == "a  and\n\nno number"
+
+
+def test_the_benchmark_tables_hold_figures_read_from_the_result_files():
+    """The generated tables carry the figures each kept file prints, read here by the test's own reading of
+    the files, and name every kept file: in a table, or in the list of files not read."""
+    import doctest
+
+    from grading import benchmark_tables as bt
+
+    assert doctest.testmod(bt).failed == 0
+    page = bt.markdown()
+    rows = page.splitlines()
+    results = bt.RESULTS_DIR
+    checked = 0
+    for path in sorted(glob.glob(os.path.join(results, "**", "bench_report_*.txt"), recursive=True)):
+        with open(path) as fh:
+            cpu = re.search(r"^report\.write:.*?([\d.]+) s CPU", fh.read(), re.M)
+        rel = os.path.relpath(path, results)
+        assert cpu, f"{rel}: the test cannot read its CPU seconds either"
+        assert any(f"`{rel}`" in r and f"{cpu[1]} s CPU" in r for r in rows), (rel, cpu[1])
+        checked += 1
+    for path in sorted(glob.glob(os.path.join(results, "**", "*breakdown*.txt"), recursive=True)):
+        with open(path) as fh:
+            overheads = re.findall(r"^fixed overhead[^:\n]*: ([\d.]+) s per submission", fh.read(), re.M)
+        rel = os.path.relpath(path, results)
+        ours = [r for r in rows if r.startswith(f"| `{rel}`")]
+        assert [re.search(r"fixed overhead ([\d.]+) s", r)[1] for r in ours] == overheads, rel
+        checked += len(overheads)
+    assert checked >= 10, "the kept results hold more readable figures than this: the test's reading is broken"
+    kept = [os.path.relpath(os.path.join(d, f), results) for d, _, fs in os.walk(results) for f in fs
+            if f != bt.MACHINE_FILE]
+    missing = [f for f in kept if f"`{f}`" not in page]
+    assert not missing, f"kept result files the Benchmarks page does not name: {missing}"
+    numbers_in_rows = [r for r in rows if r.startswith("| `")]
+    assert numbers_in_rows and all(re.search(r"\d", r.split("|")[-2]) for r in numbers_in_rows)
+
+
+def test_a_result_file_the_generator_cannot_read_is_listed_by_name(tmp_path):
+    from grading import benchmark_tables as bt
+
+    run = tmp_path / "cpu_test"
+    run.mkdir()
+    (run / "bench_report_100_abcdef1_seed0.txt").write_text(
+        "$ python tests/benchmarks/bench_report.py --submissions 100 --seed 0\n"
+        "report.write: 1.25 s CPU, 3.50 s wall (target); load average 0.4 on 2 CPU(s): ...\n"
+        "index.html: 0.10 MB (target), report.json: 0.20 MB\n")
+    (run / "bench_report_broken.txt").write_text("report.write: nothing measured\n")
+    (run / "first_run_broken.json").write_text("{not json")
+    (run / "notes.txt").write_text("a note someone kept\n")
+    (run / "bench_grading_abcdef2.txt").write_text("machine: x86_64, 2 cores\n\n== demo class\nno figure\n")
+    tables, unread = bt.collect(str(tmp_path))
+    assert [(r.file, r.commit, r.load, r.figures) for r in tables["bench_report.py"]] == [
+        ("cpu_test/bench_report_100_abcdef1_seed0.txt", "abcdef1", "0.4",
+         "report.write 1.25 s CPU, 3.50 s wall; index.html 0.10 MB; report.json 0.20 MB")]
+    why = dict(unread)
+    assert set(why) == {"cpu_test/bench_report_broken.txt", "cpu_test/first_run_broken.json", "cpu_test/notes.txt",
+                        "cpu_test/bench_grading_abcdef2.txt"}, why
+    assert "no CPU or wall seconds" in why["cpu_test/bench_report_broken.txt"]
+    assert "not valid JSON" in why["cpu_test/first_run_broken.json"]
+    assert "no parser knows" in why["cpu_test/notes.txt"]
+    assert "no figure" in why["cpu_test/bench_grading_abcdef2.txt"]
+    page = bt.markdown(str(tmp_path))
+    assert "| `cpu_test/bench_report_100_abcdef1_seed0.txt` | 100 submissions | 2 CPUs | abcdef1 | 0.4 |" in page
+    assert "- `cpu_test/notes.txt`: no parser knows this kind of file" in page
+    assert bt.main(["--results", str(tmp_path / "nowhere")]) == 2
+
+
+def test_the_sites_benchmarks_page_carries_the_generated_tables():
+    """The page the site builds (its Sphinx source; the build itself is test_the_docs_are_pages_of_the_site's)
+    is the typed prose followed by the tables generated from the kept result files."""
+    from grading import benchmark_tables as bt
+    from grading import site as site_mod
+
+    page = site_mod._source_files("instructor", {}, None)["docs/benchmarks.md"]
+    with open(os.path.join(site_mod.DOCS_DIR, "benchmarks.md"), encoding="utf-8") as fh:
+        assert page.startswith(fh.read().rstrip("\n"))
+    assert page.endswith(bt.markdown()) and "### `bench_grading.py`" in page
+    assert "docs/benchmarks.md" not in site_mod._source_files("students", {}, None)

@@ -691,15 +691,19 @@ sys.modules[__name__] = _real
 
 def launcher_shadow(ctx):
     """Modules in the submission named like the launcher's imports (json, shutil, subprocess, resource,
-    secrets) and a package ``grading`` with a ``sandbox`` module (the launcher used to be
-    ``python -m grading.sandbox`` in this folder): none may run as root."""
+    secrets, functools) and a package ``grading`` with the launcher's own modules (``grading/kernel/launcher.py``,
+    the ``protocol.py`` it loads, and ``grading/sandbox.py``: the launcher used to be ``python -m grading.sandbox``
+    in this folder): none may run as root."""
     out = files(notebook(ctx, after={LAST_IMPL: ["print('shadow modules present')"]}))
-    for name in ("json", "shutil", "subprocess", "resource", "secrets"):
+    for name in ("json", "shutil", "subprocess", "resource", "secrets", "functools"):
         marker = os.path.join("/var/tmp", f"{MARKER}-{ctx.student}-{name}")
         out[f"{name}.py"] = _SHADOW.format(marker=marker, name=name)
     marker = os.path.join("/var/tmp", f"{MARKER}-{ctx.student}-grading")
     out["grading/__init__.py"] = f"open({marker!r}, 'w').write('grading package ran')\n"
     out["grading/sandbox.py"] = f"open({marker!r} + '-sandbox', 'w').write('launcher replaced')\n"
+    out["grading/kernel/__init__.py"] = f"open({marker!r} + '-kernel', 'w').write('kernel package ran')\n"
+    for name in ("launcher", "protocol"):
+        out[f"grading/kernel/{name}.py"] = f"open({marker!r} + '-{name}', 'w').write('launcher replaced')\n"
     return out
 
 
@@ -1281,8 +1285,9 @@ HOSTILE = [
          build=fake_feedback, feedback=("forged attention.html written", "not implemented yet"),
          absent=("FORGED FEEDBACK",)),
     # ---- issue 20: root never runs submission code; submissions are data; no secrets; totals; safe feedback
-    Case("x51_launcher_shadow", "json.py, shutil.py, subprocess.py, resource.py, secrets.py and a `grading` "
-         "package in the folder, each writing a marker outside when imported", 9.0, build=launcher_shadow,
+    Case("x51_launcher_shadow", "json.py, shutil.py, subprocess.py, resource.py, secrets.py, functools.py and a "
+         "`grading` package (grading/kernel/launcher.py, protocol.py) in the folder, each writing a marker outside "
+         "when imported", 9.0, build=launcher_shadow,
          feedback=("shadow modules present", "scaled_dot_product_attention_torch: visible tests passed")),
     Case("x52_links_and_fifo", "links to the gradebook and to s01's notebook, a hard link to the gradebook and a "
          "FIFO in the submission folder", 9.0, build=links_and_fifo,
@@ -1398,7 +1403,7 @@ BY_STUDENT = {c.student: c for c in CASES}
 # test cell: those in ``failing`` score 0 with the verifier's note holding the words given, every other
 # graded test cell passes. tests/test_record_replay.py::test_lesson_case runs the setup and solution
 # cells and records each graded test cell as the grading kernel does, in a child process under the
-# sandbox's address-space bound (RLIMIT_AS = COURSE_SANDBOX_MEMORY_MB MiB, as grading.sandbox sets it),
+# sandbox's address-space bound (RLIMIT_AS = COURSE_SANDBOX_MEMORY_MB MiB, as grading.kernel.launcher sets it),
 # and judges the records with grading.verify. Ids start with the lesson (``l07_``), so ``-k 07`` selects
 # them and they never collide with the x-numbered cases of 01_attention above.
 

@@ -265,7 +265,7 @@ from grading.course import Course
 import nbclient
 from nbgrader.converters.autograde import Autograde
 from nbgrader.preprocessors import SaveAutoGrades
-from grading.execute import ResilientExecute
+from grading.kernel.client import ResilientExecute
 T = {}
 def add(k, v):
     T[k] = T.get(k, 0.0) + v
@@ -428,10 +428,10 @@ def main() -> int:
     sys.path.insert(0, os.path.dirname(HERE))  # tests/ for pg.py
     from importlib.metadata import version
 
-    from grading import sandbox
+    from grading.kernel import launcher
 
     ensure_sandbox_kernel()
-    bwrap_ok, why = sandbox.bwrap_works()
+    bwrap_ok, why = launcher.bwrap_works()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, "
           f"nbgrader {version('nbgrader')}, sandbox: {'bwrap' if bwrap_ok else 'limits only (' + why + ')'}")
     print(f"load average at start: {loadavg()} (other processes share these cores: figures are noisy)")

@@ -10,7 +10,7 @@ All runs grade the same submissions in fresh course roots, in this one run of th
   after another, nbgrader's TCP kernels and the plain ``python3`` kernel (no sandbox);
 * before: ``grading.worker --cold --all-cells`` processes sharing the tasks (the configuration
   when issue 16 was filed: every cell run, a cold sandboxed kernel per submission);
-* now: as ``grading.pipeline`` runs it: one template of warm kernels (``grading/warm.py``) started
+* now: as ``grading.pipeline`` runs it: one template of warm kernels (``grading/kernel/warm.py``) started
   first, ``grading.worker --workers N`` (N workers forked after the imports they share), demo-only
   cells skipped;
 * floor: the graded path in a warm process: the notebook's cells that grading runs (the
@@ -108,7 +108,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
-from grading import sandbox, warm  # noqa: E402
+from grading.kernel import launcher, warm  # noqa: E402
 
 
 def env_for(root: str) -> dict:
@@ -182,8 +182,8 @@ def graded_outputs(root: str) -> dict:
 
 
 def threads_label(workers: int) -> str:
-    """Each kernel's threads as ``python -m grading grade`` sets them (``sandbox.kernel_threads_set``)."""
-    n = sandbox.kernel_threads(workers).get("OMP_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    """Each kernel's threads as ``python -m grading grade`` sets them (``launcher.kernel_threads_set``)."""
+    n = launcher.kernel_threads(workers).get("OMP_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
     return f"{n} thread(s) per kernel"
 
 
@@ -196,7 +196,7 @@ def run_workers(root: str, tasks, workers: int, *flags: str) -> float:
     t0 = time.perf_counter()
     # before: N worker processes, cold kernels; now: as grading.pipeline runs them, one template of warm
     # kernels started first and N workers forked from one process after their shared imports
-    with open(log, "w") as fh, (contextlib.nullcontext() if before else sandbox.kernel_threads_set(workers)), \
+    with open(log, "w") as fh, (contextlib.nullcontext() if before else launcher.kernel_threads_set(workers)), \
             (contextlib.nullcontext({}) if before else warm.shared([a for a, _ in tasks])) as warm_env:
         procs = [subprocess.Popen(cmd + ([] if before else ["--workers", str(workers)]), cwd=REPO,
                                   env={**env_for(root), **warm_env}, stdout=fh, stderr=subprocess.STDOUT)
@@ -214,7 +214,7 @@ import matplotlib; matplotlib.use("agg")
 import matplotlib.pyplot, numpy, torch, course_lib.checks, course_lib.plotting
 import nbformat
 from grading import NOTEBOOKS_DIR
-from grading.execute import demo_sources
+from grading.kernel.client import demo_sources
 os.environ["COURSE_CHECK_MODE"] = "record"
 total = 0.0
 for path, assignment, timeout in json.loads(sys.argv[1]):
@@ -269,7 +269,8 @@ BREAKDOWN = r"""
 # the innermost phase running (exclusive), so the phases of a submission add up to its wall time, the rest
 # printed as "other". Inside feedback generation every nested phase counts as feedback.
 import functools, inspect, json, os, sys, time
-from grading import worker, verify, execute
+from grading import worker, verify
+from grading.kernel import client
 worker.import_nbgrader()
 import nbconvert.preprocessors.base as ppbase
 from nbgrader import api as nbapi
@@ -324,7 +325,7 @@ def init_pp(self):
         pp._course_sanitize = bool(self._sanitizing)
 convauto.Autograde._init_preprocessors = init_pp
 
-R = execute.ResilientExecute
+R = client.ResilientExecute
 R.start_new_kernel = timed("kernel start / warm hand-over", R.start_new_kernel)  # the sync forms setup_kernel calls
 R.start_new_kernel_client = timed("kernel start / warm hand-over", R.start_new_kernel_client)
 R._cleanup_kernel = timed("kernel shutdown", R._cleanup_kernel)
@@ -376,7 +377,7 @@ def breakdown(name: str, assignments: list[str], copies: int, workers: int) -> N
           f"feedback on, {threads_label(workers)}; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     log = os.path.join(root, "workers.log")
     t0 = time.perf_counter()
-    with open(log, "w") as fh, sandbox.kernel_threads_set(workers), warm.shared(assignments) as warm_env:
+    with open(log, "w") as fh, launcher.kernel_threads_set(workers), warm.shared(assignments) as warm_env:
         proc = subprocess.run(cmd, cwd=REPO, env={**env_for(root), **warm_env}, stdout=fh, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:

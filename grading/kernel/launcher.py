@@ -1,7 +1,7 @@
 """The sandboxed grading kernel: student code runs isolated, with bounded resources.
 
 The kernelspec ``course-sandbox`` (installed by ``python -m grading sandbox-install``
-into this environment) starts ``python -I -S <repo>/grading/sandbox.py -f {connection_file}``.
+into this environment) starts ``python -I -S <repo>/grading/kernel/launcher.py -f {connection_file}``.
 The launcher runs as the grader (root when grading a class) in the submission's folder, so:
 
 * it runs isolated (``-I -S``): no working directory, no user site, no PYTHON* variables,
@@ -58,7 +58,7 @@ bounded (always, also without bwrap)
     * memory: address space ``COURSE_SANDBOX_MEMORY_MB`` (default 6144 MiB);
     * processes and threads: ``COURSE_SANDBOX_NPROC`` more than the uid already runs (default 128);
     * CPU time: ``COURSE_SANDBOX_CPU_SECONDS`` per kernel (default 900 s), on top of the
-      per-cell wall-clock timeout and the per-notebook limit of ``grading.execute``;
+      per-cell wall-clock timeout and the per-notebook limit of ``grading.kernel.client``;
     * file size: ``COURSE_SANDBOX_FSIZE_MB`` per file written (default 256 MiB).
 
 Without bwrap (not installed, or user namespaces disabled) only the limits apply: the
@@ -70,6 +70,7 @@ the launcher then refuses to start a kernel (root never runs submission code);
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -79,7 +80,8 @@ import subprocess
 import sys
 
 # A plain script, run with -I -S: nothing from the grading package (or the submission) is imported.
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))  # grading/kernel/: this file and protocol.py
+PACKAGE_DIR = os.path.dirname(KERNEL_DIR)  # grading/
 REPO_DIR = os.path.dirname(PACKAGE_DIR)
 
 KERNEL_NAME = "course-sandbox"
@@ -111,7 +113,7 @@ KERNEL_ENV_NAMES = (
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
     "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "TORCH_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
     "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-    "COURSE_CHECK_MODE",  # record: set by grading.execute for every grading kernel
+    "COURSE_CHECK_MODE",  # record: set by grading.kernel.client for every grading kernel
     "COURSE_CACHE",  # where course_lib.pretrained finds its cached weights (a path)
 )
 _PASS = frozenset(KERNEL_ENV_NAMES)
@@ -167,9 +169,9 @@ def kernel_threads(workers: int, environ: dict | None = None) -> dict:
     """The OpenMP (torch, numpy's BLAS) threads of each grading kernel, as the environment to set:
     the machine's cores shared among the run's ``workers`` kernels (cores // workers, at least 1), so
     that the kernels side by side never start more threads than there are cores (each would start
-    one per core, and they spin-wait for each other's cores: lesson 05's class, 2 workers on 2 cores,
-    2.36-2.59 -> 2.14-2.27 s per submission with one thread each, three alternating pairs; README,
-    benchmark section). Empty where the instructor set ``OMP_NUM_THREADS``: that value is kept."""
+    one per core, and they spin-wait for each other's cores; the paired runs that measured it are
+    ``tests/benchmarks/results/cpu_2026-11-27/breakdown_threads_*.txt``, tabled on the Benchmarks page).
+    Empty where the instructor set ``OMP_NUM_THREADS``: that value is kept."""
     environ = os.environ if environ is None else environ
     if environ.get("OMP_NUM_THREADS"):
         return {}
@@ -198,7 +200,7 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-BWRAP_CHECKED_ENV = "COURSE_BWRAP_WORKS"  # set by a grading run that has probed bwrap once (grading.warm.environment)
+BWRAP_CHECKED_ENV = "COURSE_BWRAP_WORKS"  # set by a grading run that has probed bwrap once (grading.kernel.warm.environment)
 
 
 def bwrap_works(trust_run: bool = False) -> tuple[bool, str]:
@@ -481,7 +483,7 @@ _ENTER = ('umask 022; mkdir -p "$HOME" "$MPLCONFIGDIR" "$0" && cp -R -- "$1"/. "
           'cd "$0" && shift 1 && exec "$@"')
 
 
-# warm kernels (grading/warm.py): the same copy, then the sandbox only holds its namespaces until the
+# warm kernels (grading/kernel/warm.py): the same copy, then the sandbox only holds its namespaces until the
 # template's fork has joined them; it ends when the launcher does (stdin closes)
 # The holder stays root inside the sandbox (bwrap leaves it no capability), so the kernel's uid cannot
 # signal it: os.kill(-1, SIGKILL) in a cell must not end its own sandbox, as with a cold kernel.
@@ -491,18 +493,26 @@ _HOLD = ('"$0" --reuid="$1" --regid="$1" --clear-groups --no-new-privs -- /bin/s
          'echo ready; exec cat >/dev/null')
 
 
+@functools.lru_cache(maxsize=1)
+def _protocol():
+    """``grading/kernel/protocol.py``, loaded by its path (this script runs with ``-I -S``: no folder of the
+    course is on its import path, so no ``import grading.kernel.protocol``); once per launcher."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course_kernel_protocol", os.path.join(KERNEL_DIR, "protocol.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _warm_kernel(exe: str, setpriv: str, uid: int, workdir: str, private: list[str], env: dict,
                  connection_file: str, rest: list[str], socket_path: str) -> int | None:
     """Run the kernel as a fork of the worker's template inside a fresh sandbox; its exit status,
     or None when the template cannot serve (the caller then starts a cold kernel)."""
-    import importlib.util  # by path: run with -I, no folder of the course is on the import path
-
-    spec = importlib.util.spec_from_file_location("course_warm", os.path.join(PACKAGE_DIR, "warm.py"))
-    warm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(warm)
+    protocol = _protocol()
     hold = ["/bin/sh", "-c", _HOLD, setpriv, str(uid), _COPY, KERNEL_WORKDIR, SUBMISSION_MOUNT]
     # the worker is killed: this launcher dies too, so bwrap (--die-with-parent) and the kernel with it
-    warm.prctl(warm.PR_SET_PDEATHSIG, signal.SIGKILL)
+    protocol.prctl(protocol.PR_SET_PDEATHSIG, signal.SIGKILL)
     info_r, info_w = os.pipe()
     cmd = build_bwrap_command(exe, hold, workdir, private, env)
     cmd = [cmd[0], "--info-fd", str(info_w)] + cmd[1:]
@@ -520,11 +530,11 @@ def _warm_kernel(exe: str, setpriv: str, uid: int, workdir: str, private: list[s
                    "args": rest, "modules": allowed_modules(root, lesson),
                    "paths": [os.path.join(sp, n) for n in names] + [os.path.join(root, "course_lib")]}
         try:
-            sock = warm.send_request(socket_path, request, [1, 2])
+            sock = protocol.send_request(socket_path, request, [1, 2])
         except OSError:
             return None
         with sock:
-            code = warm.read_exit(sock)
+            code = protocol.read_exit(sock)
         return 1 if code is None else code
     except (ValueError, KeyError, OSError):
         return None
@@ -544,7 +554,7 @@ def _template_ready(socket_path: str) -> bool:
     while not os.path.exists(socket_path) and pid > 0 and time.monotonic() < deadline:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"grading.warm" not in fh.read():
+                if _protocol().TEMPLATE_MODULE.encode() not in fh.read():
                     break  # gone, and the pid reused
         except OSError:
             break  # gone
@@ -720,7 +730,7 @@ def release_ipc_folder(folder: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-f" not in argv:
-        raise SystemExit("usage: python -I -S grading/sandbox.py -f CONNECTION_FILE [kernel args]")
+        raise SystemExit("usage: python -I -S grading/kernel/launcher.py -f CONNECTION_FILE [kernel args]")
     i = argv.index("-f")
     connection_file = os.path.abspath(argv[i + 1])
     rest = argv[:i] + argv[i + 2:]
@@ -794,7 +804,7 @@ def kernelspec() -> dict:
     return {
         # -I: isolated (no working directory, user site or PYTHON* variables); -S: no site-packages.
         # A script, not -m: -m would put the working directory (the submission) first on sys.path.
-        "argv": [sys.executable, "-I", "-S", os.path.join(PACKAGE_DIR, "sandbox.py"), "-f", "{connection_file}"],
+        "argv": [sys.executable, "-I", "-S", os.path.join(KERNEL_DIR, "launcher.py"), "-f", "{connection_file}"],
         "display_name": "Python 3 (course sandbox)",
         "language": "python",
         # interrupts travel as a message on the control channel: a signal from the

@@ -179,7 +179,7 @@ def _process_tree(root: int) -> list[int] | None:
         if pid not in tree:
             tree.append(pid)
             todo += children.get(pid, [])
-    # a warm kernel (grading/warm.py) is forked by the worker's template, not by the launcher, into
+    # a warm kernel (grading/kernel/warm.py) is forked by the worker's template, not by the launcher, into
     # the launcher's sandbox: every process of a PID namespace the tree created is the kernel's too
     def pid_ns(pid):
         try:
@@ -398,7 +398,7 @@ class FreshIPCKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart and self._own_ipc_dir:
-            from grading.sandbox import release_ipc_folder
+            from grading.kernel.launcher import release_ipc_folder
 
             release_ipc_folder(self._own_ipc_dir)  # the kernel's bounded tmpfs (grading as root)
             shutil.rmtree(self._own_ipc_dir, ignore_errors=True)

@@ -5,7 +5,7 @@ first cell computes anything. A grading run (``grading.pipeline``, before its wo
 ``grading.worker`` run on its own starts its own) therefore starts one *template*: a process that
 imports them once and opens its socket; a successor forked from it then loads what the checks of
 the assignments being graded load on first use (``_warm_up``) while the first serves, and takes the
-socket over once done. For every kernel, the launcher (``grading/sandbox.py``) builds the sandbox
+socket over once done. For every kernel, the launcher (``grading/kernel/launcher.py``) builds the sandbox
 exactly as for a cold kernel (bwrap: new mount, PID, network, IPC and UTS namespaces; the same
 allowlisted filesystem, its lesson's packages and hidden feed; the submission copied into a private, bounded /tmp as an unused uid of its own), but runs a
 *holder* in it instead of the kernel, and asks the template for a kernel in that sandbox. The template forks; the child
@@ -33,23 +33,22 @@ still importing: a cold kernel would import the same stack again, competing for 
 the workers of the run that started it: its socket sits in a folder only the grader's user can
 open, and no folder of it is visible in any sandbox.
 
-Two ways in: the template runs this file as ``python -m grading.warm`` (:func:`serve`; it imports
-``grading.sandbox`` for the kernel's limits), and the launcher, a plain script run as ``python -I -S`` with no
-folder of the course on its import path, loads this file by its path for the launcher's side of the protocol
-(:func:`send_request`, :func:`read_exit`, :func:`prctl`). So this module's top level imports the standard
-library only, every other import sits inside the function that needs it
-(``tests/test_architecture.py::test_the_launchers_files_import_the_standard_library_only``).
+The template runs this file as ``python -m grading.kernel.warm`` (:func:`serve`), started by
+:func:`start_template` alone (``tests/test_architecture.py``: nothing else starts one). What passes between a
+launcher and the template is ``grading.kernel.protocol``, the file the launcher loads by its path.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import signal
 import socket
-import struct
 import sys
+
+from grading.kernel import launcher
+from grading.kernel.protocol import (NAMESPACES, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, TEMPLATE_MODULE, prctl,
+                                     recv_request, send_exit, setns)
 
 PRELOAD = ("numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
            "ipykernel.ipkernel", "ipykernel.debugger", "course_lib", "course_lib.checks", "course_lib.plotting",
@@ -57,68 +56,9 @@ PRELOAD = ("numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipyk
            # inspector and completer, the store magic, tornado's asyncio loop): 16 modules, once here
            "sqlite3", "faulthandler", "pdb", "IPython.core.debugger", "IPython.core.oinspect",
            "IPython.core.completerlib", "IPython.extensions.storemagic", "tornado.platform.asyncio")
-NAMESPACES = ("ipc", "uts", "net", "mnt", "pid")  # mnt last but pid: joining it resets root and cwd
-CLONE = {"ipc": 0x08000000, "uts": 0x04000000, "net": 0x40000000, "mnt": 0x00020000, "pid": 0x20000000}
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-MAX_REQUEST = 1 << 20
-
-
-def _libc():
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _check(ret: int, what: str) -> None:
-    if ret != 0:
-        import ctypes
-
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def setns(fd: int, kind: str) -> None:
-    _check(_libc().setns(fd, CLONE[kind]), f"setns({kind})")
-
-
-def prctl(option: int, value: int) -> None:
-    _check(_libc().prctl(option, value, 0, 0, 0), f"prctl({option})")
-
-
-# ------------------------------------------------------------------ the launcher's side (stdlib only)
-def send_request(path: str, request: dict, fds: list[int]) -> socket.socket:
-    """Ask the template at ``path`` for a kernel; returns the connection (its end reports the exit)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(path)
-    data = json.dumps(request).encode()
-    socket.send_fds(sock, [struct.pack("!I", len(data)) + data], fds)
-    return sock
-
-
-def read_exit(sock: socket.socket) -> int | None:
-    """The kernel's exit status, as the template's child reports it (None: connection lost)."""
-    data = b""
-    while len(data) < 4:
-        chunk = sock.recv(4 - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return struct.unpack("!i", data)[0]
 
 
 # ------------------------------------------------------------------ the template
-def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
-    msg, fds, _flags, _addr = socket.recv_fds(conn, MAX_REQUEST, 4)
-    (size,) = struct.unpack("!I", msg[:4])
-    body = msg[4:]
-    while len(body) < size:
-        chunk = conn.recv(size - len(body))
-        if not chunk:
-            raise ValueError("truncated request")
-        body += chunk
-    return json.loads(body), list(fds)
-
-
 def _close_all_but(keep: set[int]) -> None:
     for fd in sorted(int(x) for x in os.listdir("/proc/self/fd")):
         if fd not in keep:
@@ -130,8 +70,6 @@ def _close_all_but(keep: set[int]) -> None:
 
 def _become_kernel(req: dict) -> None:
     """In the sandbox's PID namespace: drop to the kernel's uid, bound it, start IPython's kernel."""
-    from grading import sandbox  # imported by serve(), before the repository was hidden
-
     uid = int(req["uid"])
     if uid <= 0:
         raise SystemExit("warm kernel: refusing to run a kernel as root")
@@ -140,7 +78,7 @@ def _become_kernel(req: dict) -> None:
     os.setresuid(uid, uid, uid)  # from root to a uid of its own: every capability is dropped
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # credentials changed: set again, after setuid
-    sandbox.set_limits(uid)
+    launcher.set_limits(uid)
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -148,7 +86,7 @@ def _become_kernel(req: dict) -> None:
     os.environ.update(req["env"])
     if req.get("modules") is not None:
         forget_unlisted(req["modules"], req.get("paths", ()))
-    os.chdir(sandbox.KERNEL_WORKDIR)
+    os.chdir(launcher.KERNEL_WORKDIR)
     # no working folder on sys.path (as a cold kernel, ``python -P``): a module file the submission writes
     # there can never shadow an installed one (tests/adversarial x63)
     sys.path[:] = [p for p in sys.path if p and p not in (".", os.getcwd())]
@@ -160,7 +98,7 @@ def _become_kernel(req: dict) -> None:
 
 def forget_unlisted(allowed, paths=()) -> list[str]:
     """Drop from ``sys.modules`` every module the template loaded that the kernel's lesson may not import
-    (``allowed``: the top-level names of its package view, ``grading.sandbox.allowed_modules``; the standard
+    (``allowed``: the top-level names of its package view, ``grading.kernel.launcher.allowed_modules``; the standard
     library always stays; so does a module loaded from one of ``paths``, the view's entries: debugpy's vendored
 ``_pydevd_bundle``), and every ``course_lib`` module that holds one (a checks module the template warmed
     up for another lesson's kernels, with its ``transformers``). The files are not in the kernel's sandbox
@@ -198,7 +136,7 @@ def forget_unlisted(allowed, paths=()) -> list[str]:
 def _serve_one(conn: socket.socket) -> None:
     """The template's child: join the holder's sandbox, fork the kernel into it, report its exit."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the template is gone (its worker was killed): so is this
-    req, fds = _recv_request(conn)
+    req, fds = recv_request(conn)
     out, err = (fds + [-1, -1])[:2]
     holder = int(req["holder_pid"])
     # the holder's namespaces, opened before any is joined (joining mnt changes what /proc shows)
@@ -235,7 +173,7 @@ def _serve_one(conn: socket.socket) -> None:
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     try:
-        conn.sendall(struct.pack("!i", code))
+        send_exit(conn, code)
     finally:
         os._exit(0)
 
@@ -358,8 +296,6 @@ def serve(path: str, names: list[str] = ()) -> None:
     the later ones start with it done."""
     import importlib
 
-    from grading import sandbox  # noqa: F401 - the kernel needs it once the repository is hidden
-
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the worker that started it is gone: stop
     for name in PRELOAD:
         try:
@@ -420,69 +356,59 @@ class Template:
 
 
 def start_template(assignments: list[str] = (), folder: str | None = None) -> Template:
-    """Start a template of warm kernels: the one place one starts (a grading run's, :func:`shared`; a local
-    Dask cluster's, shared by its workers; a remote Dask worker's own; a ``grading.worker`` run on its own).
-    ``assignments``: what it will grade (its warm-ups, ``_warm_up``). ``folder``: where its socket goes
-    (emptied first), else a new private folder under TMPDIR; either is removed by :meth:`Template.stop`."""
+    """Start a template of warm kernels: the one function that starts one (a grading run's, :func:`shared`; a
+    local Dask cluster's, shared by its workers; a remote Dask worker's own; a ``grading.worker`` run on its
+    own; ``tests/test_architecture.py`` checks that nothing else does). ``assignments``: what it will grade
+    (its warm-ups, ``_warm_up``). ``folder``: where its socket goes (emptied first), else a new private
+    folder under TMPDIR; either is removed by :meth:`Template.stop`.
+
+    The template imports course_lib from the grading run's edition (``grading.edition``, built here if none
+    is), as the kernels it forks would; its socket is ``folder/template.sock`` once it is ready."""
     import shutil
+    import subprocess
     import tempfile
 
+    from grading import REPO_DIR, edition
+
+    lib = edition.ensure()
     if folder is None:
         folder = tempfile.mkdtemp(prefix="course-warm-")
     else:
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
-    proc, path = _spawn(folder, list(assignments))
-    return Template(proc, folder, path)
-
-
-def _spawn(folder: str, assignments: list[str]):
-    """Start the template's process; its socket will be ``folder/template.sock`` once it is ready. It imports
-    course_lib from the grading run's edition (``grading.edition``, built here if none is), as the kernels it
-    forks would."""
-    import subprocess
-
-    from grading import REPO_DIR, edition, sandbox
-
-    lib = edition.ensure()
-
     os.chmod(folder, 0o700)
     home = os.path.join(folder, "home")
     os.makedirs(home, exist_ok=True)
-    env = sandbox.kernel_env(home=home)  # what a kernel's imports see; each kernel gets its own after the fork
+    env = launcher.kernel_env(home=home)  # what a kernel's imports see; each kernel gets its own after the fork
     env["COURSE_CHECK_MODE"] = "record"  # as the kernel manager sets it for a grading kernel
     # the kernels' edition of course_lib first (the only course_lib the template imports), then the grading
-    # package for grading.warm itself (the repository is hidden in every sandbox the kernels run in)
+    # package for grading.kernel.warm itself (the repository is hidden in every sandbox the kernels run in)
     env["PYTHONPATH"] = os.pathsep.join([lib, REPO_DIR])
     mpl = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "matplotlib")
     if os.path.isdir(mpl):
         env["MPLCONFIGDIR"] = mpl  # the grader's font list, as cold kernels copy it
     path = os.path.join(folder, "template.sock")
     # -P: the working directory is not put on the import path
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "grading.warm", path, *checks_modules(list(assignments))],
+    proc = subprocess.Popen([sys.executable, "-P", "-m", TEMPLATE_MODULE, path, *checks_modules(list(assignments))],
                             cwd="/", env=env, stdin=subprocess.DEVNULL, start_new_session=True)
-    return proc, path
+    return Template(proc, folder, path)
 
 
 def environment(proc, path: str) -> dict:
-    """What a launcher needs to find a template (``grading/sandbox.py``): its socket, and its pid to
+    """What a launcher needs to find a template (``grading/kernel/launcher.py``): its socket, and its pid to
     wait for a template that is still importing; and, once bwrap has been probed here (one process),
-    the bwrap that works, so that no launcher of the run probes it again (``sandbox.bwrap_works``)."""
-    from grading import sandbox
-
+    the bwrap that works, so that no launcher of the run probes it again (``launcher.bwrap_works``)."""
     env = {"COURSE_WARM_SOCKET": path, "COURSE_WARM_PID": str(proc.pid)}
     exe = _bwrap_probed()
     if exe:
-        env[sandbox.BWRAP_CHECKED_ENV] = exe
+        env[launcher.BWRAP_CHECKED_ENV] = exe
     return env
 
 
 @functools.lru_cache(maxsize=1)
 def _bwrap_probed() -> str | None:
     """The bwrap that works here (probed once per process), or None."""
-    from grading import sandbox
-
-    ok, exe = sandbox.bwrap_works()
+    ok, exe = launcher.bwrap_works()
     return exe if ok else None
 
 
