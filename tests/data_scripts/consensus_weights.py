@@ -4,23 +4,24 @@ Run once, by hand (never at test time), from the repository root:
 
     .venv/bin/python tests/data_scripts/consensus_weights.py            # writes the file
     .venv/bin/python tests/data_scripts/consensus_weights.py --check    # trains, prints, writes nothing
-    .venv/bin/python tests/data_scripts/consensus_weights.py --final    # the model for the untouched molecules
+    .venv/bin/python tests/data_scripts/consensus_weights.py --final    # the model for the two test molecules
 
 ``--final`` (issue 59) trains ONE model, the configuration chosen on the three molecules below (which are
 therefore validation molecules, not test data), on ALL molecules of the extract except the two that no
 choice looked at, ZMWs 14743 and 39571, and tests it, majority vote and the homopolymer-median rule on
 them: every set of 3 of their subreads cut to the reference span the three share (``spanning_read_sets``,
 at least 96 bases). It writes ``course_lib/data/consensus_transformer_final.pt``
-(``{"model": state dict, "info": settings and figures}``; ``course_lib.consensus.load_final``).
+(``{"model": state dict, "info": settings and figures}``; ``course_lib.consensus.load_pretrained(which="final")``).
 
 Leave-one-molecule-out over the three molecules of the extract with at least 6 full passes
 (ZMWs 6251, 32861, 37134): for each, a ``VoteResidualTransformer`` (majority vote plus a learned
 correction; untrained, it outputs the vote; ``base_blind``: the correction sees how each read relates
 to the backbone, not which bases they are, so it cannot learn the training molecules' sequence by
 heart) is trained with the alignment loss on real subreads of
-ALL the other molecules of the extract (the other two test molecules and the 8 molecules with 3-4
-subreads), never on the left-out one, and is then tested on the left-out molecule, subsets of 3 full
-passes, against majority vote on the same POA backbone.
+ALL the other molecules of the extract (the other two of these three and the 8 molecules with 3-4
+subreads), never on the left-out one, and is then evaluated on the left-out molecule, subsets of 3 full
+passes, against majority vote on the same POA backbone. These three are lesson 11's VALIDATION
+molecules: the configuration and the features were chosen by looking at them (course_lib/data/README.md).
 
 Training examples use partial subreads too: for a set of 2-5 subreads of one molecule, the reference
 span that all of them cover (their mapped spans, from the aligned BAM) is cut out of each subread (the
@@ -58,7 +59,7 @@ from course_lib.consensus import (FINAL_FILE, PRETRAINED_FILE, UNTOUCHED, VoteRe
 from course_lib.training import TrainConfig, train
 
 SEED = 0
-FOLDS = (32861, 6251, 37134)           # molecule left out of each fold (32861: the notebook's test molecule)
+FOLDS = (32861, 6251, 37134)           # validation molecule left out of each fold (32861: section 5's too)
 WIDTH, MAX_LABEL, STRIDE = 32, 40, 8
 GAMMA, DEL_COST = 0.1, 5.0
 MAX_READS = 5                          # read slots of the input (training sets: 2-5 subreads)
