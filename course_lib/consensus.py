@@ -35,7 +35,8 @@ Covers
       ``spanning_read_sets``: test sets of subreads cut to the reference span they share.
     * Evaluation: ``trimmed_error_rate``, ``phred_qv`` (QV = -10 log10 error rate),
       ``pass_subsets`` (the test subsets of 3 passes), ``sign_test`` (exact, paired), and
-      ``load_pretrained`` (the leave-one-molecule-out models shipped in ``course_lib/data``).
+      ``load_pretrained`` (the models shipped in ``course_lib/data``: leave-one-molecule-out on the
+      ``VALIDATION`` molecules, and one final model tested on the ``UNTOUCHED`` molecules).
 
 Does NOT cover
     * banded or affine-gap alignment, local alignment, edlib-speed bit-parallel algorithms;
@@ -66,7 +67,7 @@ __all__ = [
     "edit_distance", "alignment_counts", "pileup", "majority_consensus",
     "soft_alignment_loss", "soft_edit_distance", "hard_alignment_loss", "positionwise_cross_entropy",
     "poa_consensus", "error_rate", "trimmed_error_rate", "column_labels", "windows", "label_windows", "ConsensusTransformer",
-    "VoteResidualTransformer", "homopolymer_median_consensus", "spanning_read_sets", "read_rows", "row_windows", "context_windows", "molecule_windows", "pass_subsets", "stitch", "phred_qv", "sign_test", "PRETRAINED_FILE", "load_pretrained",
+    "VoteResidualTransformer", "homopolymer_median_consensus", "spanning_read_sets", "read_rows", "row_windows", "context_windows", "molecule_windows", "pass_subsets", "stitch", "phred_qv", "sign_test", "PRETRAINED_FILE", "FINAL_FILE", "UNTOUCHED", "VALIDATION", "load_pretrained",
 ]
 
 VOCAB = "-ACGT"
@@ -822,32 +823,49 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> tuple[int, int, int, fl
 
 
 PRETRAINED_FILE = pathlib.Path(__file__).resolve().parent / "data" / "consensus_transformer_folds.pt"
+FINAL_FILE = pathlib.Path(__file__).resolve().parent / "data" / "consensus_transformer_final.pt"
+UNTOUCHED = (14743, 39571)   # the test molecules: no choice of lesson 11 looked at them, no shipped final model saw them
+VALIDATION = (32861, 6251, 37134)   # the molecules the configuration and features were chosen on
 
 
-def load_pretrained(device: str | torch.device = "cpu") -> tuple[dict, dict]:
-    """The models trained offline by ``tests/data_scripts/consensus_weights.py``, one per molecule left out of training.
+def load_pretrained(device: str | torch.device = "cpu", which: str = "folds") -> tuple[dict, dict]:
+    """Models trained offline by ``tests/data_scripts/consensus_weights.py``, keyed by the molecules left out of training.
+
+    ``which="folds"``: the three leave-one-molecule-out models of the ``VALIDATION`` molecules (the
+    configuration and the features were chosen by looking at those molecules), ``{left-out ZMW: model}``.
+    ``which="final"``: ONE model of that configuration trained on every molecule but the ``UNTOUCHED``
+    ones, ``{ZMW: model}`` for each untouched ZMW (the same model object under each key).
 
     Returns:
-        (models: {left-out ZMW: model in eval mode}, info: the settings and the figures measured
-        when they were trained, as stored in the file). The model is the class that
-        ``info["architecture"]`` names (:class:`VoteResidualTransformer` for the shipped file;
-        :class:`ConsensusTransformer` when the file names none), built with ``info["model"]``;
-        ``info["features"]`` names the function that makes its inputs (``"context_windows"``:
-        :func:`context_windows`, which needs each read's strand; else :func:`row_windows`).
+        (models in eval mode, info: the settings and the figures measured when they were trained, as
+        stored in the file). The model is the class that ``info["architecture"]`` names
+        (:class:`VoteResidualTransformer` for the shipped files; :class:`ConsensusTransformer` when the
+        file names none), built with ``info["model"]``; ``info["features"]`` names the function that makes
+        its inputs (``"context_windows"``: :func:`context_windows`, which needs each read's strand; else
+        :func:`row_windows`).
 
     Raises:
-        FileNotFoundError when the file is missing (the course ships it in ``course_lib/data``).
+        ValueError when ``which`` is neither "folds" nor "final"; FileNotFoundError when the file is
+        missing (the course ships both in ``course_lib/data``).
     """
-    if not PRETRAINED_FILE.exists():
-        raise FileNotFoundError(f"{PRETRAINED_FILE} is missing: it ships with the course; rebuild it with "
-                                "tests/data_scripts/consensus_weights.py")
-    blob = torch.load(PRETRAINED_FILE, map_location="cpu", weights_only=True)
+    files = {"folds": PRETRAINED_FILE, "final": FINAL_FILE}
+    if which not in files:
+        raise ValueError(f"which must be 'folds' or 'final', got {which!r}")
+    path = files[which]
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: it ships with the course; rebuild it with "
+                                f"tests/data_scripts/consensus_weights.py{' --final' if which == 'final' else ''}")
+    blob = torch.load(path, map_location="cpu", weights_only=True)
     info = blob["info"]
-    models = {}
     architecture = {"ConsensusTransformer": ConsensusTransformer,
                     "VoteResidualTransformer": VoteResidualTransformer}[info.get("architecture", "ConsensusTransformer")]
-    for zmw, state in blob["folds"].items():
+
+    def build(state):
         model = architecture(**info["model"])
         model.load_state_dict(state)
-        models[int(zmw)] = model.to(device).eval()
-    return models, info
+        return model.to(device).eval()
+
+    if which == "final":
+        model = build(blob["model"])
+        return {int(zmw): model for zmw in info["test_molecules"]}, info
+    return {int(zmw): build(state) for zmw, state in blob["folds"].items()}, info

@@ -25,7 +25,8 @@ Covers
     * ``lesson12_models`` and ``LESSON12_RUN`` / ``LESSON12_FULL_RUN``: the three models
       lesson 12 trains (a CNN whose field ends inside the sequence, a dilated CNN whose
       field covers it, a CNN + transformer) and their training budgets, in steps, shared
-      by the notebook and its test.
+      by the notebook and its test; ``LESSON12_KMER``: the settings of the notebook's bag-of-k-mers
+      baseline, chosen on validation windows.
 
 Does NOT cover
     * Enformer's size (196,608 bp input, 1,536 channels, 11 layers) or its 5,313 human
@@ -63,6 +64,7 @@ __all__ = [
     "POOL_INIT_SCALE",
     "LESSON12_RUN",
     "LESSON12_FULL_RUN",
+    "LESSON12_KMER",
     "lesson12_models",
 ]
 
@@ -371,6 +373,10 @@ class DNATransformer(nn.Module):
 # FULL_RUN keeps that recipe and trains four times as long.
 LESSON12_RUN = {"n_train": 7200, "epochs": 2, "batch_size": 32, "lr": 5e-3}
 LESSON12_FULL_RUN = {"n_train": 28800, "epochs": 2, "batch_size": 32, "lr": 5e-3}
+# Lesson 12's strongest simple baseline, a logistic regression on k-mer counts (written in the notebook): k and the
+# L2 weight CHOSEN ON VALIDATION WINDOWS by tests/data_scripts/lesson12_kmer.py (every score and the choice in
+# course_lib/data/lesson12_kmer.json; no test sequence built); tests/test_dna.py checks this equals the choice.
+LESSON12_KMER = {"k": 8, "l2": 0.03}
 
 
 def lesson12_models(seed: int = 0, channels: int = 24, seq_len: int = 512,

@@ -362,6 +362,34 @@ def test_shipped_weights_are_small_documented_and_held_out():
     assert "FOLDS = (32861, 6251, 37134)" in script  # each fold trains on every molecule but its held-out one
 
 
+def test_the_final_model_never_saw_the_test_molecules_and_reproduces_its_stored_figures():
+    """Issue 59: the final model (the configuration chosen on the validation molecules) is trained on every molecule
+    but the two untouched ones and tested there; its stored per read set errors come back with the reference
+    functions, and the validation / test molecules are disjoint."""
+    models, info = C.load_pretrained(which="final")
+    assert C.FINAL_FILE.stat().st_size < 200_000
+    assert sorted(models) == sorted(C.UNTOUCHED) == sorted(info["test_molecules"]) == [14743, 39571]
+    assert models[14743] is models[39571] and not models[14743].training
+    assert not set(C.UNTOUCHED) & set(info["train_molecules"]) and not set(C.UNTOUCHED) & set(C.VALIDATION)
+    assert sorted(info["train_molecules"]) == sorted(m.zmw for m in pacbio.load_molecules() if m.zmw not in C.UNTOUCHED)
+    folds, folds_info = C.load_pretrained()
+    assert info["model"] == folds_info["model"] and info["epochs"] == folds_info["epochs"] and info["seed"] == 0
+    mols = {m.zmw: m for m in pacbio.load_molecules()}
+    for zmw in C.UNTOUCHED:
+        got = []
+        for s in C.spanning_read_sets(mols[zmw], C.edit_distance, k=3, min_span=info["min_span"]):
+            feats, _, backbone, _, starts = C.molecule_windows(s["truth"], s["reads"], info["width"], info["max_label"],
+                                                               info["width"], info["max_reads"], s["strands"])
+            with torch.no_grad():
+                pred = models[zmw](torch.from_numpy(feats)).argmax(-1).numpy()
+            got.append(C.trimmed_error_rate(C.decode(C.stitch(pred, starts, len(backbone))), s["truth"]))
+        assert got == pytest.approx(info["measured"][zmw]["model"], abs=1e-5)
+    with pytest.raises(ValueError, match="which must be"):
+        C.load_pretrained(which="test")
+    readme = (ROOT / "course_lib" / "data" / "README.md").read_text()
+    assert "consensus_transformer_final.pt" in readme and "--final" in readme
+
+
 def test_shipped_weights_reproduce_their_stored_figures_on_a_held_out_molecule():
     """The notebook recomputes these; here the smallest held-out molecule, with the reference functions."""
     models, info = C.load_pretrained()

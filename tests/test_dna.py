@@ -429,3 +429,65 @@ def test_lesson12_recipe_was_chosen_on_validation_windows():
     assert dna.POOL_INIT_SCALE == choice["pool_init_scale"]
     assert run["n_train"] // run["batch_size"] * run["epochs"] == choice["steps"]
     assert "test accuracy" not in inspect.getsource(dna), "no choice in course_lib.dna may cite test accuracy"
+
+
+def test_lesson12_kmer_baseline_was_chosen_on_validation_windows():
+    """Issue 59: the bag-of-k-mers baseline's k and L2 weight come from validation windows (no test sequence
+    built), the stored choice follows the stated rule, LESSON12_KMER equals it, and the script fits the
+    notebook's own baseline cell."""
+    import json
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parent.parent
+    rec = json.loads((root / "course_lib" / "data" / "lesson12_kmer.json").read_text())
+    assert rec["data"]["test"] == "not built" and "region='validation'" in rec["data"]["validation"]
+    assert rec["data"]["train"] == f"regulatory_dataset({dna.LESSON12_RUN['n_train']}, seed=1, region='train')"
+    results = rec["results"]
+    assert {r["k"] for r in results} == {3, 4, 5, 6, 7, 8} and len(results) == 6 * len({r["l2"] for r in results})
+    best = max(r["validation_accuracy"] for r in results)
+    choice = sorted([r for r in results if r["validation_accuracy"] >= best - 0.001], key=lambda r: (r["k"], -r["l2"]))[0]
+    assert {"k": choice["k"], "l2": choice["l2"]} == {k: rec["choice"][k] for k in ("k", "l2")} == dna.LESSON12_KMER
+    nb = json.loads((root / "notebooks" / "12_long_range_dna" / "long_range_dna.ipynb").read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    assert sum("def fit_kmer_logreg(" in c for c in code) == 1, "the script executes exactly one baseline cell"
+    assert any("fit_kmer_logreg(kmer_ids(x_train, LESSON12_KMER[\"k\"]), train_data.labels, **LESSON12_KMER)" in c
+               for c in code), "the notebook fits the baseline on its training windows with the chosen settings"
+
+
+def test_the_kmer_baseline_fits_and_reads_k_mers_not_positions():
+    """The notebook's baseline cell, executed as tests/data_scripts/lesson12_kmer.py does: k-mer ids are base-4
+    numbers with N-holding k-mers set aside, the fit's hand-written gradient equals autograd's, it separates a
+    motif-present class, and moving a motif does not change its score (it cannot see position)."""
+    import importlib.util
+    import pathlib
+    spec = importlib.util.spec_from_file_location(
+        "lesson12_kmer", pathlib.Path(__file__).resolve().parent / "data_scripts" / "lesson12_kmer.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    nb = script.notebook_baseline()
+    x = torch.from_numpy(dna.one_hot_dna("ACGTNAC"))[None]
+    assert nb["kmer_ids"](x, 2).tolist() == [[1, 6, 11, 16, 16, 1]]  # AC=1, CG=6, GT=11, TN/NA=16 (4**2), AC
+    rng = np.random.default_rng(0)
+    seqs = ["".join(rng.choice(list("ACGT"), 60)) for _ in range(80)]
+    labels = np.arange(80) % 2
+    motif = "GGGGCGGGG"
+    seqs = [s[:20] + motif + s[29:] if y else s for s, y in zip(seqs, labels)]
+    ids = nb["kmer_ids"](torch.from_numpy(np.stack([dna.one_hot_dna(s) for s in seqs])), 4)
+    w, b = nb["fit_kmer_logreg"](ids, labels, 4, 0.01)
+    assert ((nb["kmer_scores"](ids, w, b) > 0).numpy() == labels).mean() == 1.0
+    # the gradient the closure writes equals autograd's at the fitted point
+    wt, bt = w.clone().requires_grad_(), b.clone().requires_grad_()
+    z = nb["kmer_scores"](ids, wt, bt)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(z, torch.from_numpy(labels).float()) \
+        + 0.01 * (wt[:-1] ** 2).sum()
+    loss.backward()
+    r = (torch.sigmoid(z.detach()) - torch.from_numpy(labels).float()) / len(labels)
+    manual = torch.bincount(ids.reshape(-1), weights=r.repeat_interleave(ids.shape[1]), minlength=len(w)).float() \
+        + 0.02 * w
+    manual[-1] = 0.0
+    assert torch.allclose(manual, wt.grad, atol=1e-6) and abs(float(r.sum()) - float(bt.grad)) < 1e-6
+    # a bag of k-mers is blind to position: the motif moved elsewhere still carries the positive call
+    s = seqs[1]
+    moved = s[:20] + s[29:45] + motif + s[45:]
+    assert len(moved) == len(s) and moved != s
+    far = nb["kmer_scores"](nb["kmer_ids"](torch.from_numpy(dna.one_hot_dna(moved))[None], 4), w, b)
+    assert float(far) > 0, "the motif moved 16 bases still makes the baseline call the sequence positive"

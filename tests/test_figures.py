@@ -28,7 +28,7 @@ NOT_RESULTS: dict[str, dict[str, str]] = {
     "09": {"8": "the student's prompt: 8 optimiser steps (a setting)", "48": "the shipped prompt's steps (its README)",
            "24": "the shipped instruction prompt's steps (its README)"},
     "10": {"50": "k = 50 nearest proteins (a setting chosen on validation)"},
-    "11": {"32861": "the test molecule's ZMW id", "20": "subsets of 3 passes of ZMW 32861 (all of them)"},
+    "11": {"32861": "the validation molecule's ZMW id", "20": "subsets of 3 passes of ZMW 32861 (all of them)"},
     "12": {"238": "the CNN's receptive field in bases (arithmetic, section 3)", "512": "sequence length in bases",
            "450": "training steps per model (the budget `LESSON12_RUN`)"},
 }

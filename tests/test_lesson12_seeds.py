@@ -85,6 +85,50 @@ def test_long_range_models_find_the_enhancer_with_seed_1(trained, name):
     no_promoter = np.isin(test_data.promoter_state, ["absent", "mutated"]) & test_data.has_enhancer
     assert float(pred[no_promoter].mean()) < 0.1, f"{name}: calls {pred[no_promoter].mean():.0%} of them expressed"
     assert flips["decoy"] < 0.05 and flips["background"] < 0.05, f"{name}: decoy/background flip calls: {flips}"
+    # the forward GC box moved to the decoy's place: by the rule not expressed; a long-range model reads its place
+    moved = _moved_promoter(test_data, both, x)
+    flips["promoter moved"] = float((called & (_score(model, moved) <= 0)).sum() / called.sum())
+    assert flips["promoter moved"] > 0.8, f"{name}: moving the GC box flips only {flips['promoter moved']:.0%}"
+
+
+def _moved_promoter(test_data, both, x):
+    """As the notebook's 'promoter moved' probe: slot and decoy set to N, the forward GC box at the decoy's start."""
+    decoy = R.element_spans(test_data, "decoy")[both]
+    moved = R.knock_out(R.knock_out(x, R.element_spans(test_data, "promoter")[both]), decoy)
+    box = torch.from_numpy(dna.one_hot_dna(R.load_motifs()["SP1"].consensus))
+    for row, start in enumerate(decoy[:, 0]):
+        moved[row, start:start + len(box)] = box
+    return moved
+
+
+def test_the_bag_of_kmers_is_as_accurate_but_blind_to_where_the_promoter_is(trained):
+    """Issue 59: the notebook's bag-of-k-mers baseline (its own cell, run as tests/data_scripts/lesson12_kmer.py
+    runs it, with LESSON12_KMER) is at least as accurate as the promoter-only level by far, reads the promoter
+    and the enhancer (knock-outs flip its calls), and keeps its calls when the GC box is moved out of its slot."""
+    import importlib.util
+    import pathlib
+    spec = importlib.util.spec_from_file_location(
+        "lesson12_kmer", pathlib.Path(__file__).resolve().parent / "data_scripts" / "lesson12_kmer.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    nb = script.notebook_baseline()
+    _, test_data, x_test = trained
+    train_data = R.regulatory_dataset(dna.LESSON12_RUN["n_train"], seed=1, region="train")
+    x_train = torch.from_numpy(np.stack([dna.one_hot_dna(s) for s in train_data.sequences]))
+    k = dna.LESSON12_KMER["k"]
+    w, b = nb["fit_kmer_logreg"](nb["kmer_ids"](x_train, k), train_data.labels, **dna.LESSON12_KMER)
+    score = lambda x: nb["kmer_scores"](nb["kmer_ids"](x, k), w, b)
+    acc = float(((score(x_test) > 0).numpy() == test_data.labels).mean())
+    assert acc > 0.95, f"bag of k-mers: test accuracy {acc:.3f}"
+    both = np.flatnonzero(test_data.promoter_forward & test_data.has_enhancer & test_data.has_decoy)
+    x = x_test[both]
+    called = score(x) > 0
+    assert called.float().mean() > 0.9
+    flip = lambda changed: float((called & (score(changed) <= 0)).sum() / called.sum())
+    assert flip(R.knock_out(x, R.element_spans(test_data, "promoter")[both])) > 0.8
+    assert flip(R.knock_out(x, R.element_spans(test_data, "enhancer")[both])) > 0.8
+    assert flip(R.knock_out(x, R.element_spans(test_data, "decoy")[both])) < 0.05
+    assert flip(_moved_promoter(test_data, both, x)) < 0.1, "a bag of k-mers cannot see where the GC box is"
 
 
 def test_the_short_field_cnn_uses_a_near_enhancer_and_cannot_see_a_distant_one(trained):

@@ -216,8 +216,8 @@ LESSONS: dict[str, dict] = {
                                  ("alignment_model", "model, alignment loss"))},
             "steps": _f("steps", "count", "optimiser steps of each of the two models (the same budget)"),
             "shipped_error": _f("100 * m_mean", "pct2",
-                                "models trained offline (shipped), 3 molecules left out of training (looked at when "
-                                "choosing): error (%), mean over molecules"),
+                                "models trained offline (shipped), the 3 VALIDATION molecules, each left out of its "
+                                "model's training (looked at when choosing): error (%), mean over molecules"),
             "shipped_qv": _f("phred_qv(m_mean)", "qv", "the same as QV"),
             "held_out_vote_error": _f("100 * v_mean", "pct2", "majority vote on the POA backbone, same molecules (%)"),
             "held_out_vote_qv": _f("phred_qv(v_mean)", "qv", "the same as QV"),
@@ -232,8 +232,23 @@ LESSONS: dict[str, dict] = {
             "p_model_vs_vote_molecules": _f("p", "p", "exact two-sided sign test over the 3 molecules, model vs vote"),
             "p_model_vs_rule_molecules": _f("p_rule", "p", "exact two-sided sign test over the 3 molecules, model vs rule"),
             "untouched_vote_error": _f("100 * fresh_vote", "pct2",
-                                       "ZMWs 14743 and 39571 (no choice looked at them), sets of 3 subreads: vote (%)"),
+                                       "TEST molecules ZMWs 14743 and 39571 (no choice looked at them), sets of 3 "
+                                       "subreads: vote (%), mean over the 2 molecules"),
             "untouched_rule_error": _f("100 * fresh_rule", "pct2", "the same molecules: homopolymer-median rule (%)"),
+            "untouched_model_error": _f("100 * fresh_model", "pct2",
+                                        "the same molecules: the final model (shipped, trained on every molecule but "
+                                        "these two) (%)"),
+            **{f"untouched_{z}_{key}_error": _f(f"100 * test_mean[{z}][{name}]", "pct2",
+                                                f"test molecule ZMW {z}, mean over its read sets: {what} (%)")
+               for z in (14743, 39571)
+               for key, name, what in (("vote", "VOTE", "vote"), ("rule", "RULE", "rule"), ("model", "FINAL", "final model"))},
+            "test_molecules_model_below_vote": _f("test_wins", "count",
+                                                  "of the 2 test molecules, those where the final model is below the vote"),
+            "test_molecules_model_below_rule": _f("test_wins_r", "count",
+                                                  "of the 2 test molecules, those where the final model is below the rule"),
+            "p_test_model_vs_vote": _f("p_test_vote", "p", "exact two-sided sign test over the 2 test molecules, final "
+                                                         "model vs vote (cannot be below 0.5)"),
+            "p_test_model_vs_rule": _f("p_test_rule", "p", "the same, final model vs rule"),
             "molecules_rule_below_vote": _f("rule_wins", "count", "of the 5 molecules, those where the rule is below the vote"),
             "p_rule_vs_vote_molecules": _f("p_rule_vote", "p", "exact two-sided sign test over the 5 molecules, rule vs vote"),
         },
@@ -270,6 +285,34 @@ LESSONS: dict[str, dict] = {
                 f"{name}: mean |change| of the logit when the {what} is changed (to N unless named)")
                for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))
                for what in ("promoter", "promoter randomised", "promoter reversed", "enhancer", "decoy", "background")},
+            "kmer_k": _f("LESSON12_KMER['k']", "count", "bag of k-mers: k, chosen on validation windows"),
+            "kmer_validation_acc": _f("kmer_val_acc", "acc", "bag of k-mers: validation accuracy of the chosen k and l2"),
+            **{f"kmer_{part}": _f(f"regulatory.accuracy_interval(correct[KMER])[{i}]", "acc",
+                                  "bag of k-mers (logistic regression, deterministic): test accuracy"
+                                  + ("" if i == 0 else f", 95% Wilson {part}"))
+               for i, part in ((0, "acc"), (1, "low"), (2, "high"))},
+            **{f"p_{a}_vs_kmer": _f(f"regulatory.mcnemar_exact(correct[{an!r}], correct[KMER])[2]", "p",
+                                    f"exact McNemar p, {an} vs the bag of k-mers")
+               for a, an in (("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))},
+            **{f"{a}_only_vs_kmer": _f(f"regulatory.mcnemar_exact(correct[{an!r}], correct[KMER])[0]", "count",
+                                       f"test sequences right only for the {an}, not the bag of k-mers")
+               for a, an in (("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))},
+            **{f"kmer_only_vs_{a}": _f(f"regulatory.mcnemar_exact(correct[{an!r}], correct[KMER])[1]", "count",
+                                       f"test sequences right only for the bag of k-mers, not the {an}")
+               for a, an in (("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))},
+            "kmer_expressed_calls": _f("knockout_result[KMER]['enhancer'][2]", "count",
+                                       "bag of k-mers: of the knock-out sequences, called expressed"),
+            **{f"kmer_{what.replace(' ', '_')}_flips": _f(
+                f"100 * knockout_result[KMER][{what!r}][1] / max(1, knockout_result[KMER][{what!r}][2])",
+                "pct1", f"bag of k-mers: changing the {what} (to N unless named) flips this share of expressed calls (%)")
+               for what in ("promoter", "promoter randomised", "promoter reversed", "promoter moved", "enhancer", "decoy",
+                            "background")},
+            **{f"{key}_promoter_moved_flips": _f(
+                f"100 * knockout_result[{name!r}]['promoter moved'][1] / max(1, knockout_result[{name!r}]['promoter moved'][2])",
+                "pct1", f"{name}: the forward GC box moved to the decoy's place flips this share of expressed calls (%)")
+               for key, name in (("cnn", "CNN"), ("dilated", "dilated CNN"), ("transformer", "CNN + transformer"))},
+            "kmer_no_promoter_called": _f("100 * called_no_promoter[KMER]", "pct1",
+                                          "bag of k-mers: of the enhancer-without-promoter sequences, called expressed (%)"),
             "n_no_promoter": _f("int(no_promoter.sum())", "count",
                                 "test sequences with the enhancer and no promoter (absent or mutated; all not expressed)"),
             **{f"{key}_no_promoter_called": _f(f"100 * called_no_promoter[{name!r}]", "pct1",
