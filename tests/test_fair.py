@@ -112,13 +112,9 @@ def test_each_declared_promise_is_made_by_the_docstring(e, promise):
                          "in neither the reference's docstring nor the notebook stub's")
 
 
-# promises only the hidden test checks, with why no visible case holds them yet (issue 65 item 1: debt, listed)
-HIDDEN_ONLY = {
-    ("12_long_range_dna", "one_hot_dna", "any other letter raises ValueError"),
-    ("12_long_range_dna", "reverse_complement", "any other letter raises ValueError"),
-    ("12_long_range_dna", "receptive_field", "ValueError when the lists differ in length"),
-    ("12_long_range_dna", "in_silico_mutagenesis", "one_hot numpy or torch"),
-}
+# promises only the hidden test checks, with why no visible case holds them yet (issue 65 item 1: debt, listed;
+# none left: a promise the hidden test grades now needs a visible case before it is declared)
+HIDDEN_ONLY: set[tuple[str, str, str]] = set()
 HIDDEN_BREAKS = [pytest.param(e, check, b, id=f"{e.assignment}.{e.name}:{b.promise}") for e in EXERCISES
                  for check in e.checks for b in e.breaks if b.hidden]
 
