@@ -60,6 +60,7 @@ def cosine_top_k(queries: np.ndarray, keys: np.ndarray, k: int) -> tuple[np.ndar
 
     Args:
         queries: (Q, d) float array; keys: (N, d) float array; 1 <= k <= N (else ValueError).
+        The inputs are not changed.
 
     Returns:
         (scores, indices): scores (Q, k) float, the cosine similarities in decreasing order;

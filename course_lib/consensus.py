@@ -325,6 +325,7 @@ def positionwise_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> to
 
     Args:
         logits: (B, N, 5) float; target: (B, M) int with M <= N.
+        The inputs are not changed.
 
     Returns:
         (B,) float tensor.

@@ -79,6 +79,7 @@ def encode_proteins(sequences: Sequence[str], max_len: int | None = None):
 
     Args:
         sequences: B strings; max_len: None (no truncation) or an int >= 2.
+        The input list is not changed.
 
     Returns:
         (ids, keep): ids int64 torch tensor (B, T); keep bool (B, T), True at real

@@ -47,8 +47,8 @@ def test_quadratic_form_is_caught_by_its_memory(check, quadratic, hidden):
 
 def test_quadratic_written_independently_is_caught_too():
     def quadratic(q, k, v, feature_map=elu_feature_map):
-        a = feature_map(q) @ feature_map(k).T
-        return a @ v / a.sum(1, keepdims=True)
+        a = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)  # (..., T, S): any leading dims, as promised
+        return a @ v / a.sum(-1, keepdims=True)
 
     with pytest.raises(AssertionError, match="quadratic"):
         C.check_linear_attention(quadratic)

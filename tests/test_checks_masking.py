@@ -78,7 +78,8 @@ def test_integer_or_float_masks_are_refused_with_a_reason():
 
 def test_to_additive_wrong_dtype_is_reported():
     with pytest.raises(AssertionError, match="dtype"):
-        C.check_to_additive(lambda mask, dtype=None: to_additive(mask).astype(np.float32), hidden=False)
+        C.check_to_additive(lambda mask, dtype=None: to_additive(mask).astype(np.float32)
+                            if isinstance(mask, np.ndarray) else to_additive(mask, dtype), hidden=False)
 
 
 def test_masked_softmax_unnamed_error_reports_the_difference():

@@ -115,7 +115,10 @@ def ff_cases_from(rng) -> list[Case]:
 
 
 def _ff_cases() -> list[Case]:
-    return ff_cases_from(seeded(7))
+    rng = seeded(7)
+    return ff_cases_from(rng) + [
+        Case("x (2, 2, 3, 4): two leading dims, as the docstring's (..., d_model) allows; d_ff=6, gelu",
+             (_t(rng, 2, 2, 3, 4), *ff_params(rng, 4, 6)), {"activation": "gelu"})]
 
 
 def _layer(seed: int, d: int, heads: int, d_ff: int, norm_first: bool, activation: str, dropout: float = 0.1):

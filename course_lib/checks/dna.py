@@ -68,6 +68,19 @@ def _rf_cases() -> list[Case]:
             Case("kernels [3, 3, 3], dilations [1, 2, 4]", ([3, 3, 3], [1, 2, 4]))]
 
 
+# inputs the docstrings say raise ValueError
+def _one_hot_raise_cases() -> list[Case]:
+    return [Case("'CAUG' (U is RNA)", ("CAUG",))]
+
+
+def _rc_raise_cases() -> list[Case]:
+    return [Case("'ACGR' (R is an IUPAC ambiguity code)", ("ACGR",))]
+
+
+def _rf_raise_cases() -> list[Case]:
+    return [Case("kernels [3, 3, 3] with dilations [1, 2] (one dilation short)", ([3, 3, 3], [1, 2]))]
+
+
 # ---------------------------------------------------------------- checks
 @core.graded
 def check_one_hot_dna(student, hidden: bool = False) -> None:
@@ -80,7 +93,7 @@ def check_one_hot_dna(student, hidden: bool = False) -> None:
     if not isinstance(out, np.ndarray) or out.dtype != np.float32:
         raise AssertionError(f"{exercise}: the docstring promises a float32 numpy array, got "
                              f"{type(out).__name__} {getattr(out, 'dtype', '')}")
-    for case in core.hidden_part(__name__).one_hot_raise_cases() if hidden else ():
+    for case in core.hidden_part(__name__).one_hot_raise_cases() if hidden else _one_hot_raise_cases():
         assert_raises(student, case, exercise, ValueError, "for a letter that is not A, C, G, T or N",
                       FORBIDDEN_ONE_HOT)
 
@@ -95,7 +108,7 @@ def check_reverse_complement(student, hidden: bool = False) -> None:
     out = call_student(student, Case("'ACGT'", ("ACGT",)), exercise, FORBIDDEN_RC)
     if not isinstance(out, str):
         raise AssertionError(f"{exercise}: the docstring promises a string, got {type(out).__name__}")
-    for case in core.hidden_part(__name__).rc_raise_cases() if hidden else ():
+    for case in core.hidden_part(__name__).rc_raise_cases() if hidden else _rc_raise_cases():
         assert_raises(student, case, exercise, ValueError, "for a letter that is not A, C, G, T or N", FORBIDDEN_RC)
 
 
@@ -110,7 +123,7 @@ def check_receptive_field(student, hidden: bool = False) -> None:
                        FORBIDDEN_RF)
     if not isinstance(out, (int, np.integer)):
         raise AssertionError(f"{exercise}: the docstring promises an int, got {type(out).__name__}")
-    for case in core.hidden_part(__name__).rf_raise_cases() if hidden else ():
+    for case in core.hidden_part(__name__).rf_raise_cases() if hidden else _rf_raise_cases():
         assert_raises(student, case, exercise, ValueError, "when the lists differ in length", FORBIDDEN_RF)
 
 
@@ -129,6 +142,9 @@ def check_in_silico_mutagenesis(student, hidden: bool = False) -> None:
                   (_pairwise_predict(w, (1, length - 2)), x))]
     if hidden:
         cases += core.hidden_part(__name__).ism_more_cases(_additive_predict(w), x)
+    else:
+        cases.append(Case("the same sequence as a torch tensor (the docstring: one_hot is numpy or torch)",
+                          (_additive_predict(w), torch.from_numpy(x.copy()))))
     # the model computes in float32 whatever the answer's dtype: differences of float32 scores, hence atol/rtol
     compare_with_reference(student, ref.in_silico_mutagenesis, cases, exercise=exercise,
                            wrongs=core.wrongs(__name__, "ISM"), forbidden=FORBIDDEN_ISM, atol=1e-5, rtol=1e-5)

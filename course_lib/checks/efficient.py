@@ -154,6 +154,9 @@ def _linear_cases(causal: bool) -> list[Case]:
             {"feature_map": _feature_map_16(w)},
         )
     )
+    q, k, v = _qkv(rng, 4, 4 if causal else 6, 3, 2, (2,), scale=1.5)
+    cases.append(Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features (a leading batch dim, as "
+                      "the docstring's (..., T, d) allows)", (q, k, v), {"feature_map": _softplus}))
     return cases
 
 
@@ -235,8 +238,8 @@ def _ran_out_of_memory(failure: AssertionError) -> bool:
 
 def _quadratic_message(exercise: str, causal: bool, what: str) -> str:
     return (f"{exercise}: likely misconception '{QUADRATIC_NAME}': {what} Linear attention never forms the (L, L) "
-            "matrix phi(Q) phi(K)^T: multiply "
-            + ("phi(K)^T V first (an r x d_v matrix) and then phi(Q) by it." if not causal else
+            "matrix phi(Q) phi(K)^T: "
+            + ("multiply phi(K)^T V first (an r x d_v matrix) and then phi(Q) by it." if not causal else
                "use cumulative sums over positions of phi(k_j) v_j^T (an (L, r, d_v) array) and of phi(k_j), "
                "with no (L, L) mask."))
 
@@ -463,7 +466,11 @@ def features_cases_from(rng, sizes, square_seed: int) -> list[Case]:
 
 def _features_cases() -> tuple[list[Case], object, int]:
     rng = seeded(77)
-    return features_cases_from(rng, [(3, 4, 8), (5, 3, 5)], 777), rng, 9
+    cases = features_cases_from(rng, [(3, 4, 8), (5, 3, 5)], 777)
+    stack = seeded(78)
+    cases.append(Case("x(3, 4) with a stack of 3 draws w(3, 5, 4) (the docstring's w (..., m, d): leading dims "
+                      "broadcast with x's)", (stack.normal(size=(3, 4)), stack.normal(size=(3, 5, 4)))))
+    return cases, rng, 9
 
 
 @core.graded

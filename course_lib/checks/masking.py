@@ -119,18 +119,31 @@ def check_padding_mask(student, hidden: bool = False) -> None:
 
 # ---------------------------------------------------------------- combine_masks
 def _combine_cases() -> list[Case]:
-    return [Case("causal_mask(4) and lengths [4, 2, 3]", (np.tri(4, dtype=bool), (np.arange(4) < np.array([4, 2, 3])[:, None])))]
+    return [Case("causal_mask(4) and lengths [4, 2, 3]", (np.tri(4, dtype=bool), (np.arange(4) < np.array([4, 2, 3])[:, None]))),
+            Case("neither mask (returns None)", (None, None))]
+
+
+def _neither(case: Case) -> bool:
+    return all(a is None for a in case.args) and all(v is None for v in case.kwargs.values())
 
 
 @core.graded
 def check_combine_masks(student, hidden: bool = False) -> None:
-    """Student ``combine_masks(attn_mask=None, key_padding=None)`` -> bool (B, T, S), their AND."""
+    """Student ``combine_masks(attn_mask=None, key_padding=None)`` -> bool (B, T, S), their AND; None for neither."""
     exercise = "combine_masks"
     cases = core.hidden_part(__name__).combine_cases() if hidden else _combine_cases()
-    compare_with_reference(student, ref.combine_masks, cases, exercise=exercise,
+    compare_with_reference(student, ref.combine_masks, [c for c in cases if not _neither(c)], exercise=exercise,
                            wrongs=core.wrongs(__name__, "COMBINE"), forbidden=FORBIDDEN)
     for case in cases:
         out = call_student(student, case, exercise, FORBIDDEN)
+        if _neither(case):
+            if out is not None:
+                raise AssertionError(
+                    f"{exercise}: on input '{case.label}' you returned {core._describe(out)}; with no mask given "
+                    "there is nothing to hide, and the docstring says: with neither, None (no mask at all, which "
+                    "attention reads as 'every key visible'). An array of made-up shape would break the "
+                    "broadcast against the scores.")
+            continue
         if out is not None:
             _require_bool_output(out, exercise, case.label)
 
@@ -138,7 +151,8 @@ def check_combine_masks(student, hidden: bool = False) -> None:
 # ---------------------------------------------------------------- to_additive
 def _additive_cases() -> list[Case]:
     return [Case("causal_mask(3)", (np.tri(3, dtype=bool),)),
-            Case("a padding mask, lengths [2, 4]", ((np.arange(4) < np.array([2, 4])[:, None]),))]
+            Case("a padding mask, lengths [2, 4]", ((np.arange(4) < np.array([2, 4])[:, None]),)),
+            Case("causal_mask(3) as a torch bool tensor", (torch.from_numpy(np.tri(3, dtype=bool)),))]
 
 
 @core.graded

@@ -54,7 +54,13 @@ def split_cases_from(rng, shapes) -> list[Case]:
 
 
 def _split_cases() -> list[Case]:
-    return split_cases_from(seeded(31), [((2, 3, 8), 2)])
+    rng = seeded(31)
+    cases = split_cases_from(rng, [((2, 3, 8), 2)])
+    cases += [Case(f"x of shape {s}, num_heads={h} ({note}: the docstring's (..., T, D) allows any)",
+                   (rng.normal(size=s), h)) for s, h, note in [((4, 6), 3, "no leading dim"),
+                                                             ((2, 2, 3, 4), 2, "two leading dims")]]
+    cases.append(Case("a torch tensor of shape (2, 3, 8), num_heads=4", (torch.from_numpy(rng.normal(size=(2, 3, 8))), 4)))
+    return cases
 
 
 def merge_cases_from(rng, shapes) -> list[Case]:
@@ -63,7 +69,10 @@ def merge_cases_from(rng, shapes) -> list[Case]:
 
 
 def _merge_cases() -> list[Case]:
-    return merge_cases_from(seeded(32), [(2, 2, 3, 4)])
+    rng = seeded(32)
+    cases = merge_cases_from(rng, [(2, 2, 3, 4)])
+    cases.append(Case("a torch tensor of shape (2, 3, 4, 2)", (torch.from_numpy(rng.normal(size=(2, 3, 4, 2))),)))
+    return cases
 
 
 def _same_kind(student, cases, exercise) -> None:

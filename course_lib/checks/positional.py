@@ -153,6 +153,10 @@ def _exponential_cases() -> list[Case]:
     ]
 
 
+def _exponential_raise_cases() -> list[Case]:
+    return [Case("min_half_life=5 with seq_len=16 (2^5 = 32 > 16)", (np.arange(4), 3, 16.0), {"min_half_life": 5.0})]
+
+
 @core.graded
 def check_exponential_basis(student, hidden: bool = False) -> None:
     """Student ``exponential_basis(distances, num_basis, seq_len, min_half_life=3.0)``, Enformer's convention."""
@@ -168,7 +172,7 @@ def check_exponential_basis(student, hidden: bool = False) -> None:
     assert_close(f[20], np.ones(4), f"{exercise}: every basis function is 1 at distance 0", atol=1e-6)
     assert_close(f[28, 0], 0.5, f"{exercise}: with the default min_half_life=3.0 the first basis function must "
                                 "halve at distance 2^3 = 8 (f_1(8) = 0.5)", atol=1e-6)
-    for case in core.hidden_part(__name__).exponential_raise_cases() if hidden else ():
+    for case in core.hidden_part(__name__).exponential_raise_cases() if hidden else _exponential_raise_cases():
         assert_raises(student, case, exercise, ValueError, "when 2^min_half_life > seq_len (the shortest "
                       "half-life would exceed the longest)", FORBIDDEN_EXPONENTIAL)
 

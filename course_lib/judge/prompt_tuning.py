@@ -61,8 +61,10 @@ def _wrong_attribute(model):
 
 WRONG_FREEZE = [
     Wrong("tied weights counted twice", _wrong_count_duplicates,
-          "the input embedding and the output layer share ONE tensor (tied weights); count each parameter "
-          "tensor once: sum(p.numel() for p in model.parameters()) skips the duplicate."),
+          "the input embedding and the output layer share ONE tensor (tied weights), and your count has it twice: "
+          "a listing that keeps duplicates (named_parameters(remove_duplicate=False), or every module's own "
+          "parameters added up) meets the shared tensor once per owner. Count each tensor once; the model's own "
+          "listing of its parameters already yields a shared tensor a single time."),
     Wrong("buffers counted as parameters", _wrong_count_state_dict,
           "state_dict() also holds buffers (running statistics, rotary tables) and lists tied weights twice; "
           "count model.parameters() only."),
@@ -73,8 +75,10 @@ WRONG_FREEZE = [
           "freeze EVERY parameter of the model (model.parameters()), including the output layer, not only the "
           "transformer body."),
     Wrong("requires_grad set on the module", _wrong_attribute,
-          "model.requires_grad = False only sets an attribute on the module object; set it on each parameter: "
-          "p.requires_grad_(False) for p in model.parameters() (or model.requires_grad_(False))."),
+          "assigning requires_grad = False to the MODULE only adds an attribute to that Python object: autograd "
+          "reads the flag of each parameter tensor, so every weight is still trainable. Switch the flag off on "
+          "the parameters themselves (each tensor has an in-place method for it, and so has a module, for all "
+          "of its parameters at once)."),
 ]
 
 
