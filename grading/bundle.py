@@ -14,12 +14,11 @@ everything is open). A graded class gets a bundle built from it:
   qualified name; each keeps its signature and docstring in its own module but its body
   raises ``NotImplementedError``; private helpers only those used go the same way. The judge's
   material (``course_lib/judge/``: hidden cases, known wrong answers, right alternatives, promise
-  breakers, the declarations) is left out of the copy, and a lesson's checks module whose judge
-  module is there is copied as it is (:func:`split`): no hidden case, seed or input ships, and a
-  public check called with ``hidden=True`` says so (``course_lib.checks.core.graded``). The checks
-  of a lesson not split yet (06, 08) are still rewritten: partially evaluated with ``hidden`` =
-  False (:func:`fold_hidden`), every answer they declare (``Wrong``, ``Right``, ``Breaks``: near-solutions
-  or solutions) replaced by a stub (:func:`student_edition_of_checks`);
+  breakers, the declarations) is left out of the copy, and every lesson's checks module is copied as it
+  is: no hidden case, seed or input ships, and a public check called with ``hidden=True`` says so
+  (``course_lib.checks.core.graded``). The one transformation left is the stubbing of withheld
+  references (:func:`student_edition_of_module`): a reference is the lesson's topic module itself,
+  which the notebooks also import for its building blocks, so it cannot be left out whole;
 * ``course_lib/checks/_stored.json``: the reference's and each known misconception's
   output on the *visible* tests' inputs only (captured by running the visible tests on
   the instructor's solutions, ``course_lib.checks.transcript`` capture mode). With it the
@@ -47,7 +46,6 @@ from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, REPO_DIR
 
 COURSE_LIB = os.path.join(REPO_DIR, "course_lib")
 NOT_RELEASED = "the reference solution of this exercise is not released yet: write your own in the notebook"
-_STUB_NAME = "_not_shipped"
 _MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 
 
@@ -83,7 +81,11 @@ def withheld(released: list[str]) -> dict[str, list[str]]:
     return registry.withheld([a for a in released if a in registry.assignments()])
 
 
-# ---------------------------------------------------------------- AST surgery
+# ---------------------------------------------------------------- withheld references: stubs that raise
+# The one rewriting of code left in an edition. A withheld reference lives in its lesson's topic module
+# (course_lib/bpe.py), which the notebooks import for its building blocks too: the module ships, the
+# reference's body does not (signature and docstring stay, so the notebook's stub matches them). The checks
+# and the judge's material need no rewriting: course_lib/judge/ is left out of the copy (write_course_lib).
 def _raise_body(message: str) -> list[ast.stmt]:
     return [ast.Raise(exc=ast.Call(func=ast.Name("NotImplementedError", ast.Load()),
                                    args=[ast.Constant(message)], keywords=[]), cause=None)]
@@ -109,20 +111,10 @@ def _loaded_names(node) -> set[str]:
            {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
 
 
-JUDGE_PREFIX = "_judge_"  # checks' private functions that only the judge's edition runs (see _strip_unused_private)
-JUDGE_ONLY = "built by the judge's edition of course_lib only (the repository); this edition holds its values as data"
-
-
-def _strip_unused_private(tree: ast.Module, roots: list, stub: str) -> int:
-    """Stub every top-level private function not reachable from ``roots`` (nodes). A function named
-    ``_judge_*`` (a checks module's builder of inputs, e.g. lesson 06's BPE that learns the merges its encode
-    cases use) is never reachable: its body raises, and what only it used is stubbed too; the edition gets
-    its values as data (:func:`write_inputs`)."""
+def _strip_unused_private(tree: ast.Module, roots: list) -> int:
+    """Stub every top-level private function or class not reachable from ``roots`` (nodes): the private helpers
+    only the stripped references used."""
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith("_")}
-    for name, node in list(defs.items()):
-        if name.startswith(JUDGE_PREFIX):
-            _strip_def(node, JUDGE_ONLY)
-            del defs[name]
     reachable: set[str] = set()
     todo = list(roots)
     while todo:
@@ -133,13 +125,8 @@ def _strip_unused_private(tree: ast.Module, roots: list, stub: str) -> int:
                 todo.append(defs[name])
     count = 0
     for name, node in defs.items():
-        if name not in reachable and name != _STUB_NAME:
-            if stub == "raise":
-                _strip_def(node, NOT_RELEASED)
-            else:
-                node.body = _keep_docstring(node.body) + [ast.Return(ast.Name(_STUB_NAME, ast.Load()))]
-                if isinstance(node, ast.ClassDef):
-                    node.body = _keep_docstring(node.body) + [ast.Pass()]
+        if name not in reachable:
+            _strip_def(node, NOT_RELEASED)
             count += 1
     return count
 
@@ -157,191 +144,8 @@ def student_edition_of_module(source: str, exercises: set[str]) -> tuple[str, li
     if not stripped:
         return source, []
     kept = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith("_"))]
-    _strip_unused_private(tree, kept, "raise")
+    _strip_unused_private(tree, kept)
     return ast.unparse(tree) + "\n", stripped
-
-
-# ---------------------------------------------------------------- hidden tests out: hidden is False
-
-
-def _takes_hidden_flag(node) -> bool | None:
-    """True: ``node`` has a ``hidden: bool`` parameter; False: a ``hidden`` parameter of another kind
-    (a tensor, say: it shadows); None: no ``hidden`` parameter."""
-    args = node.args
-    for a in args.posonlyargs + args.args + args.kwonlyargs:
-        if a.arg == "hidden":
-            ann = a.annotation
-            return isinstance(ann, ast.Name) and ann.id == "bool" or \
-                isinstance(ann, ast.Constant) and ann.value == "bool"
-    return None
-
-
-def _const(node) -> bool:
-    return isinstance(node, ast.Constant)
-
-
-class _FoldHidden(ast.NodeTransformer):
-    """Partial evaluation of a checks module with ``hidden`` = False.
-
-    Inside every function with a ``hidden: bool`` parameter, the name ``hidden`` becomes the
-    constant False; then ``a if False else b`` -> ``b``, ``if False: ...`` -> its else branch,
-    ``not False`` -> True, ``x or False`` -> ``x``, ``False and x`` -> False; statements after a
-    ``return`` or ``raise`` in the same block go. What only a hidden case used is then unreachable
-    (removed by :func:`student_edition_of_checks`)."""
-
-    def __init__(self, module: str = "course_lib.checks"):
-        self.active = [False]
-        self.module = module
-
-    def _function(self, node):
-        takes = _takes_hidden_flag(node)
-        self.active.append(self.active[-1] if takes is None else takes)
-        try:
-            self.generic_visit(node)
-        finally:
-            self.active.pop()
-        if takes and isinstance(node, ast.FunctionDef) and node.name.startswith("check_"):
-            # a public check called with hidden=True runs the hidden inputs the grader hands the kernel as data
-            # (core.run_hidden_from_feed); outside grading it says the hidden tests are not here
-            qualname = f"{self.module}.{node.name}"
-            guard = ast.parse(f"if hidden:\n    from course_lib.checks import core as _course_core\n"
-                              f"    return _course_core.run_hidden_from_feed({qualname!r}, student)").body[0]
-            at = 1 if ast.get_docstring(node) is not None else 0
-            node.body.insert(at, guard)
-        return node
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
-
-    def visit_Name(self, node):
-        if self.active[-1] and node.id == "hidden" and isinstance(node.ctx, ast.Load):
-            return ast.copy_location(ast.Constant(False), node)
-        return node
-
-    def visit_UnaryOp(self, node):
-        self.generic_visit(node)
-        if isinstance(node.op, ast.Not) and _const(node.operand):
-            return ast.copy_location(ast.Constant(not node.operand.value), node)
-        return node
-
-    def visit_BoolOp(self, node):
-        self.generic_visit(node)
-        is_or = isinstance(node.op, ast.Or)
-        values = []
-        for v in node.values:
-            if _const(v):
-                if bool(v.value) == is_or:  # True in an or, False in an and: decides the rest
-                    if not values:
-                        return ast.copy_location(ast.Constant(v.value), node)
-                    values.append(v)
-                    break
-                continue  # False in an or, True in an and: no effect on the truth value
-            values.append(v)
-        if not values:
-            return ast.copy_location(ast.Constant(not is_or), node)
-        if len(values) == 1:
-            return values[0]
-        node.values = values
-        return node
-
-    def visit_IfExp(self, node):
-        self.generic_visit(node)
-        if _const(node.test):
-            return node.body if node.test.value else node.orelse
-        return node
-
-    def visit_If(self, node):
-        self.generic_visit(node)
-        if _const(node.test):
-            return (node.body if node.test.value else node.orelse) or []
-        return node
-
-    def generic_visit(self, node):
-        super().generic_visit(node)
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and (not block or isinstance(block[0], ast.stmt)):
-                for i, stmt in enumerate(block):  # dead code after return / raise
-                    if isinstance(stmt, (ast.Return, ast.Raise)):
-                        del block[i + 1:]
-                        break
-                if not block and field == "body":
-                    block.append(ast.Pass())
-        return node
-
-
-def fold_hidden(source: str, module: str = "course_lib.checks") -> str:
-    """``source`` (the checks module ``module``) with ``hidden`` partially evaluated as False (see
-    :class:`_FoldHidden`)."""
-    tree = _FoldHidden(module).visit(ast.parse(source))
-    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
-
-
-class _StubDeclaredAnswers(ast.NodeTransformer):
-    """Every answer a checks module declares (a known wrong one, ``Wrong``; a right alternative, ``Right``; a
-    promise's breaking answer, ``Breaks``: near-solutions all) becomes the stub."""
-
-    def visit_Call(self, node):
-        from course_lib.checks.exercise import ANSWER_ARGUMENT
-
-        self.generic_visit(node)
-        # Right(...) or exercise.Right(...): by name either way
-        called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
-        if called in ANSWER_ARGUMENT:
-            at = ANSWER_ARGUMENT[called]
-            if len(node.args) > at:
-                node.args[at] = ast.Name(_STUB_NAME, ast.Load())
-            for kw in node.keywords:
-                if kw.arg == "fn":
-                    kw.value = ast.Name(_STUB_NAME, ast.Load())
-        return node
-
-
-def _remove_unreachable_private(tree: ast.Module) -> None:
-    """Remove private top-level assignments (tables of hidden inputs, say) that no public code reaches."""
-    def assigned(node) -> list[str]:
-        if isinstance(node, ast.Assign):
-            return [t.id for t in node.targets if isinstance(t, ast.Name)]
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            return [node.target.id]
-        return []
-
-    private = {}
-    for node in tree.body:
-        names = assigned(node) or ([node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [])
-        if names and all(n.startswith("_") and not n.startswith("__") for n in names):
-            for n in names:
-                private[n] = node
-    roots = [n for n in tree.body if not any(n is p for p in private.values())]
-    reachable: set[str] = set()
-    todo = list(roots)
-    while todo:
-        node = todo.pop()
-        for name in _loaded_names(node):
-            if name in private and name not in reachable:
-                reachable.add(name)
-                todo.append(private[name])
-    tree.body = [n for n in tree.body
-                 if not (assigned(n) and all(x in private and x not in reachable for x in assigned(n)))]
-
-
-def student_edition_of_checks(source: str, keep_hidden: bool = False, module: str = "course_lib.checks") -> str:
-    """A lesson's checks with the hidden cases folded away (``hidden`` is False: :func:`fold_hidden`; kept with
-    ``keep_hidden``) and every answer it declares (``Wrong``, ``Right``, ``Breaks``) replaced by a stub; private code
-    only those used is stubbed (functions) or removed (tables)."""
-    tree = _StubDeclaredAnswers().visit(ast.parse(source if keep_hidden else fold_hidden(source, module)))
-    stub = ast.parse(f"def {_STUB_NAME}(*args, **kwargs):\n"
-                     f"    raise RuntimeError('the answers the checks declare (wrong, right, breaking a promise) are "
-                     f"not shipped in the student edition')").body[0]
-    # after the module docstring and the __future__ import
-    at = 0
-    while at < len(tree.body) and (isinstance(tree.body[at], ast.ImportFrom) and tree.body[at].module == "__future__"
-                                   or at == 0 and isinstance(tree.body[0], ast.Expr)):
-        at += 1
-    tree.body.insert(at, stub)
-    roots = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith("_"))]
-    _strip_unused_private(tree, roots, "stub")
-    _remove_unreachable_private(tree)
-    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
 # ---------------------------------------------------------------- capture of the visible tests
@@ -383,49 +187,26 @@ def capture_all() -> dict:
     return store
 
 
-def write_inputs(module: str, folder: str, hidden: bool) -> str | None:
-    """For a checks module with input builders (``_judge_inputs(hidden)``: values by name, and
-    ``inputs_as_data``), write their values, built by the judge's edition, to the module's ``INPUTS_FILE``
-    name in ``folder``; the edition's module reads them there instead of building them. ``hidden``: the
-    hidden cases' inputs too (the grading kernel's edition), else the visible ones only (the students')."""
-    import importlib
-
-    judge = importlib.import_module(module)
-    build = getattr(judge, "_judge_inputs", None)
-    if build is None:
-        return None
-    path = os.path.join(folder, os.path.basename(judge.INPUTS_FILE))
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(judge.inputs_as_data(build(hidden)), fh, ensure_ascii=False)
-    return path
-
-
 JUDGE_DIR = os.path.join(COURSE_LIB, "judge")  # the judge's material (course_lib.judge): never in an edition
 
 
 def _left_out(folder: str, names: list[str]) -> set[str]:
     """What the copy of course_lib into an edition leaves out: the judge package, caches, and the data files an
-    edition is given by its builder (stored values, its marker, the input files)."""
-    out = set(shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json", "_edition.json",
-                                     "_inputs_*.json")(folder, names))
+    edition is given by its builder (stored values, its marker)."""
+    out = set(shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json", "_edition.json")(folder, names))
     if os.path.abspath(folder) == os.path.abspath(COURSE_LIB):
         out.add("judge")
     return out
 
 
-def split(checks_module: str) -> bool:
-    """Is ``checks_module`` ("course_lib.checks.masking") a lesson whose judge's material lives in a judge module
-    of its own (``course_lib/judge/<topic>.py``)? Its edition is then the file itself, copied."""
-    return os.path.isfile(os.path.join(JUDGE_DIR, checks_module.rsplit(".", 1)[1] + ".py"))
-
-
-def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -> dict[str, list[str]]:
+def write_course_lib(lib: str, released: list[str]) -> dict[str, list[str]]:
     """Write the students' edition of ``course_lib`` into ``lib``; return {file: names stripped}.
 
-    Every reference and equivalent the registry withholds (with ``released`` solutions out) is stripped in
-    its own module; the checks modules lose their known wrong implementations and, unless ``keep_hidden``,
-    their hidden cases (:func:`student_edition_of_checks`). ``keep_hidden``: the grading kernel's edition
-    (``grading.edition``), which runs the hidden tests' inputs through the student's functions."""
+    A copy of ``course_lib`` without ``course_lib/judge/`` (the judge's material) in which every reference and
+    equivalent the registry withholds (with ``released`` solutions out) is stripped in its own module
+    (:func:`student_edition_of_module`); every other file, the checks modules included, is copied as it is. No
+    edition holds a hidden case: the grading kernel's are handed to it as data beside ``course_lib``
+    (``grading.feed``)."""
     shutil.copytree(COURSE_LIB, lib, ignore=_left_out)
     secret = withheld(released)
     stripped_by_file: dict[str, list[str]] = {}
@@ -436,27 +217,19 @@ def write_course_lib(lib: str, released: list[str], keep_hidden: bool = False) -
             path = os.path.join(folder, f)
             rel = os.path.relpath(path, lib)
             module = "course_lib." + rel[:-3].replace(os.sep, ".").removesuffix(".__init__")
+            if rel.startswith("checks" + os.sep):
+                continue  # the checks ship as they are: what is the judge's lives in course_lib/judge/, left out
             with open(path) as fh:
                 source = fh.read()
-            if rel.startswith("checks" + os.sep):
-                if rel in (os.path.join("checks", n) for n in ("__init__.py", "core.py", "transcript.py",
-                                                               "registry.py", "exercise.py", "errors.py",
-                                                               "lessons.py", "scan.py")):
-                    continue
-                if split(module):
-                    continue  # its judge's material is in course_lib/judge/, which the copy left out: as it is
-                new = student_edition_of_checks(source, keep_hidden=keep_hidden, module=module)
-                write_inputs(module, os.path.dirname(path), hidden=keep_hidden)
-            else:
-                new, stripped = student_edition_of_module(source, set(secret.get(module, ())))
-                missing = sorted(set(secret.get(module, ())) - set(stripped))
-                if missing:
-                    raise RuntimeError(f"the exercise registry withholds {missing} from {module}, "
-                                       f"which defines no such top-level function or class")
-                if stripped:
-                    stripped_by_file[rel] = stripped
-            with open(path, "w") as fh:
-                fh.write(new)
+            new, stripped = student_edition_of_module(source, set(secret.get(module, ())))
+            missing = sorted(set(secret.get(module, ())) - set(stripped))
+            if missing:
+                raise RuntimeError(f"the exercise registry withholds {missing} from {module}, "
+                                   f"which defines no such top-level function or class")
+            if stripped:
+                stripped_by_file[rel] = stripped
+                with open(path, "w") as fh:
+                    fh.write(new)
     unknown = sorted(m for m in secret if not os.path.isfile(os.path.join(os.path.dirname(lib), *m.split("."))
                                                               + ".py"))
     if unknown:

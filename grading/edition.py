@@ -9,7 +9,7 @@ edition, with every reference. The sandboxed kernel that runs a submission mount
   bundle (``grading.bundle.write_course_lib``); assignments whose solutions are released
   (``c.CourseBundle.solutions_released``) keep theirs, as the students' bundle does;
 * no judge's material: ``course_lib/judge/`` (known wrong answers, right alternatives, promise breakers,
-  hidden cases) is not copied, and the lessons not split yet have their declared answers stubbed;
+  hidden cases) is not copied; the checks modules are copied as they are;
 * the checks hold no hidden case, seed or input, exactly as in the students' bundle: a hidden test's check
   (``course_lib.checks.core.graded``) runs the inputs the grader hands the kernel as data
   (``hidden_feed/`` beside ``course_lib``, written by the judge: ``grading.feed``);

@@ -2,7 +2,7 @@
 
 The grading kernel imports the students' edition of ``course_lib`` (``grading.edition``), in which the
 checks hold no hidden case, no hidden seed and nothing that builds one (they are in ``course_lib/judge/``,
-which the edition leaves out; lessons not split yet: ``grading.bundle.fold_hidden``): a
+which the edition leaves out): a
 ``check_*(student, hidden=True)`` there calls ``course_lib.checks.core.run_hidden_from_feed``. What
 it runs comes from here: the judge (this process, with the repository's ``course_lib``) runs every hidden
 test cell of the source notebooks on the instructor's solutions, in record mode, and keeps each call of

@@ -1054,14 +1054,16 @@ def test_the_templates_warm_ups_keep_the_checks_teacher_notes():
     assert out.stdout.split("\n")[:2] == ["True", "NotImplementedYet True"], out.stdout + out.stderr[-2000:]
 
 
-def test_a_kernel_that_swaps_the_kept_bpe_merges_scores_zero(monkeypatch):
-    """checks.bpe keeps the merges its encode cases use in memory (its warm_up, inherited by every
-    warm kernel). A student who empties them in the kernel gets outputs recorded on other inputs
-    than the test's; the verifier builds its own inputs, finds the record does not match them, and
-    the cell fails: the kernel records outputs, it never chooses the inputs they are judged on."""
+def test_a_record_made_on_swapped_bpe_merges_scores_zero(monkeypatch):
+    """The judge keeps the merges of lesson 06's hidden encode cases in memory (course_lib/judge/bpe.py, built once
+    per process); a kernel never holds them (its hidden inputs come as data, grading/feed.py). Whoever makes the
+    record on other merges (here: every kept input replaced by an empty one) gets outputs recorded on other inputs
+    than the test's; the verifier builds its own inputs, finds the record does not match them, and the cell fails:
+    the kernel records outputs, it never chooses the inputs they are judged on."""
     import json
 
     from course_lib.checks import bpe, transcript
+    from course_lib.judge import bpe as judge
     from grading import verify
 
     def encode(ids, merges):  # a right answer: the earliest-learned pair present, merged left to right
@@ -1080,20 +1082,20 @@ def test_a_kernel_that_swaps_the_kept_bpe_merges_scores_zero(monkeypatch):
         return ids
 
     cell = "checks.bpe.check_encode(encode_ids, hidden=True)\n"
-    with transcript.using("record") as state:  # an honest kernel: the right answer passes
+    with transcript.using("record") as state:  # an honest record: the right answer passes
         bpe.check_encode(encode, hidden=True)
         honest = json.loads(json.dumps(state.calls))  # as the notebook file carries them
     assert verify.verify_cell(cell, honest) is None
     bpe.warm_up()
-    kept = {k: type(v)(v) for k, v in bpe._BUILT.items()}
-    with monkeypatch.context() as m:  # in the kernel: every kept input replaced by an empty one (no merges)
-        m.setattr(bpe, "_BUILT", {k: type(v)() for k, v in kept.items()})
+    kept = {name: judge._input(name) for name in ("medical 80 merges", "medical 120 merges")}
+    with monkeypatch.context() as m:  # every kept input replaced by an empty one (no merges)
+        m.setattr(judge, "_input", lambda name: type(kept[name])())
         with transcript.using("record") as state:
             bpe.check_encode(encode, hidden=True)  # record mode never compares
             records = json.loads(json.dumps(state.calls))
-    assert bpe._BUILT == kept
+    assert judge._input("medical 80 merges") == kept["medical 80 merges"]
     verdict = verify.verify_cell(cell, records)
-    assert verdict is not None and "does not match input" in verdict and "'lowest'" in verdict, verdict
+    assert verdict is not None and "does not match input" in verdict and "hepatosplenomegaly" in verdict, verdict
 
 
 def test_warm_and_cold_kernels_give_the_same_outputs(warm_template, tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """course_lib.checks.bpe: every known wrong answer is caught and named, and calling the reference is an
-IntegrityError (right alternatives and promise-breaking answers are declared in course_lib/checks/bpe.py:
+IntegrityError (right alternatives and promise-breaking answers are declared in course_lib/judge/bpe.py:
 tests/test_exercises.py)."""
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import pytest
 from course_lib import bpe
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import bpe as checks
+from course_lib.judge import bpe as judge
 from named import wrong
 
 # wrong answers whose output equals another's on every input the hidden test tries (none known)
-# the independent right answers are declared with the exercises (course_lib/checks/bpe.py; each keeps full marks:
+# the independent right answers are declared with the exercises (course_lib/judge/bpe.py; each keeps full marks:
 # tests/test_exercises.py); the tests below build their wrong answers from them
-my_get_stats = checks._right_get_stats
-my_merge = checks._right_merge
-my_encode_ids = checks._right_encode_ids
+my_get_stats = judge._right_get_stats
+my_merge = judge._right_merge
+my_encode_ids = judge._right_encode_ids
 
 
 # ---------------------------------------------------------------- messages (every declared misconception's hidden test:
@@ -27,12 +28,12 @@ def _escape(text):
 
 
 @pytest.mark.parametrize("check, wrong", [
-    (checks.check_merge, wrong(checks.WRONG_MERGE, "_merge_overlap_twice")),           # 'aaa' -> [X, X]
-    (checks.check_word_counts, wrong(checks.WRONG_WORD_COUNTS, "_counts_no_marker")),
-    (checks.check_train, wrong(checks.WRONG_TRAIN, "_train_first_appearance")),
-    (checks.check_encode, wrong(checks.WRONG_ENCODE, "_encode_leftmost")),
-    (checks.check_decode, wrong(checks.WRONG_DECODE, "_decode_each_replace")),
-    (checks.check_decode, wrong(checks.WRONG_DECODE, "_decode_each_strict")),         # raises UnicodeDecodeError on 'café'
+    (checks.check_merge, wrong(judge.WRONG_MERGE, "_merge_overlap_twice")),           # 'aaa' -> [X, X]
+    (checks.check_word_counts, wrong(judge.WRONG_WORD_COUNTS, "_counts_no_marker")),
+    (checks.check_train, wrong(judge.WRONG_TRAIN, "_train_first_appearance")),
+    (checks.check_encode, wrong(judge.WRONG_ENCODE, "_encode_leftmost")),
+    (checks.check_decode, wrong(judge.WRONG_DECODE, "_decode_each_replace")),
+    (checks.check_decode, wrong(judge.WRONG_DECODE, "_decode_each_strict")),         # raises UnicodeDecodeError on 'café'
 ])
 def test_the_four_headline_misconceptions_are_named_by_the_visible_test(check, wrong):
     with pytest.raises(AssertionError, match=_escape(wrong.name)):
@@ -41,13 +42,13 @@ def test_the_four_headline_misconceptions_are_named_by_the_visible_test(check, w
 
 def test_messages_explain_the_fix():
     with pytest.raises(AssertionError, match=r"merge ONCE, left to right, giving \[X, a\]"):
-        checks.check_merge(wrong(checks.WRONG_MERGE, "_merge_overlap_twice").fn)
+        checks.check_merge(wrong(judge.WRONG_MERGE, "_merge_overlap_twice").fn)
     with pytest.raises(AssertionError, match="'</w>'"):
-        checks.check_word_counts(wrong(checks.WRONG_WORD_COUNTS, "_counts_no_marker").fn)
+        checks.check_word_counts(wrong(judge.WRONG_WORD_COUNTS, "_counts_no_marker").fn)
     with pytest.raises(AssertionError, match="TRAINING order"):
-        checks.check_encode(wrong(checks.WRONG_ENCODE, "_encode_leftmost").fn)
+        checks.check_encode(wrong(judge.WRONG_ENCODE, "_encode_leftmost").fn)
     with pytest.raises(AssertionError, match="bytes TOGETHER"):
-        checks.check_decode(wrong(checks.WRONG_DECODE, "_decode_each_replace").fn)
+        checks.check_decode(wrong(judge.WRONG_DECODE, "_decode_each_replace").fn)
 
 
 def test_an_unnamed_wrong_answer_still_fails_with_expected_and_got():
@@ -141,53 +142,37 @@ def test_stub_is_not_implemented_yet():
 
 
 def test_the_cases_merges_are_trained_once_and_never_shared_between_cases():
+    """The judge's hidden merges are learned once per process (warm_up), and each case gets a copy of its own."""
     def hepato(cases):
         return next(c for c in cases if "hepatosplenomegaly" in c.label).args[1]
 
-    checks._BUILT.clear()
-    checks.warm_up()
-    assert set(checks._BUILT) == {"toy word counts", "lowest merges", "medical 80 merges", "medical 120 merges",
-                                  "sample encoded with 120 merges"}
-    merges = hepato(checks._encode_cases(True))
+    judge._built.cache_clear()
+    checks.warm_up()  # the checks module's warm_up builds the judge's inputs where the judge module is there
+    assert judge._built.cache_info().currsize == 3
+    merges = hepato(judge.encode_cases())
     assert len(merges) == 80
     merges.clear()  # an answer that empties its input (caught as in place) cannot change the next case
-    again = hepato(checks._encode_cases(True))
+    again = hepato(judge.encode_cases())
     assert len(again) == 80 and again is not merges
-    words = checks._byte_words(checks._medical_sample(6_000))
+    words = judge._byte_words(judge._medical_sample(6_000))
     assert again == bpe.train_naive(words, 80)  # the judge's inputs are the reference's training
-    assert checks._input("sample encoded with 120 merges") == bpe.encode_ids(
-        list(checks._DECODE_SAMPLE.encode()), checks._input("medical 120 merges"))
-    assert checks._input("toy word counts") == bpe.word_counts(checks._TOY)
+    assert judge._input("sample encoded with 120 merges") == bpe.encode_ids(
+        list(judge._DECODE_SAMPLE.encode()), judge._input("medical 120 merges"))
+    checks.check_encode(my_encode_ids, hidden=True)
 
 
-def test_an_edition_reads_the_inputs_as_data_and_holds_no_bpe(tmp_path):
-    """The students' and the kernel's editions get lesson 06's BPE-built inputs as data (grading.bundle
-    write_inputs): the same values, read back; the private BPE that built them is not in the edition."""
-    import importlib.util
-
-    from grading import bundle
-
-    src = open(checks.__file__, encoding="utf-8").read()
-    (tmp_path / "bpe.py").write_text(bundle.student_edition_of_checks(src, keep_hidden=True))
-    bundle.write_inputs("course_lib.checks.bpe", str(tmp_path), hidden=True)
-    # named inside course_lib.checks: its EXERCISES declare checks of a course_lib.checks module
-    spec = importlib.util.spec_from_file_location("course_lib.checks.edition_bpe", tmp_path / "bpe.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    for name in ("toy word counts", "lowest merges", "medical 80 merges", "medical 120 merges",
-                 "sample encoded with 120 merges"):
-        assert mod._input(name) == checks._input(name), name
+def test_the_visible_cases_data_is_what_the_bpe_learns():
+    """The visible cases' word counts and merges are written in the shipped checks as data (no BPE ships with
+    them); they are what the reference's word_counts and train_naive, and the judge's private BPE, build."""
     import ast
 
-    bodies = {n.name: n.body for n in ast.parse((tmp_path / "bpe.py").read_text()).body
-              if isinstance(n, ast.FunctionDef)}
-    for name in ("_judge_inputs", "_judge_train", "_judge_word_counts", "_judge_encode", "_train_with",
-                 "_encode_with", "_merge", "_stats"):
-        code = [b for b in bodies[name] if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
-        assert len(code) == 1 and isinstance(code[0], (ast.Raise, ast.Return)), (name, ast.unparse(code[0]))
-        assert isinstance(code[0], ast.Raise) or ast.unparse(code[0]) == "return _not_shipped", name
-    (tmp_path / "_inputs_bpe.json").unlink()
-    mod._BUILT.clear()
-    with pytest.raises(NotImplementedError, match="judge's edition"):
-        mod._input("lowest merges")
-    checks.check_encode(my_encode_ids, hidden=True)
+    toy = bpe.word_counts(checks._TOY)
+    assert dict(checks._TOY_WORD_COUNTS) == toy
+    assert list(dict(checks._TOY_WORD_COUNTS)) == list(toy)  # the same order of first appearance
+    words = bpe.chunk_counts("low lower newest widest lowest " * 3)
+    assert checks._lowest_merges() == bpe.train_naive(words, 12) == judge._train_with(words, 12, 256)
+    assert list(checks._lowest_merges().items()) == list(bpe.train_naive(words, 12).items())
+    # the shipped checks hold no BPE of their own: no loop that learns or applies merges
+    tree = ast.parse(open(checks.__file__, encoding="utf-8").read())
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert not defined & {"_stats", "_merge", "_train_with", "_encode_with", "_input", "_built"}, defined

@@ -11,12 +11,13 @@ from torch import nn
 from course_lib import clinical as ref
 from course_lib.checks import IntegrityError, NotImplementedYet
 from course_lib.checks import clinical as chk
+from course_lib.judge import clinical as judge
 from named import assert_named_alone, declared_wrong_answers
 
 
 # the independent right answers are declared with the exercises (course_lib/checks/clinical.py; each keeps full
 # marks: tests/test_exercises.py); the tests below use some of them
-freeze_by_ids = chk._right_freeze_by_ids
+freeze_by_ids = judge._right_freeze_by_ids
 
 
 WRONG_ANSWERS = declared_wrong_answers("08_clinical_text")
@@ -61,18 +62,18 @@ def test_cosine_builtin_is_refused():
 
 def test_checks_leave_global_rng_alone():
     state = torch.get_rng_state()
-    for check, fn in ((chk.check_mean_pool, chk._right_mean_pool_einsum),
-                      (chk.check_cosine_top_k, chk._right_cosine_lexsort),
-                      (chk.check_freeze_for_probe, chk._right_freeze_dot_prefix),
-                      (chk.check_attention_rollout, chk._right_rollout_float32)):
+    for check, fn in ((chk.check_mean_pool, judge._right_mean_pool_einsum),
+                      (chk.check_cosine_top_k, judge._right_cosine_lexsort),
+                      (chk.check_freeze_for_probe, judge._right_freeze_dot_prefix),
+                      (chk.check_attention_rollout, judge._right_rollout_float32)):
         check(fn)
     assert torch.equal(torch.get_rng_state(), state)
 
 
 def test_required_misconceptions_are_named():
-    assert {"padding averaged in", "divided by the padded length"} <= {w.name for w in chk.WRONG_MEAN_POOL}
+    assert {"padding averaged in", "divided by the padded length"} <= {w.name for w in judge.WRONG_MEAN_POOL}
     assert {"unnormalised dot product", "normalised over the wrong axis", "ties broken by the larger index"} <= \
-        {w.name for w in chk.WRONG_COSINE_TOP_K}
+        {w.name for w in judge.WRONG_COSINE_TOP_K}
 
 
 # ---------------------------------------------------------------- freezing judged from values (issue 33 item 2)

@@ -77,51 +77,18 @@ def test_lessons_01_to_07_give_three_right_alternatives(e):
 
 @pytest.mark.parametrize("topic", sorted({e.module.rsplit(".", 1)[1] for e in registry.exercises()}))
 def test_the_students_edition_ships_no_declared_answer(topic):
-    """In the students' (and the kernel's) edition of a checks module every declared answer is the stub, and no
-    private function that held one keeps a body (near-solutions: a blank answer must not find them)."""
-    from course_lib.checks.exercise import ANSWER_ARGUMENT
-    from grading import bundle
-
+    """A lesson's declared answers (known wrong ones, right alternatives, promise breakers: near-solutions) live in
+    its judge module, course_lib/judge/<topic>.py, which no edition holds; the checks module, which ships as it is,
+    declares none and defines none."""
     path = os.path.join(os.path.dirname(registry.__file__), f"{topic}.py")
     with open(path) as fh:
-        source = fh.read()
-    if bundle.split(f"course_lib.checks.{topic}"):
-        # its declared answers live in course_lib/judge/<topic>.py, which no edition holds; the checks module ships
-        # as it is, and declares none
-        tree = ast.parse(source)
-        calls = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)
-                 and (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in ANSWER_ARGUMENT]
-        defs = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
-                and n.name.startswith(("_right_", "_breaks_", "_judge_"))]
-        assert not calls and not defs, (calls, defs)
-        return
-    for keep_hidden in (False, True):
-        tree = ast.parse(bundle.student_edition_of_checks(source, keep_hidden=keep_hidden,
-                                                          module=f"course_lib.checks.{topic}"))
-        declared = 0
-        for node in ast.walk(tree):
-            called = getattr(node.func, "id", None) or getattr(node.func, "attr", None) if isinstance(node, ast.Call) \
-                else None
-            if called in ANSWER_ARGUMENT:
-                answer = node.args[ANSWER_ARGUMENT[called]]
-                assert isinstance(answer, ast.Name) and answer.id == bundle._STUB_NAME, ast.unparse(node)
-                declared += 1
-        assert declared >= len(registry.exercises(
-            next(e.assignment for e in registry.exercises() if e.module.endswith("." + topic))))
-        kept = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith(("_right_", "_breaks_"))
-                and not (len(n.body) <= 2 and isinstance(n.body[-1], ast.Return)
-                         and isinstance(n.body[-1].value, ast.Name) and n.body[-1].value.id == bundle._STUB_NAME)]
-        assert not kept, f"course_lib.checks.{topic}: the students' edition keeps the bodies of {kept}"
-
-
-def test_an_answer_declared_through_the_module_is_stubbed_too():
-    from grading import bundle
-
-    source = ("from course_lib.checks import exercise\n"
-              "EXERCISES = (exercise.Right(lambda x: x + 1), exercise.Breaks('p', lambda x: x, 'w'))\n")
-    tree = ast.parse(bundle.student_edition_of_checks(source))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") in ("Right", "Breaks")]
-    assert len(calls) == 2 and not any(isinstance(n, ast.Lambda) for n in ast.walk(tree)), ast.unparse(tree)
+        tree = ast.parse(fh.read())
+    assert os.path.isfile(os.path.join(os.path.dirname(os.path.dirname(path)), "judge", f"{topic}.py")), topic
+    calls = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) in ("Wrong", "Right", "Breaks")]
+    defs = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+            and n.name.startswith(("_right_", "_breaks_", "_judge_"))]
+    assert not calls and not defs, (calls, defs)
 
 
 def test_a_declaration_says_what_is_missing():

@@ -1,13 +1,14 @@
 """Lesson 06: the promise of dicts in order of first appearance holds when graded outside the kernel too (the
-promises, with the answer that breaks each, are declared in course_lib/checks/bpe.py: tests/test_exercises.py)."""
+promises, with the answer that breaks each, are declared in course_lib/judge/bpe.py: tests/test_exercises.py)."""
 import pytest
 
 from course_lib.checks import bpe as C
+from course_lib.judge import bpe as J
 
-# the right answers are declared with the exercises (course_lib/checks/bpe.py), with the answers that break each
+# the right answers are declared with the exercises (course_lib/judge/bpe.py), with the answers that break each
 # promise (tests/test_exercises.py tests them); the test below sorts their dicts
-my_get_stats = C._right_get_stats
-my_word_counts = C._right_word_counts
+my_get_stats = J._right_get_stats
+my_word_counts = J._right_word_counts
 
 
 @pytest.mark.parametrize("check, answer", [

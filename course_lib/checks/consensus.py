@@ -61,23 +61,27 @@ def _random_seq(rng, n):
 
 
 # ---------------------------------------------------------------- edit_distance
+def edit_cases_from(rng, fixed: list[Case], lengths: tuple[int, int]) -> list[Case]:
+    """``fixed``, then three random pairs drawn from ``rng``, each string's length in ``range(*lengths)``."""
+    cases = list(fixed)
+    for k in range(3):
+        cases.append(
+            Case(
+                f"random pair {k}",
+                (_random_seq(rng, int(rng.integers(*lengths))), _random_seq(rng, int(rng.integers(*lengths)))),
+            )
+        )
+    return cases
+
+
 def _edit_cases():
-    rng = seeded(1101)
-    cases = [
+    return edit_cases_from(seeded(1101), [
         Case("ACGT vs AGT", ("ACGT", "AGT")),
         Case("empty vs AC", ("", "AC")),
         Case("GATTACA vs GCATGCT", ("GATTACA", "GCATGCT")),
         Case("identical", ("ACCA", "ACCA")),
         Case("TTAC vs empty", ("TTAC", "")),
-    ]
-    for k in range(3):
-        cases.append(
-            Case(
-                f"random pair {k}",
-                (_random_seq(rng, int(rng.integers(5, 15))), _random_seq(rng, int(rng.integers(5, 15)))),
-            )
-        )
-    return cases
+    ], (5, 15))
 
 
 def _check_ops(ops, a, b, distance, exercise, label):
@@ -157,18 +161,23 @@ def _simulate(rng, backbone, p_sub=0.06, p_ins=0.08, p_del=0.05):
     return "".join(read), "".join(ops)
 
 
-def _pileup_cases():
-    rng = seeded(1111)
+def pileup_cases_from(rng, sizes, last: Case) -> list[Case]:
+    """The docstring's example, R reads simulated from ``rng`` on a random backbone of L bases for each (L, R) of
+    ``sizes``, then ``last``."""
     cases = [Case("docstring example (backbone ATC)", (["AC", "AGC"], ["=D=", "=X="], 3))]
-    sizes = [(12, 3), (20, 5)]
     for L, R in sizes:
         backbone = _random_seq(rng, L)
         pairs = [_simulate(rng, backbone, p_sub=0.1, p_ins=0.15, p_del=0.15) for _ in range(R)]
         cases.append(
             Case(f"{R} simulated reads on a backbone of {L}", ([p[0] for p in pairs], [p[1] for p in pairs], L))
         )
-    cases.append(Case("a deletion before an insertion", (["ACT"], ["=D=I"], 3)))
+    cases.append(last)
     return cases
+
+
+def _pileup_cases():
+    return pileup_cases_from(seeded(1111), [(12, 3), (20, 5)],
+                             Case("a deletion before an insertion", (["ACT"], ["=D=I"], 3)))
 
 
 @core.graded
@@ -190,9 +199,8 @@ def check_pileup(student, hidden: bool = False) -> None:
 
 
 # ---------------------------------------------------------------- soft_alignment_loss
-def _loss_cases(dtype=torch.float64):
-    rng = seeded(1121)
-    shapes = [(2, 4, 3, 1.0), (3, 5, 6, 0.1), (2, 6, 5, 0.01)]
+def loss_cases_from(rng, shapes, dtype=torch.float64) -> list[Case]:
+    """One case per (B, N, M, gamma) of ``shapes``, logits of ``dtype`` and padded labels drawn from ``rng``."""
     cases = []
     for B, N, M, gamma in shapes:
         logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 3).to(dtype)
@@ -201,6 +209,10 @@ def _loss_cases(dtype=torch.float64):
             target[b, M - b :] = 0
         cases.append(Case(f"B={B}, N={N}, M={M}, gamma={gamma}", (logits, target, gamma)))
     return cases
+
+
+def _loss_cases(dtype=torch.float64):
+    return loss_cases_from(seeded(1121), [(2, 4, 3, 1.0), (3, 5, 6, 0.1), (2, 6, 5, 0.01)], dtype)
 
 
 def _grad_of(fn, logits, target, gamma):
@@ -248,15 +260,18 @@ def check_soft_alignment_loss(student, hidden: bool = False) -> None:
 
 
 # ---------------------------------------------------------------- positionwise_cross_entropy
-def _ce_cases():
-    rng = seeded(1131)
-    shapes = [(2, 5, 3), (3, 4, 4)]
+def ce_cases_from(rng, shapes) -> list[Case]:
+    """One case per (B, N, M) of ``shapes``, logits and labels drawn from ``rng``."""
     cases = []
     for B, N, M in shapes:
         logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 2)
         target = torch.from_numpy(rng.integers(0, 5, size=(B, M)))
         cases.append(Case(f"B={B}, N={N}, M={M}", (logits, target)))
     return cases
+
+
+def _ce_cases():
+    return ce_cases_from(seeded(1131), [(2, 5, 3), (3, 4, 4)])
 
 
 @core.graded

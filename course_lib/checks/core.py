@@ -597,7 +597,7 @@ _JUDGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 
 def judge(module: str):
     """The judge module of the checks module ``module`` ("course_lib.checks.masking" -> course_lib.judge.masking),
-    or None in an edition that leaves the judge package out (or a lesson not split yet).
+    or None in an edition that leaves the judge package out.
 
     Only the file beside this very copy of ``course_lib`` counts (``course_lib/judge/<topic>.py``): an edition
     run where the repository's package is installed too (an editable install's finder resolves submodules it
@@ -742,9 +742,8 @@ def _feed_file(module: str) -> str:
 
 
 def run_hidden_from_feed(check: str, student: Callable) -> None:
-    """A hidden test in the students' edition, which holds no hidden input (a split lesson's check is sent here by
-    :func:`graded` where there is no judge module; a lesson not split yet by ``grading.bundle``, which folds its
-    hidden cases away and makes every ``check_*(student, hidden=True)`` call this).
+    """A hidden test in the students' edition, which holds no hidden input (a check is sent here by :func:`graded`
+    where there is no judge module).
 
     In the grading kernel (record mode) the inputs come as data: the judge ran the hidden check on the
     instructor's solutions and wrote, for each call of the student's function, the exercise, the input, the

@@ -1,12 +1,12 @@
-"""One graded exercise, declared once, beside its checks.
+"""One graded exercise, declared once, beside its hidden cases and declared answers.
 
-Each lesson's checks module (``course_lib/checks/<topic>.py``) ends with its ``EXERCISES``: one
-:func:`declare` per exercise, which says
+Each lesson's judge module (``course_lib/judge/<topic>.py``) holds its ``EXERCISES``: one :func:`declare` per
+exercise, in that exercise's block, which says
 
 * which assignment and which solution-cell name (``name``) it is, and so its reference
   (``course_lib.<topic>.<name>``);
-* the check functions its graded cells call (their visible cases, and the hidden ones under ``if hidden:``,
-  which the students' and the kernel's editions fold away; how outputs compare, through
+* the check functions its graded cells call (in ``course_lib/checks/<topic>.py``, with their visible cases; a
+  check takes its hidden ones from the judge module, ``core.hidden_part``; outputs compare through
   ``core.compare_with_reference``);
 * ``misconceptions``: the known wrong answers its checks name (the ``WRONG_*`` list of ``Wrong(name, fn,
   message)`` the check uses: ``tests/test_exercises.py`` holds the two the same); each must get its message
@@ -23,11 +23,11 @@ Each lesson's checks module (``course_lib/checks/<topic>.py``) ends with its ``E
 * ``right``: right alternatives (another dtype, einsum or a loop, another valid formulation), each a
   :class:`Right` that must keep full marks in the visible and the hidden test.
 
-``course_lib.checks.registry`` gathers every module's ``EXERCISES`` in lesson order, and the tests are
+``course_lib.checks.registry`` gathers every judge module's ``EXERCISES`` in lesson order, and the tests are
 parametrised over it (``tests/test_exercises.py``): adding an exercise adds its tests. The answers of
-``Right`` and ``Breaks`` are near-solutions: the students' and the kernel's editions replace them by a stub,
-as they do the known wrong answers of ``Wrong`` (``grading.bundle.student_edition_of_checks``), so their
-helpers must be private (``_right_*``, ``_breaks_*``).
+``Right`` and ``Breaks`` are near-solutions, as are the known wrong answers of ``Wrong``: they live in the
+lesson's judge module (``course_lib/judge/<topic>.py``), which the students' and the kernel's editions leave
+out, and are private there (``_right_*``, ``_breaks_*``).
 """
 from __future__ import annotations
 
@@ -54,10 +54,6 @@ class Breaks:
     fn: Callable
     words: str
     hidden: bool = True
-
-
-# the positional index of the answer in each declaration a students' edition strips (grading.bundle)
-ANSWER_ARGUMENT = {"Wrong": 1, "Breaks": 1, "Right": 0}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -70,8 +70,8 @@ def _t(rng, *shape, dtype=torch.float64, scale=1.0):
 
 
 # ---------------------------------------------------------------- prepend_soft_prompt
-def _prepend_cases() -> list[Case]:
-    rng = seeded(9)
+def prepend_cases_from(rng, more=None) -> list[Case]:
+    """The prepend_soft_prompt cases drawn from ``rng``, then ``more(rng)``'s."""
     m1 = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
     cases = [
         Case("B=2, T=4, d=3, P=2, right padding", (_t(rng, 2, 4, 3), m1, _t(rng, 2, 3))),
@@ -81,7 +81,13 @@ def _prepend_cases() -> list[Case]:
         ),
         Case("B=1, T=3, d=2, P=1", (_t(rng, 1, 3, 2), torch.ones(1, 3, dtype=torch.long), _t(rng, 1, 2))),
     ]
+    if more is not None:
+        cases += more(rng)
     return cases
+
+
+def _prepend_cases() -> list[Case]:
+    return prepend_cases_from(seeded(9))
 
 
 @core.graded
@@ -123,23 +129,31 @@ def _observe_prompt_grad(prompt):
 
 
 # ---------------------------------------------------------------- answer_only_labels
-def _label_cases() -> list[Case]:
-    rng = seeded(19)
+def label_batch(rng, B, T, lengths, starts, P, label) -> Case:
+    """A batch of B rows of T ids drawn from ``rng`` (row b: ``lengths[b]`` real tokens, its answer from
+    ``starts[b]``), with a soft prompt of P positions."""
+    ids = torch.from_numpy(rng.integers(1, 50, size=(B, T)))
+    m = torch.zeros(B, T, dtype=torch.long)
+    for b, n in enumerate(lengths):
+        m[b, :n] = 1
+        ids[b, n:] = 0
+    return Case(label, (ids, m, P, torch.tensor(starts)))
 
-    def batch(B, T, lengths, starts, P, label):
-        ids = torch.from_numpy(rng.integers(1, 50, size=(B, T)))
-        m = torch.zeros(B, T, dtype=torch.long)
-        for b, n in enumerate(lengths):
-            m[b, :n] = 1
-            ids[b, n:] = 0
-        return Case(label, (ids, m, P, torch.tensor(starts)))
 
+def label_cases_from(rng, more=None) -> list[Case]:
+    """The answer_only_labels cases drawn from ``rng``, then ``more(rng)``'s."""
     cases = [
-        batch(2, 6, [6, 4], [3, 2], 2, "B=2, T=6, P=2, second row padded"),
-        batch(3, 5, [5, 5, 3], [1, 4, 2], 3, "B=3, T=5, P=3, one-token answer"),
-        batch(1, 4, [4], [2], 0, "B=1, T=4, no soft prompt (P=0)"),
+        label_batch(rng, 2, 6, [6, 4], [3, 2], 2, "B=2, T=6, P=2, second row padded"),
+        label_batch(rng, 3, 5, [5, 5, 3], [1, 4, 2], 3, "B=3, T=5, P=3, one-token answer"),
+        label_batch(rng, 1, 4, [4], [2], 0, "B=1, T=4, no soft prompt (P=0)"),
     ]
+    if more is not None:
+        cases += more(rng)
     return cases
+
+
+def _label_cases() -> list[Case]:
+    return label_cases_from(seeded(19))
 
 
 @core.graded
@@ -156,20 +170,23 @@ def check_answer_only_labels(student, hidden: bool = False) -> None:
 
 
 # ---------------------------------------------------------------- option_log_likelihood
-def _ll_cases() -> list[Case]:
-    rng = seeded(29)
+def ll_case(rng, B, L, V, scored, label, dtype=torch.float64, **kw) -> Case:
+    """Logits (B, L, V) drawn from ``rng`` and labels scored on ``scored[b]`` = (lo, hi) of row b (IGNORE
+    elsewhere); ``kw``: the call's keyword arguments (normalise)."""
+    lg = _t(rng, B, L, V, dtype=dtype, scale=2.0)
+    lab = torch.full((B, L), IGNORE, dtype=torch.long)
+    for b, (lo, hi) in enumerate(scored):
+        lab[b, lo:hi] = torch.from_numpy(rng.integers(0, V, size=hi - lo))
+    return Case(label, (lg, lab), kw)
 
-    def case(B, L, V, scored, label, dtype=torch.float64, **kw):
-        lg = _t(rng, B, L, V, dtype=dtype, scale=2.0)
-        lab = torch.full((B, L), IGNORE, dtype=torch.long)
-        for b, (lo, hi) in enumerate(scored):
-            lab[b, lo:hi] = torch.from_numpy(rng.integers(0, V, size=hi - lo))
-        return Case(label, (lg, lab), kw)
 
+def ll_cases_from(rng, more=None) -> list[Case]:
+    """The option_log_likelihood cases drawn from ``rng``, then ``more(rng)``'s."""
     cases = [
-        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, summed"),
-        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, normalise=True", normalise=True),
-        case(
+        ll_case(rng, 2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, summed"),
+        ll_case(rng, 2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, normalise=True", normalise=True),
+        ll_case(
+            rng,
             3,
             4,
             6,
@@ -177,9 +194,15 @@ def _ll_cases() -> list[Case]:
             "B=3, L=4, V=6, options of 3, 1 and 2 tokens, normalise=True",
             normalise=True,
         ),
-        case(1, 3, 5, [(1, 3)], "B=1, L=3, V=5, normalise=False", normalise=False),
+        ll_case(rng, 1, 3, 5, [(1, 3)], "B=1, L=3, V=5, normalise=False", normalise=False),
     ]
+    if more is not None:
+        cases += more(rng)
     return cases
+
+
+def _ll_cases() -> list[Case]:
+    return ll_cases_from(seeded(29))
 
 
 @core.graded

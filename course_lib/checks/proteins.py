@@ -80,8 +80,8 @@ def _random_protein(rng, n, extra=""):
     return "".join(letters[i] for i in rng.integers(0, len(letters), size=n))
 
 
-def _encode_cases() -> list[Case]:
-    rng = seeded(10)
+def encode_cases_from(rng, more=None) -> list[Case]:
+    """The encode_proteins cases drawn from ``rng``, then ``more(rng)``'s."""
     cases = [
         Case("['MK', 'W']", (["MK", "W"],)),
         Case("['MKTAYIAK', 'mkt', 'ACDX'] (lower case, X)", (["MKTAYIAK", "mkt", "ACDX"],)),
@@ -92,11 +92,17 @@ def _encode_cases() -> list[Case]:
         Case("['', 'G'] (an empty sequence)", (["", "G"],)),
         Case("2 short proteins, max_len=40 (longer than both)", (["MKV", "PPGW"],), {"max_len": 40}),
     ]
+    if more is not None:
+        cases += more(rng)
     return cases
 
 
-def _kmer_cases() -> list[Case]:
-    rng = seeded(11)
+def _encode_cases() -> list[Case]:
+    return encode_cases_from(seeded(10))
+
+
+def kmer_cases_from(rng, more=None) -> list[Case]:
+    """The kmer_vectors cases drawn from ``rng``, then ``more(rng)``'s."""
     cases = [
         Case("['AACD'], k=2", (["AACD"],), {"k": 2}),
         Case("['MKVLAAGMKV', 'CA'], k=2", (["MKVLAAGMKV", "CA"],), {"k": 2}),
@@ -104,7 +110,13 @@ def _kmer_cases() -> list[Case]:
         Case("['mkvl', 'AC'] (lower case; a sequence shorter than k), k=3", (["mkvl", "AC"],), {"k": 3}),
         Case("['GGGGGG', 'ACDEFG'], k=1", (["GGGGGG", "ACDEFG"],), {"k": 1}),
     ]
+    if more is not None:
+        cases += more(rng)
     return cases
+
+
+def _kmer_cases() -> list[Case]:
+    return kmer_cases_from(seeded(11))
 
 
 def _favor_case(g, label, B, H, L, d, m, lengths, scale=1.0):
@@ -116,14 +128,20 @@ def _favor_case(g, label, B, H, L, d, m, lengths, scale=1.0):
     return Case(label, (q, k, v, w, keep))
 
 
-def _favor_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(12)
+def favor_cases_from(g, more=None) -> list[Case]:
+    """The favor_padded_attention cases drawn from the generator ``g``, then ``more(g)``'s."""
     cases = [
         _favor_case(g, "B=2, H=2, L=6, d=4, m=16, lengths [4, 6]", 2, 2, 6, 4, 16, [4, 6]),
         _favor_case(g, "B=3, H=1, L=5, d=8, m=32, lengths [5, 1, 3]", 3, 1, 5, 8, 32, [5, 1, 3]),
         _favor_case(g, "B=1, H=4, L=7, d=4, m=8, no padding", 1, 4, 7, 4, 8, [7]),
     ]
+    if more is not None:
+        cases += more(g)
     return cases
+
+
+def _favor_cases() -> list[Case]:
+    return favor_cases_from(torch.Generator().manual_seed(12))
 
 
 def _namer(seed: int, vocab: int = 12, d: int = 16):
@@ -147,12 +165,12 @@ def _namer(seed: int, vocab: int = 12, d: int = 16):
     return model.eval()
 
 
-def _greedy_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(13)
+def greedy_cases_from(g, configs, model_seed_offset: int = 0) -> list[Case]:
+    """One case per (index, source lengths, max_len) of ``configs``: a ProteinNamer seeded 100 * index +
+    ``model_seed_offset`` and source ids drawn from the generator ``g``."""
     cases = []
-    configs = [(0, [9, 4, 6, 2], 8), (1, [5, 5, 3], 6), (2, [7], 3), (3, [10, 3, 8, 6, 1], 12)]
     for seed, lengths, max_len in configs:
-        model = _namer(100 * seed + 0)
+        model = _namer(100 * seed + model_seed_offset)
         S = max(lengths)
         ids = torch.randint(len(ref.SPECIALS), len(ref.AA_VOCAB), (len(lengths), S), generator=g)
         keep = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
@@ -161,6 +179,13 @@ def _greedy_cases() -> list[Case]:
             Case(f"{len(lengths)} proteins of lengths {lengths}, max_len={max_len}", (model, ids, keep, max_len))
         )
     return cases
+
+
+_GREEDY_CONFIGS = [(0, [9, 4, 6, 2], 8), (1, [5, 5, 3], 6), (2, [7], 3), (3, [10, 3, 8, 6, 1], 12)]
+
+
+def _greedy_cases() -> list[Case]:
+    return greedy_cases_from(torch.Generator().manual_seed(13), _GREEDY_CONFIGS)
 
 
 # ---------------------------------------------------------------- helpers

@@ -6,11 +6,10 @@
     registry.exercise("06_bpe", "train_naive").equivalents
     registry.withheld(["01_attention"])       # qualified names the students' edition leaves out
 
-An exercise is declared once, in its lesson's judge module (``course_lib/judge/<topic>.py``, ``EXERCISES``,
-one block per exercise with its hidden cases and declared answers; a lesson not split yet declares at the end of
-its checks module); :mod:`course_lib.checks.exercise` says what a declaration holds: reference, checks,
-equivalents, the docstring's promises with an answer that breaks each, right alternatives). This module
-gathers them in lesson order.
+An exercise is declared once, in its lesson's judge module (``course_lib/judge/<topic>.py``, ``EXERCISES``, one
+block per exercise with its hidden cases and declared answers); :mod:`course_lib.checks.exercise` says what a
+declaration holds (reference, checks, equivalents, the docstring's promises with an answer that breaks each, right
+alternatives). This module gathers them in lesson order.
 
 A :class:`Lesson` lists the ``building_blocks`` its topic module releases on purpose: public
 functions and classes that are not a graded answer (lessons may use them freely). Every public
@@ -36,12 +35,11 @@ _MODULES = frozenset(les.module for les in LESSONS)
 
 # ---------------------------------------------------------------- lookups
 def _declaring_module(topic: str):
-    """The module that declares a lesson's exercises: its judge module (``course_lib/judge/<topic>.py``), or, for
-    a lesson whose judge's material is not split off yet, its checks module."""
+    """The module that declares a lesson's exercises: its judge module (``course_lib/judge/<topic>.py``)."""
     from course_lib.checks import core
 
-    module = core.judge(f"course_lib.checks.{topic}") or importlib.import_module(f"course_lib.checks.{topic}")
-    if not hasattr(module, "EXERCISES"):  # a split lesson in an edition: its judge module is not there
+    module = core.judge(f"course_lib.checks.{topic}")
+    if module is None:  # an edition: the judge package is not there
         raise LookupError(DECLARATIONS_NOT_SHIPPED)
     return module
 

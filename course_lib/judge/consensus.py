@@ -11,8 +11,10 @@ import torch
 from course_lib.checks.core import Case, Wrong, seeded
 from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer
 from course_lib.checks.consensus import (
-    _random_seq,
-    _simulate,
+    ce_cases_from,
+    edit_cases_from,
+    loss_cases_from,
+    pileup_cases_from,
     check_edit_distance,
     check_pileup,
     check_positionwise_cross_entropy,
@@ -144,22 +146,8 @@ def _with_no_operations(distance_fn):
 
 
 def edit_cases():
-    rng = seeded(1102)
-    cases = [
-        Case("ACGT vs AGT", ("ACGT", "AGT")),
-        Case("empty vs AC", ("", "AC")),
-        Case("GATTACA vs GCATGCT", ("GATTACA", "GCATGCT")),
-        Case("identical", ("ACCA", "ACCA")),
-        Case("TTAC vs empty", ("TTAC", "")),
-    ]
-    cases = [Case("both empty", ("", "")), Case("one base each", ("A", "C"))]
-    for k in range(3):
-        cases.append(
-            Case(
-                f"random pair {k}",
-                (_random_seq(rng, int(rng.integers(30, 60))), _random_seq(rng, int(rng.integers(30, 60)))),
-            )
-        )
+    """The hidden cases of ``check_edit_distance``: two edge cases, three longer random pairs, a real subread."""
+    cases = edit_cases_from(seeded(1102), [Case("both empty", ("", "")), Case("one base each", ("A", "C"))], (30, 60))
     from course_lib.bio.pacbio import load_molecules
 
     mol = load_molecules()[0]
@@ -313,17 +301,9 @@ def _breaks_pileup_unchecked(reads, alignments, length):
 
 
 def pileup_cases():
-    rng = seeded(1112)
-    cases = [Case("docstring example (backbone ATC)", (["AC", "AGC"], ["=D=", "=X="], 3))]
-    sizes = [(40, 8), (25, 1), (60, 12)]
-    for L, R in sizes:
-        backbone = _random_seq(rng, L)
-        pairs = [_simulate(rng, backbone, p_sub=0.1, p_ins=0.15, p_del=0.15) for _ in range(R)]
-        cases.append(
-            Case(f"{R} simulated reads on a backbone of {L}", ([p[0] for p in pairs], [p[1] for p in pairs], L))
-        )
-    cases.append(Case("a deletion before an insertion", (["CGAT"], ["=D==I"], 4)))
-    return cases
+    """The hidden cases of ``check_pileup``."""
+    return pileup_cases_from(seeded(1112), [(40, 8), (25, 1), (60, 12)],
+                             Case("a deletion before an insertion", (["CGAT"], ["=D==I"], 4)))
 
 
 PILEUP = declare("11_read_consensus", "pileup", check_pileup,
@@ -404,14 +384,8 @@ def _breaks_ce_zeroes_the_target(logits, target):
 
 
 def ce_cases():
-    rng = seeded(1132)
-    shapes = [(1, 9, 6), (4, 6, 2)]
-    cases = []
-    for B, N, M in shapes:
-        logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 2)
-        target = torch.from_numpy(rng.integers(0, 5, size=(B, M)))
-        cases.append(Case(f"B={B}, N={N}, M={M}", (logits, target)))
-    return cases
+    """The hidden cases of ``check_positionwise_cross_entropy``."""
+    return ce_cases_from(seeded(1132), [(1, 9, 6), (4, 6, 2)])
 
 
 POSITIONWISE_CROSS_ENTROPY = declare("11_read_consensus", "positionwise_cross_entropy", check_positionwise_cross_entropy,
@@ -552,16 +526,8 @@ def _breaks_loss_rows_silently_dropped(logits, target, gamma, del_cost=1.0):
 
 
 def loss_cases(dtype=torch.float64):
-    rng = seeded(1122)
-    shapes = [(1, 8, 8, 0.5), (4, 7, 5, 0.05), (2, 3, 6, 0.005)]
-    cases = []
-    for B, N, M, gamma in shapes:
-        logits = torch.from_numpy(rng.normal(size=(B, N, 5)) * 3).to(dtype)
-        target = torch.from_numpy(rng.integers(1, 5, size=(B, M)))
-        for b in range(1, B):
-            target[b, M - b :] = 0
-        cases.append(Case(f"B={B}, N={N}, M={M}, gamma={gamma}", (logits, target, gamma)))
-    return cases
+    """The hidden cases of ``check_soft_alignment_loss``."""
+    return loss_cases_from(seeded(1122), [(1, 8, 8, 0.5), (4, 7, 5, 0.05), (2, 3, 6, 0.005)], dtype)
 
 
 SOFT_ALIGNMENT_LOSS = declare("11_read_consensus", "soft_alignment_loss", check_soft_alignment_loss,

@@ -10,11 +10,17 @@ from course_lib.checks.core import Case, Wrong, seeded
 from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer
 from course_lib.checks.prompt_tuning import (
     IGNORE,
+    _freeze_cases,
     _t,
     check_answer_only_labels,
     check_freeze_model,
     check_option_log_likelihood,
     check_prepend_soft_prompt,
+    label_batch,
+    label_cases_from,
+    ll_case,
+    ll_cases_from,
+    prepend_cases_from,
 )
 
 
@@ -113,12 +119,8 @@ def _breaks_freeze_no_count(model):
 
 
 def freeze_cases() -> list[Case]:
-    out = [
-        Case("a module with buffers, dropout and a tied output layer", (), {"kind": "buffers", "seed": 0}),
-        Case("tiny LlamaForCausalLM, tied embeddings", (), {"kind": "llama", "seed": 1, "tied": True}),
-        Case("tiny LlamaForCausalLM, untied output layer", (), {"kind": "llama", "seed": 2, "tied": False}),
-    ]
-    out += [
+    """The hidden cases of ``check_freeze_model``: the visible models and two more."""
+    return _freeze_cases() + [
         Case(
             "tiny LlamaForCausalLM, 3 layers, width 24, tied",
             (),
@@ -126,7 +128,6 @@ def freeze_cases() -> list[Case]:
         ),
         Case("tiny LlamaForCausalLM, 1 layer, untied", (), {"kind": "llama", "seed": 4, "tied": False, "layers": 1}),
     ]
-    return out
 
 
 FREEZE_MODEL = declare("09_prompt_tuning", "freeze_model", check_freeze_model,
@@ -214,18 +215,8 @@ def _breaks_prepend_first_row_only(x, m, p):
     return e, mask
 
 
-def prepend_cases() -> list[Case]:
-    rng = seeded(909)
-    m1 = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
-    cases = [
-        Case("B=2, T=4, d=3, P=2, right padding", (_t(rng, 2, 4, 3), m1, _t(rng, 2, 3))),
-        Case(
-            "B=3, T=2, d=5, P=4, bool mask",
-            (_t(rng, 3, 2, 5), torch.tensor([[True, True], [True, False], [True, True]]), _t(rng, 4, 5)),
-        ),
-        Case("B=1, T=3, d=2, P=1", (_t(rng, 1, 3, 2), torch.ones(1, 3, dtype=torch.long), _t(rng, 1, 2))),
-    ]
-    cases += [
+def _more_prepend_cases(rng) -> list[Case]:
+    return [
         Case(
             "B=4, T=6, d=8, P=5, float32",
             (
@@ -236,7 +227,11 @@ def prepend_cases() -> list[Case]:
         ),
         Case("B=2, T=1, d=3, P=3", (_t(rng, 2, 1, 3), torch.ones(2, 1, dtype=torch.long), _t(rng, 3, 3))),
     ]
-    return cases
+
+
+def prepend_cases() -> list[Case]:
+    """The hidden cases of ``check_prepend_soft_prompt``: the visible builder's, with the judge's seed, and more."""
+    return prepend_cases_from(seeded(909), _more_prepend_cases)
 
 
 PREPEND_SOFT_PROMPT = declare("09_prompt_tuning", "prepend_soft_prompt", check_prepend_soft_prompt,
@@ -322,27 +317,16 @@ def _breaks_labels_in_place(i, m, P, s):
     return _right_labels_ok(i, m, P, s)
 
 
+def _more_label_cases(rng) -> list[Case]:
+    return [
+        label_batch(rng, 4, 9, [9, 7, 5, 8], [4, 3, 1, 6], 5, "B=4, T=9, P=5"),
+        label_batch(rng, 2, 3, [3, 2], [0, 1], 1, "answer from the first token"),
+    ]
+
+
 def label_cases() -> list[Case]:
-    rng = seeded(919)
-
-    def batch(B, T, lengths, starts, P, label):
-        ids = torch.from_numpy(rng.integers(1, 50, size=(B, T)))
-        m = torch.zeros(B, T, dtype=torch.long)
-        for b, n in enumerate(lengths):
-            m[b, :n] = 1
-            ids[b, n:] = 0
-        return Case(label, (ids, m, P, torch.tensor(starts)))
-
-    cases = [
-        batch(2, 6, [6, 4], [3, 2], 2, "B=2, T=6, P=2, second row padded"),
-        batch(3, 5, [5, 5, 3], [1, 4, 2], 3, "B=3, T=5, P=3, one-token answer"),
-        batch(1, 4, [4], [2], 0, "B=1, T=4, no soft prompt (P=0)"),
-    ]
-    cases += [
-        batch(4, 9, [9, 7, 5, 8], [4, 3, 1, 6], 5, "B=4, T=9, P=5"),
-        batch(2, 3, [3, 2], [0, 1], 1, "answer from the first token"),
-    ]
-    return cases
+    """The hidden cases of ``check_answer_only_labels``: the visible builder's, with the judge's seed, and more."""
+    return label_cases_from(seeded(919), _more_label_cases)
 
 
 ANSWER_ONLY_LABELS = declare("09_prompt_tuning", "answer_only_labels", check_answer_only_labels,
@@ -435,32 +419,11 @@ def _breaks_loglik_keepdim(lg, lb, normalise=False):
     return _right_loglik_ce(lg, lb, normalise).unsqueeze(-1)
 
 
-def ll_cases() -> list[Case]:
-    rng = seeded(929)
-
-    def case(B, L, V, scored, label, dtype=torch.float64, **kw):
-        lg = _t(rng, B, L, V, dtype=dtype, scale=2.0)
-        lab = torch.full((B, L), IGNORE, dtype=torch.long)
-        for b, (lo, hi) in enumerate(scored):
-            lab[b, lo:hi] = torch.from_numpy(rng.integers(0, V, size=hi - lo))
-        return Case(label, (lg, lab), kw)
-
-    cases = [
-        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, summed"),
-        case(2, 5, 7, [(2, 5), (3, 4)], "B=2, L=5, V=7, normalise=True", normalise=True),
-        case(
-            3,
-            4,
-            6,
-            [(1, 4), (2, 3), (1, 3)],
-            "B=3, L=4, V=6, options of 3, 1 and 2 tokens, normalise=True",
-            normalise=True,
-        ),
-        case(1, 3, 5, [(1, 3)], "B=1, L=3, V=5, normalise=False", normalise=False),
-    ]
-    cases += [
-        case(4, 8, 11, [(3, 8), (5, 6), (2, 4), (6, 8)], "B=4, L=8, V=11, float32", dtype=torch.float32),
-        case(
+def _more_ll_cases(rng) -> list[Case]:
+    more = [
+        ll_case(rng, 4, 8, 11, [(3, 8), (5, 6), (2, 4), (6, 8)], "B=4, L=8, V=11, float32", dtype=torch.float32),
+        ll_case(
+            rng,
             4,
             8,
             11,
@@ -469,11 +432,16 @@ def ll_cases() -> list[Case]:
             dtype=torch.float32,
             normalise=True,
         ),
-        case(2, 6, 9, [(2, 3), (1, 6)], "a label at position 0 is not scored", normalise=True),
+        ll_case(rng, 2, 6, 9, [(2, 3), (1, 6)], "a label at position 0 is not scored", normalise=True),
     ]
-    lg, lab = cases[-1].args
+    lg, lab = more[-1].args
     lab[:, 0] = 3
-    return cases
+    return more
+
+
+def ll_cases() -> list[Case]:
+    """The hidden cases of ``check_option_log_likelihood``: the visible builder's, with the judge's seed, and more."""
+    return ll_cases_from(seeded(929), _more_ll_cases)
 
 
 OPTION_LOG_LIKELIHOOD = declare("09_prompt_tuning", "option_log_likelihood", check_option_log_likelihood,

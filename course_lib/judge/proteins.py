@@ -14,13 +14,17 @@ from course_lib.checks.core import Case, Wrong, seeded
 from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer
 from course_lib.checks.proteins import (
     _AA,
+    _GREEDY_CONFIGS,
     _favor_case,
-    _namer,
     _random_protein,
     check_encode_proteins,
     check_favor_padded_attention,
     check_greedy_decode,
     check_kmer_vectors,
+    encode_cases_from,
+    favor_cases_from,
+    greedy_cases_from,
+    kmer_cases_from,
 )
 
 
@@ -142,19 +146,8 @@ def _breaks_encode_numpy(s, max_len=None):
     return ids.numpy(), keep.numpy()
 
 
-def encode_cases() -> list[Case]:
-    rng = seeded(1010)
-    cases = [
-        Case("['MK', 'W']", (["MK", "W"],)),
-        Case("['MKTAYIAK', 'mkt', 'ACDX'] (lower case, X)", (["MKTAYIAK", "mkt", "ACDX"],)),
-        Case(
-            "3 random proteins, max_len=6 (truncation)", ([_random_protein(rng, n) for n in (9, 4, 2)],), {"max_len": 6}
-        ),
-        Case("one protein with B, Z, U letters", ([_random_protein(rng, 12, "BZU")],)),
-        Case("['', 'G'] (an empty sequence)", (["", "G"],)),
-        Case("2 short proteins, max_len=40 (longer than both)", (["MKV", "PPGW"],), {"max_len": 40}),
-    ]
-    cases += [
+def _more_encode_cases(rng) -> list[Case]:
+    return [
         Case(
             "8 random proteins of 1..60 residues, max_len=32",
             ([_random_protein(rng, int(n), "X") for n in rng.integers(1, 61, size=8)],),
@@ -166,7 +159,11 @@ def encode_cases() -> list[Case]:
         ),
         Case("max_len=2 (only <cls> and <eos>)", (["MKV", "A"],), {"max_len": 2}),
     ]
-    return cases
+
+
+def encode_cases() -> list[Case]:
+    """The hidden cases of the check: the visible builder's, with the judge's seed, and more."""
+    return encode_cases_from(seeded(1010), _more_encode_cases)
 
 
 ENCODE_PROTEINS = declare("10_proteins", "encode_proteins", check_encode_proteins,
@@ -287,16 +284,8 @@ def _breaks_kmer_nan_rows(s, k=3):
     return raw / raw.norm(dim=1, keepdim=True)
 
 
-def kmer_cases() -> list[Case]:
-    rng = seeded(1111)
-    cases = [
-        Case("['AACD'], k=2", (["AACD"],), {"k": 2}),
-        Case("['MKVLAAGMKV', 'CA'], k=2", (["MKVLAAGMKV", "CA"],), {"k": 2}),
-        Case("3 random proteins with X, default k=3", ([_random_protein(rng, n, "X") for n in (30, 12, 7)],)),
-        Case("['mkvl', 'AC'] (lower case; a sequence shorter than k), k=3", (["mkvl", "AC"],), {"k": 3}),
-        Case("['GGGGGG', 'ACDEFG'], k=1", (["GGGGGG", "ACDEFG"],), {"k": 1}),
-    ]
-    cases += [
+def _more_kmer_cases(rng) -> list[Case]:
+    return [
         Case(
             "6 random proteins of 20..80 residues with X and B, k=3",
             ([_random_protein(rng, int(n), "XB") for n in rng.integers(20, 81, size=6)],),
@@ -306,7 +295,11 @@ def kmer_cases() -> list[Case]:
             "4 random proteins, k=2", ([_random_protein(rng, int(n)) for n in rng.integers(3, 40, size=4)],), {"k": 2}
         ),
     ]
-    return cases
+
+
+def kmer_cases() -> list[Case]:
+    """The hidden cases of the check: the visible builder's, with the judge's seed, and more."""
+    return kmer_cases_from(seeded(1111), _more_kmer_cases)
 
 
 KMER_VECTORS = declare("10_proteins", "kmer_vectors", check_kmer_vectors,
@@ -410,14 +403,8 @@ def _breaks_favor_quadratic(q, k, v, w, keep):
     return ((pq @ pk.transpose(-2, -1)) @ v) / (pq @ pk.transpose(-2, -1)).sum(-1, keepdim=True) * kk
 
 
-def favor_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(1212)
-    cases = [
-        _favor_case(g, "B=2, H=2, L=6, d=4, m=16, lengths [4, 6]", 2, 2, 6, 4, 16, [4, 6]),
-        _favor_case(g, "B=3, H=1, L=5, d=8, m=32, lengths [5, 1, 3]", 3, 1, 5, 8, 32, [5, 1, 3]),
-        _favor_case(g, "B=1, H=4, L=7, d=4, m=8, no padding", 1, 4, 7, 4, 8, [7]),
-    ]
-    cases += [
+def _more_favor_cases(g) -> list[Case]:
+    return [
         _favor_case(
             g,
             "B=4, H=2, L=33, d=16, m=64, lengths [33, 20, 2, 9], larger q and k",
@@ -431,7 +418,11 @@ def favor_cases() -> list[Case]:
         ),
         _favor_case(g, "B=2, H=3, L=10, d=2, m=4, lengths [10, 7]", 2, 3, 10, 2, 4, [10, 7]),
     ]
-    return cases
+
+
+def favor_cases() -> list[Case]:
+    """The hidden cases of the check: the visible builder's, with the judge's seed, and more."""
+    return favor_cases_from(torch.Generator().manual_seed(1212), _more_favor_cases)
 
 
 FAVOR_MEMORY = (1414, 700)  # the hidden memory test's seed and sequence length L
@@ -570,20 +561,9 @@ def _breaks_greedy_no_error(model, src_ids, src_keep, max_len):
 
 
 def greedy_cases() -> list[Case]:
-    g = torch.Generator().manual_seed(1313)
-    cases = []
-    configs = [(0, [9, 4, 6, 2], 8), (1, [5, 5, 3], 6), (2, [7], 3), (3, [10, 3, 8, 6, 1], 12)]
-    configs += [(4, [20, 11, 15, 4, 18, 7], 15), (5, [6, 2], 1), (6, [12, 12, 9, 3], 10)]
-    for seed, lengths, max_len in configs:
-        model = _namer(100 * seed + 7)
-        S = max(lengths)
-        ids = torch.randint(len(ref.SPECIALS), len(ref.AA_VOCAB), (len(lengths), S), generator=g)
-        keep = torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
-        ids = ids.masked_fill(~keep, ref.PAD)
-        cases.append(
-            Case(f"{len(lengths)} proteins of lengths {lengths}, max_len={max_len}", (model, ids, keep, max_len))
-        )
-    return cases
+    """The hidden cases of ``check_greedy_decode``: the visible configurations and three more, other models."""
+    configs = _GREEDY_CONFIGS + [(4, [20, 11, 15, 4, 18, 7], 15), (5, [6, 2], 1), (6, [12, 12, 9, 3], 10)]
+    return greedy_cases_from(torch.Generator().manual_seed(1313), configs, model_seed_offset=7)
 
 
 GREEDY_DECODE = declare("10_proteins", "greedy_decode", check_greedy_decode,
