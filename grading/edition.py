@@ -2,7 +2,7 @@
 
 The grader (the verifier, ``grading.verify``) imports the repository's ``course_lib``: the judge's
 edition, with every reference. The sandboxed kernel that runs a submission mounts this edition instead
-(``grading.sandbox``: ``COURSE_KERNEL_LIB`` names its folder, the only course code the kernel can see):
+(``grading.kernel.launcher``: ``COURSE_KERNEL_LIB`` names its folder, the only course code the kernel can see):
 
 * every graded exercise's reference and equivalents (``course_lib/checks/registry.py``) have their
   body replaced by ``raise NotImplementedError``, in their own modules, exactly as in the students'
@@ -28,7 +28,7 @@ Beside ``course_lib`` the folder holds, for the grader only: ``hidden_feed/`` (e
 ``_kernel_view.json`` (the site-packages entries each lesson's kernel sees, ``grading.packages``). A sandboxed
 kernel sees ``course_lib`` and its own lesson's feed, never the folder itself (``grading/docs/sandbox.md``).
 
-Does NOT cover: what the sandbox mounts beside it (``grading.sandbox``), or the verdict (``grading.verify``).
+Does NOT cover: what the sandbox mounts beside it (``grading.kernel.launcher``), or the verdict (``grading.verify``).
 """
 from __future__ import annotations
 

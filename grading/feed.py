@@ -24,11 +24,11 @@ What a kernel is handed it can read and print (a submission sees every input its
 with); the hidden inputs are kept out of everything students receive, and out of the kernel's
 ``course_lib``, which is byte for byte the students' edition (``tests/test_kernel_edition.py``).
 
-A sandboxed kernel sees its own lesson's part only: ``grading.sandbox`` mounts
+A sandboxed kernel sees its own lesson's part only: ``grading.kernel.launcher`` mounts
 ``lesson_feeds/<lesson>`` as the kernel's ``hidden_feed`` (beside its ``course_lib``), so a lesson 01
 submission cannot read (or print into its feedback) lesson 06's, 11's or 12's hidden inputs.
 
-Does NOT cover: mounting it (``grading.sandbox``) or the verdict (``grading.verify``).
+Does NOT cover: mounting it (``grading.kernel.launcher``) or the verdict (``grading.verify``).
 """
 from __future__ import annotations
 
@@ -278,7 +278,7 @@ def lesson_feed(feed: dict, runs: dict) -> dict:
 def _write_capture(tmp: str, notebooks: list[str] | None) -> None:
     lessons: dict = {}
     feed = capture(notebooks, lessons)
-    _dump(tmp, feed)  # every lesson's: the judge's copy (and a kernel with no isolation, see grading/sandbox.py)
+    _dump(tmp, feed)  # every lesson's: the judge's copy (and a kernel with no isolation: grading/kernel/launcher.py)
     for lesson, runs in lessons.items():
         _dump(os.path.join(tmp, LESSONS, lesson), lesson_feed(feed, runs))
     open(os.path.join(tmp, "complete"), "w").close()

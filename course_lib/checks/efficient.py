@@ -18,7 +18,7 @@ misconceptions when it sees them:
                                 from the kernel: the function runs on a sequence so long that an
                                 (L, L) array of even one byte per entry exceeds the address space
                                 the sandbox gives the whole kernel (``RLIMIT_AS``, set by
-                                ``grading.sandbox`` before the kernel starts; the kernel can only
+                                ``grading.kernel.launcher`` before the kernel starts; the kernel can only
                                 lower it), and the verifier checks the recorded output against the
                                 reference: a quadratic form cannot produce it (MemoryError), a
                                 linear one needs a few MB. See :func:`assert_not_quadratic`.
@@ -186,13 +186,13 @@ def _with_peak_memory(student):
     return measured
 
 
-_DEFAULT_SANDBOX_MB = 6144  # grading.sandbox's default for COURSE_SANDBOX_MEMORY_MB
+_DEFAULT_SANDBOX_MB = 6144  # grading.kernel.launcher's default for COURSE_SANDBOX_MEMORY_MB
 
 
 def sandbox_memory_bytes() -> int:
     """The address space the grading sandbox gives one kernel, as the grader configures it.
 
-    ``grading.sandbox`` sets ``RLIMIT_AS`` (soft and hard) to ``COURSE_SANDBOX_MEMORY_MB``
+    ``grading.kernel.launcher`` sets ``RLIMIT_AS`` (soft and hard) to ``COURSE_SANDBOX_MEMORY_MB``
     MiB before it starts the kernel; the verifier reads the same setting from its own
     environment, never from the kernel.
     """

@@ -7,7 +7,7 @@ check code runs in one of three modes (environment variable ``COURSE_CHECK_MODE`
     the check calls the student's function, computes the reference, compares, and
     raises ``AssertionError`` with the message that names the misconception.
 
-``record`` (the grading kernel; set by ``grading.execute`` when it starts a kernel)
+``record`` (the grading kernel; set by ``grading.kernel.client`` when it starts a kernel)
     the check calls the student's function on the test's inputs and records every
     output as plain data (numbers, strings, arrays of plain numeric dtypes; nothing
     that needs pickle or runs code when loaded). No reference is computed
@@ -40,7 +40,7 @@ returns something that is not plain data); references only through
 ``core.reference`` / ``core.compare_with_reference``.
 
 Does NOT cover: which cells are verified and how points are set (``grading.verify``),
-or sandboxing the kernel (``grading.sandbox``).
+or sandboxing the kernel (``grading.kernel.launcher``).
 """
 from __future__ import annotations
 
