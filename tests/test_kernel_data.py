@@ -336,7 +336,7 @@ def test_the_verifier_judges_the_recorded_gradient(answer, verdict):
 
 @pytest.mark.parametrize("freeze,verdict", [("right", None), ("hooked", "requires_grad is wrong")], ids=["honest", "hooks"])
 def test_the_verifier_judges_freezing_measured_on_copies(freeze, verdict):
-    from course_lib.checks import clinical as chk
+    from course_lib.judge import clinical as judge
 
     def hooked(model, head="classifier"):
         for name, p in model.named_parameters():
@@ -346,7 +346,7 @@ def test_the_verifier_judges_freezing_measured_on_copies(freeze, verdict):
             p.requires_grad_(True)
         return sum(p.numel() for p in getattr(model, head).parameters())
 
-    f = chk._right_freeze_dot_prefix if freeze == "right" else hooked
+    f = judge._right_freeze_dot_prefix if freeze == "right" else hooked
     kernel, got = _record_then_verify("checks.clinical.check_freeze_for_probe(f)\n", f=f)
     if verdict is None:
         assert got is None, (kernel, got)
