@@ -21,10 +21,12 @@ weights (..., T, S).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
+
+from course_lib import solutions
+
+_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/attention.py
 
 __all__ = [
     "softmax",
@@ -49,12 +51,7 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     >>> softmax(np.array([1000.0, 1000.0]))
     array([0.5, 0.5])
     """
-    x = np.asarray(x, dtype=np.float64)
-    m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)  # all -inf slice: keep exp(-inf) = 0
-    e = np.exp(x - m)
-    s = np.sum(e, axis=axis, keepdims=True)
-    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+    return _solution.softmax(x, axis)
 
 
 def check_attention_shapes(q_shape, k_shape, v_shape, mask_shape=None) -> None:
@@ -113,22 +110,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     >>> w.round(4), out.round(4)
     (array([[8.e-04, 9.992e-01]]), array([[1.9992]]))
     """
-    q = np.asarray(q, dtype=np.float64)
-    k = np.asarray(k, dtype=np.float64)
-    v = np.asarray(v, dtype=np.float64)
-    mask = None if mask is None else np.asarray(mask)
-    if mask is not None and mask.dtype != np.bool_:
-        raise ValueError(
-            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
-            "convert an additive 0/-inf mask with course_lib.masking.to_bool"
-        )
-    check_attention_shapes(q.shape, k.shape, v.shape, None if mask is None else mask.shape)
-    d_k = q.shape[-1]
-    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(d_k)  # (..., T, S)
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    weights = softmax(scores, axis=-1)  # (..., T, S)
-    return weights @ v, weights  # (..., T, d_v), (..., T, S)
+    return _solution.scaled_dot_product_attention(q, k, v, mask)
 
 
 def softmax_torch(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -136,12 +118,7 @@ def softmax_torch(scores: torch.Tensor, mask: torch.Tensor | None = None) -> tor
 
     Fully masked rows give zeros, not NaN (torch.softmax of all -inf is NaN).
     """
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return weights
+    return _solution.softmax_torch(scores, mask)
 
 
 def scaled_dot_product_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -153,18 +130,4 @@ def scaled_dot_product_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torc
     Equals ``F.scaled_dot_product_attention(q, k, v, attn_mask=mask)`` on rows
     with at least one visible key.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if mask is not None and (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool):
-        raise ValueError(
-            f"mask must be a bool tensor (True = may attend), got "
-            f"{getattr(mask, 'dtype', type(mask).__name__)}"
-        )
-    check_attention_shapes(q.shape, k.shape, v.shape, None if mask is None else mask.shape)
-    d_k = q.shape[-1]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, S)
-    if mask is not None:
-        mask = mask.expand_as(scores) if mask.shape != scores.shape else mask
-    weights = softmax_torch(scores, mask)  # (..., T, S)
-    return weights @ v, weights  # (..., T, d_v), (..., T, S)
+    return _solution.scaled_dot_product_attention_torch(q, k, v, mask)

@@ -30,6 +30,10 @@ from torch import nn
 
 from course_lib.stats import wilson_interval
 
+from course_lib import solutions
+
+_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/clinical.py
+
 __all__ = ["mean_pool", "cosine_top_k", "freeze_for_probe", "attention_rollout", "EncoderClassifier",
            "tfidf_vectors", "subgroup_accuracy"]
 
@@ -49,10 +53,7 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
     >>> mean_pool(h, torch.tensor([[1, 1, 0]]))
     tensor([[2., 3.]])
     """
-    m = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (..., T, 1)
-    total = (hidden * m).sum(dim=-2)  # (..., d)
-    count = m.sum(dim=-2).clamp(min=1.0)  # (..., 1); a row without tokens divides 0 by 1
-    return total / count
+    return _solution.mean_pool(hidden, attention_mask)
 
 
 def cosine_top_k(queries: np.ndarray, keys: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,14 +72,7 @@ def cosine_top_k(queries: np.ndarray, keys: np.ndarray, k: int) -> tuple[np.ndar
     >>> cosine_top_k(q, keys, 2)
     (array([[1.        , 0.70710678]]), array([[1, 2]]))
     """
-    queries, keys = np.asarray(queries), np.asarray(keys)
-    if not 1 <= k <= keys.shape[0]:
-        raise ValueError(f"k must be between 1 and the number of keys ({keys.shape[0]}), got {k}")
-    qn = queries / np.maximum(np.linalg.norm(queries, axis=-1, keepdims=True), 1e-12)  # (Q, d)
-    kn = keys / np.maximum(np.linalg.norm(keys, axis=-1, keepdims=True), 1e-12)  # (N, d)
-    sims = qn @ kn.T  # (Q, N)
-    idx = np.argsort(-sims, axis=-1, kind="stable")[:, :k]  # stable: ties keep the smaller index first
-    return np.take_along_axis(sims, idx, axis=-1), idx
+    return _solution.cosine_top_k(queries, keys, k)
 
 
 def freeze_for_probe(model: nn.Module, head: str = "classifier") -> int:
@@ -95,16 +89,7 @@ def freeze_for_probe(model: nn.Module, head: str = "classifier") -> int:
     >>> freeze_for_probe(m, "classifier")      # 3 * 2 weights + 2 biases
     8
     """
-    modules = dict(model.named_modules())
-    if head not in modules or head == "":
-        raise ValueError(f"the model has no submodule called {head!r}")
-    head_params = {id(p) for p in modules[head].parameters()}
-    total = 0
-    for p in model.parameters():
-        p.requires_grad_(id(p) in head_params)
-        if id(p) in head_params:
-            total += p.numel()
-    return total
+    return _solution.freeze_for_probe(model, head)
 
 
 def attention_rollout(attentions: torch.Tensor, residual: bool = True) -> torch.Tensor:
@@ -126,14 +111,7 @@ def attention_rollout(attentions: torch.Tensor, residual: bool = True) -> torch.
     tensor([[0.5000, 0.5000],
             [0.0000, 1.0000]])
     """
-    mixed = attentions.mean(dim=1)  # (L, T, T)
-    if residual:
-        eye = torch.eye(mixed.shape[-1], dtype=mixed.dtype, device=mixed.device)
-        mixed = 0.5 * mixed + 0.5 * eye
-    rollout = mixed[0]
-    for layer in mixed[1:]:
-        rollout = layer @ rollout  # later layers act on what earlier layers produced
-    return rollout
+    return _solution.attention_rollout(attentions, residual)
 
 
 class EncoderClassifier(nn.Module):

@@ -49,6 +49,10 @@ from torch import nn
 
 from course_lib import positional as P  # lesson 04: relative positions and Enformer's basis
 
+from course_lib import solutions
+
+_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/dna.py
+
 __all__ = [
     "BASES",
     "one_hot_dna",
@@ -73,14 +77,6 @@ _COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N",
                "a": "t", "c": "g", "g": "c", "t": "a", "n": "n"}
 
 
-def _check_dna(seq) -> None:
-    if not isinstance(seq, str):
-        raise TypeError(f"expected a DNA string, got {type(seq).__name__}")
-    bad = sorted(set(seq) - set(_COMPLEMENT))
-    if bad:
-        raise ValueError(f"not a DNA letter (A, C, G, T, N, any case): {bad[:5]}")
-
-
 def one_hot_dna(seq: str) -> np.ndarray:
     """One-hot encode DNA: (L,) string -> (L, 4) float32 array, columns A, C, G, T.
 
@@ -94,12 +90,7 @@ def one_hot_dna(seq: str) -> np.ndarray:
            [0., 0., 1., 0.],
            [0., 0., 0., 0.]], dtype=float32)
     """
-    _check_dna(seq)
-    codes = np.frombuffer(seq.upper().encode("ascii"), dtype=np.uint8)  # (L,)
-    out = np.zeros((len(seq), 4), dtype=np.float32)
-    for j, base in enumerate(BASES):
-        out[codes == ord(base), j] = 1.0
-    return out
+    return _solution.one_hot_dna(seq)
 
 
 def reverse_complement(seq: str) -> str:
@@ -112,8 +103,7 @@ def reverse_complement(seq: str) -> str:
     >>> reverse_complement("AACGn")
     'nCGTT'
     """
-    _check_dna(seq)
-    return "".join(_COMPLEMENT[b] for b in reversed(seq))
+    return _solution.reverse_complement(seq)
 
 
 def receptive_field(kernel_sizes: Sequence[int], dilations: Sequence[int] | None = None,
@@ -131,21 +121,7 @@ def receptive_field(kernel_sizes: Sequence[int], dilations: Sequence[int] | None
     >>> receptive_field([15, 5], pools=[2, 2])   # 1 + 14 + 1 + 4*2 + 1*2
     26
     """
-    n = len(kernel_sizes)
-    dilations = [1] * n if dilations is None else list(dilations)
-    pools = [1] * n if pools is None else list(pools)
-    if len(dilations) != n or len(pools) != n:
-        raise ValueError(f"kernel_sizes, dilations and pools must have the same length, got "
-                         f"{n}, {len(dilations)}, {len(pools)}")
-    for name, values in (("kernel_sizes", kernel_sizes), ("dilations", dilations), ("pools", pools)):
-        if any(int(v) != v or v < 1 for v in values):
-            raise ValueError(f"{name} must be integers >= 1, got {list(values)}")
-    rf, jump = 1, 1
-    for k, d, p in zip(kernel_sizes, dilations, pools):
-        rf += (int(k) - 1) * int(d) * jump
-        rf += (int(p) - 1) * jump
-        jump *= int(p)
-    return rf
+    return _solution.receptive_field(kernel_sizes, dilations, pools)
 
 
 def measured_receptive_field(model: Callable[[torch.Tensor], torch.Tensor], length: int, position: int | None = None,
@@ -201,19 +177,7 @@ def in_silico_mutagenesis(predict: Callable[[torch.Tensor], torch.Tensor], one_h
     >>> in_silico_mutagenesis(lambda x: (x * w).sum((1, 2)), one_hot_dna("A"))
     array([[0., 1., 2., 3.]])
     """
-    x = torch.as_tensor(np.asarray(one_hot, dtype=np.float32) if not isinstance(one_hot, torch.Tensor)
-                        else one_hot.detach().float().cpu())
-    if x.dim() != 2 or x.shape[1] != 4:
-        raise ValueError(f"one_hot must be (L, 4), got {tuple(x.shape)}")
-    length = x.shape[0]
-    mutants = x.repeat(length * 4 + 1, 1, 1)  # (4L + 1, L, 4); the last one is the reference
-    idx = torch.arange(length * 4)
-    pos, base = idx // 4, idx % 4
-    mutants[idx, pos] = 0.0
-    mutants[idx, pos, base] = 1.0
-    with torch.no_grad():
-        scores = torch.as_tensor(predict(mutants)).detach().double().cpu().reshape(-1)  # (4L + 1,)
-    return (scores[:-1] - scores[-1]).reshape(length, 4).numpy()
+    return _solution.in_silico_mutagenesis(predict, one_hot)
 
 
 # ---------------------------------------------------------------- the two models of lesson 12

@@ -67,6 +67,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from course_lib.attention import check_attention_shapes
 from course_lib.multihead import MultiHeadAttention
 
+from course_lib import solutions
+
+_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/efficient.py
+
 __all__ = [
     "elu_feature_map",
     "linear_attention",
@@ -106,8 +110,7 @@ def elu_feature_map(x) -> np.ndarray:
     >>> elu_feature_map(np.array([-1.0, 0.0, 2.0])).round(4)
     array([0.3679, 1.    , 3.    ])
     """
-    x = np.asarray(x, dtype=np.float64)
-    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+    return _solution.elu_feature_map(x)
 
 
 def _check_qkv(q, k, v, causal: bool = False):
@@ -139,14 +142,7 @@ def linear_attention(q, k, v, feature_map=elu_feature_map) -> np.ndarray:
     >>> linear_attention(q, k, v)   # sims 2*2+1*1 = 5 and 2*1+1*2 = 4 -> (5*1 + 4*3) / 9
     array([[1.88888889]])
     """
-    q, k, v = _check_qkv(q, k, v)
-    phi_q = feature_map(q)  # (..., T, r)
-    phi_k = feature_map(k)  # (..., S, r)
-    kv = np.swapaxes(phi_k, -1, -2) @ v  # (..., r, d_v): sum_j phi(k_j) v_j^T
-    z = phi_k.sum(axis=-2)  # (..., r): sum_j phi(k_j)
-    numerator = phi_q @ kv  # (..., T, d_v)
-    denominator = (phi_q @ z[..., None])  # (..., T, 1)
-    return numerator / denominator
+    return _solution.linear_attention(q, k, v, feature_map)
 
 
 def causal_linear_attention(q, k, v, feature_map=elu_feature_map) -> np.ndarray:
@@ -167,14 +163,7 @@ def causal_linear_attention(q, k, v, feature_map=elu_feature_map) -> np.ndarray:
     array([[1.        ],
            [2.11111111]])
     """
-    q, k, v = _check_qkv(q, k, v, causal=True)
-    phi_q = feature_map(q)  # (..., T, r)
-    phi_k = feature_map(k)  # (..., T, r)
-    s = np.cumsum(phi_k[..., :, :, None] * v[..., :, None, :], axis=-3)  # (..., T, r, d_v)
-    z = np.cumsum(phi_k, axis=-2)  # (..., T, r)
-    numerator = np.einsum("...tr,...trv->...tv", phi_q, s)  # (..., T, d_v)
-    denominator = np.einsum("...tr,...tr->...t", phi_q, z)[..., None]  # (..., T, 1)
-    return numerator / denominator
+    return _solution.causal_linear_attention(q, k, v, feature_map)
 
 
 def linear_attention_step(state, q_t, k_t, v_t, feature_map=elu_feature_map):
@@ -198,25 +187,7 @@ def linear_attention_step(state, q_t, k_t, v_t, feature_map=elu_feature_map):
     >>> out, s.ravel(), z
     (array([1.]), array([2., 1.]), array([2., 1.]))
     """
-    q_t, k_t, v_t = (np.asarray(a, dtype=np.float64) for a in (q_t, k_t, v_t))
-    if q_t.shape[-1] != k_t.shape[-1]:
-        raise ValueError(f"q_t and k_t need the same feature size d: q_t {q_t.shape}, k_t {k_t.shape}")
-    phi_q = feature_map(q_t)  # (..., r)
-    phi_k = feature_map(k_t)  # (..., r)
-    if state is None:
-        s = np.zeros(phi_k.shape + (v_t.shape[-1],))  # (..., r, d_v)
-        z = np.zeros(phi_k.shape)  # (..., r)
-    else:
-        s, z = (np.asarray(a, dtype=np.float64) for a in state)
-        if s.shape[-2:] != (phi_k.shape[-1], v_t.shape[-1]) or z.shape[-1] != phi_k.shape[-1]:
-            raise ValueError(
-                f"state (s {s.shape}, z {z.shape}) does not fit r={phi_k.shape[-1]} features and "
-                f"d_v={v_t.shape[-1]}: expected s (..., r, d_v) and z (..., r)"
-            )
-    s = s + phi_k[..., :, None] * v_t[..., None, :]  # (..., r, d_v), a new array
-    z = z + phi_k  # (..., r)
-    out = np.einsum("...r,...rv->...v", phi_q, s) / np.einsum("...r,...r->...", phi_q, z)[..., None]
-    return out, (s, z)
+    return _solution.linear_attention_step(state, q_t, k_t, v_t, feature_map)
 
 
 def recurrent_linear_attention(q, k, v, feature_map=elu_feature_map) -> np.ndarray:
@@ -225,12 +196,7 @@ def recurrent_linear_attention(q, k, v, feature_map=elu_feature_map) -> np.ndarr
     Same shapes and result as :func:`causal_linear_attention`; memory O(r d_v)
     for the state instead of O(T r d_v).
     """
-    q, k, v = _check_qkv(q, k, v, causal=True)
-    state, outs = None, []
-    for t in range(q.shape[-2]):
-        out_t, state = linear_attention_step(state, q[..., t, :], k[..., t, :], v[..., t, :], feature_map)
-        outs.append(out_t)
-    return np.stack(outs, axis=-2)  # (..., T, d_v)
+    return _solution.recurrent_linear_attention(q, k, v, feature_map)
 
 
 def quadratic_linear_attention(q, k, v, mask=None, feature_map=elu_feature_map):
@@ -243,18 +209,7 @@ def quadratic_linear_attention(q, k, v, mask=None, feature_map=elu_feature_map):
     Returns:
         (out (..., T, d_v), weights (..., T, S))
     """
-    q, k, v = _check_qkv(q, k, v)
-    if mask is not None:
-        mask = np.asarray(mask)
-        if mask.dtype != np.bool_:
-            raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
-        check_attention_shapes(q.shape, k.shape, v.shape, mask.shape)
-    sims = feature_map(q) @ np.swapaxes(feature_map(k), -1, -2)  # (..., T, S)
-    if mask is not None:
-        sims = np.where(mask, sims, 0.0)
-    total = sims.sum(axis=-1, keepdims=True)  # (..., T, 1)
-    weights = np.divide(sims, total, out=np.zeros_like(sims), where=total > 0)
-    return weights @ v, weights
+    return _solution.quadratic_linear_attention(q, k, v, mask, feature_map)
 
 
 # ---------------------------------------------------------------- random features (Performer)
@@ -325,14 +280,7 @@ def positive_random_features(x, w) -> np.ndarray:
     >>> positive_random_features(np.array([[0.0, 0.0]]), np.ones((4, 2)))   # exp(0)/sqrt(4)
     array([[0.5, 0.5, 0.5, 0.5]])
     """
-    x = np.asarray(x, dtype=np.float64)
-    w = _as_projection(w)
-    if x.shape[-1] != w.shape[-1]:
-        raise ValueError(f"x (..., L, d) and w (..., m, d) need the same d: x {x.shape}, w {w.shape}")
-    m = w.shape[-2]
-    projections = x @ np.swapaxes(w, -1, -2)  # (..., L, m)
-    half_sq_norm = 0.5 * np.sum(x * x, axis=-1, keepdims=True)  # (..., L, 1)
-    return np.exp(projections - half_sq_norm) / math.sqrt(m)
+    return _solution.positive_random_features(x, w)
 
 
 def trig_random_features(x, w) -> np.ndarray:
@@ -448,7 +396,7 @@ def favor_attention_mse_limit(q, k, v) -> float:
 # ---------------------------------------------------------------- torch versions
 def elu_feature_map_torch(x: torch.Tensor) -> torch.Tensor:
     """elu(x) + 1 in torch (see :func:`elu_feature_map`)."""
-    return F.elu(x) + 1.0
+    return _solution.elu_feature_map_torch(x)
 
 
 def _check_torch_qkv(q, k, v, causal: bool):
@@ -463,12 +411,6 @@ def _check_torch_qkv(q, k, v, causal: bool):
 DEFAULT_CHUNK_SIZE = 128  # tokens per chunk of the causal path; see chunked_causal_attention_torch
 
 
-def _check_chunk_size(chunk_size) -> int:
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int (tokens per chunk), got {chunk_size!r}")
-    return chunk_size
-
-
 def prefix_sum_causal_attention_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal linear attention from features by plain prefix sums (the form before chunking).
 
@@ -479,12 +421,7 @@ def prefix_sum_causal_attention_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, 
 
     phi_q, phi_k: (..., T, r); v: (..., T, d_v). Returns out (..., T, d_v).
     """
-    _check_torch_qkv(phi_q, phi_k, v, causal=True)
-    s = torch.cumsum(phi_k.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)  # (..., T, r, d_v)
-    z = torch.cumsum(phi_k, dim=-2)  # (..., T, r)
-    numerator = (phi_q.unsqueeze(-2) @ s).squeeze(-2)  # (..., T, d_v)
-    denominator = (phi_q * z).sum(dim=-1, keepdim=True)  # (..., T, 1)
-    return numerator / denominator
+    return _solution.prefix_sum_causal_attention_torch(phi_q, phi_k, v)
 
 
 def chunked_causal_attention_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
@@ -527,26 +464,7 @@ def chunked_causal_attention_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: 
             [2.1111],
             [2.7500]])
     """
-    _check_torch_qkv(phi_q, phi_k, v, causal=True)
-    C = _check_chunk_size(chunk_size)
-    T, r, d_v = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
-    lead = torch.broadcast_shapes(phi_q.shape[:-2], phi_k.shape[:-2], v.shape[:-2])
-    if T == 0:
-        return v.new_zeros(*lead, 0, d_v)
-    c_max = min(C, T)
-    per_chunk = c_max * c_max + r * d_v  # one chunk's block and state, per leading index
-    group = max(1, max(c_max * c_max, T * d_v) // per_chunk)  # chunks per step
-    s = z = None  # state of the chunks so far: (..., r, d_v) and (..., r, 1); None before the first
-    outs = []
-    a = 0
-    while a < T:
-        full = (T - a) // C
-        c, g = (C, min(group, full)) if full else (T - a, 1)  # the last, shorter chunk on its own
-        out, s, z = _causal_chunks(phi_q[..., a:a + g * c, :], phi_k[..., a:a + g * c, :],
-                                   v[..., a:a + g * c, :], c, s, z)
-        outs.append(out)
-        a += g * c
-    return torch.cat(outs, dim=-2)  # (..., T, d_v)
+    return _solution.chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size)
 
 
 def _causal_chunks(q, k, v, c: int, s, z):
@@ -554,24 +472,7 @@ def _causal_chunks(q, k, v, c: int, s, z):
 
     Returns (out (..., g c, d_v), s, z) with the state after the last of them.
     """
-    g = q.shape[-2] // c
-    q_c, k_c, v_c = (t.unflatten(-2, (g, c)) for t in (q, k, v))  # (..., g, c, r / d_v)
-    scores = (q_c @ k_c.transpose(-2, -1)).tril()  # (..., g, c, c): key j <= query i inside each chunk
-    numerator = scores @ v_c  # (..., g, c, d_v)
-    denominator = scores.sum(dim=-1, keepdim=True)  # (..., g, c, 1)
-    kv = k_c.transpose(-2, -1) @ v_c  # (..., g, r, d_v): each chunk's own sums
-    k_sum = k_c.sum(dim=-2).unsqueeze(-1)  # (..., g, r, 1)
-    # the state at each chunk's start: the earlier chunks of this group (an exclusive cumulative sum over
-    # chunks) plus the state carried in from the groups before
-    kv_before = torch.cat([torch.zeros_like(kv[..., :1, :, :]), kv[..., :-1, :, :].cumsum(dim=-3)], dim=-3)
-    k_before = torch.cat([torch.zeros_like(k_sum[..., :1, :, :]), k_sum[..., :-1, :, :].cumsum(dim=-3)], dim=-3)
-    if s is not None:
-        kv_before, k_before = kv_before + s.unsqueeze(-3), k_before + z.unsqueeze(-3)
-    numerator = numerator + q_c @ kv_before  # the earlier chunks' keys
-    denominator = denominator + q_c @ k_before
-    kv_all, k_all = kv.sum(dim=-3), k_sum.sum(dim=-3)
-    s, z = (kv_all, k_all) if s is None else (s + kv_all, z + k_all)
-    return (numerator / denominator).flatten(-3, -2), s, z
+    return _solution._causal_chunks(q, k, v, c, s, z)
 
 
 def attention_from_features_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor,
@@ -584,12 +485,7 @@ def attention_from_features_torch(phi_q: torch.Tensor, phi_k: torch.Tensor, v: t
     sums, :func:`prefix_sum_causal_attention_torch`, would keep a (..., T, r, d_v) tensor).
     Returns out (..., T, d_v).
     """
-    _check_torch_qkv(phi_q, phi_k, v, causal)
-    if not causal:
-        kv = phi_k.transpose(-2, -1) @ v  # (..., r, d_v)
-        z = phi_k.sum(dim=-2)  # (..., r)
-        return (phi_q @ kv) / (phi_q @ z.unsqueeze(-1))  # (..., T, d_v)
-    return chunked_causal_attention_torch(phi_q, phi_k, v, chunk_size)
+    return _solution.attention_from_features_torch(phi_q, phi_k, v, causal, chunk_size)
 
 
 def linear_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -598,8 +494,7 @@ def linear_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
 
     ``causal=True`` (T == S) runs :func:`chunked_causal_attention_torch` with ``chunk_size``.
     """
-    _check_torch_qkv(q, k, v, causal)
-    return attention_from_features_torch(feature_map(q), feature_map(k), v, causal, chunk_size)
+    return _solution.linear_attention_torch(q, k, v, causal, feature_map, chunk_size)
 
 
 def favor_features_torch(x: torch.Tensor, w: torch.Tensor, *, is_query: bool, eps: float = 1e-6,

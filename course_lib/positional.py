@@ -51,6 +51,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from course_lib import solutions
+
+_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/positional.py
+
 __all__ = [
     "sinusoidal_frequencies",
     "sinusoidal_encoding",
@@ -101,14 +105,7 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0)
     array([[0.    , 1.    , 0.    , 1.    ],
            [0.8415, 0.5403, 0.01  , 1.    ]])
     """
-    if not isinstance(num_positions, (int, np.integer)) or num_positions < 1:
-        raise ValueError(f"num_positions must be a positive integer, got {num_positions!r}")
-    omega = sinusoidal_frequencies(d_model, base)  # (d/2,)
-    angles = np.arange(num_positions, dtype=np.float64)[:, None] * omega[None, :]  # (T, d/2)
-    pe = np.empty((num_positions, d_model), dtype=np.float64)
-    pe[:, 0::2] = np.sin(angles)
-    pe[:, 1::2] = np.cos(angles)
-    return pe
+    return _solution.sinusoidal_encoding(num_positions, d_model, base)
 
 
 def shift_matrix(k: float, d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -128,15 +125,7 @@ def shift_matrix(k: float, d_model: int, base: float = 10000.0) -> np.ndarray:
     array([[ 0.5403,  0.8415],
            [-0.8415,  0.5403]])
     """
-    omega = sinusoidal_frequencies(d_model, base)  # (d/2,)
-    c, s = np.cos(k * omega), np.sin(k * omega)
-    m = np.zeros((d_model, d_model), dtype=np.float64)
-    even, odd = np.arange(0, d_model, 2), np.arange(1, d_model, 2)
-    m[even, even] = c
-    m[even, odd] = s
-    m[odd, even] = -s
-    m[odd, odd] = c
-    return m
+    return _solution.shift_matrix(k, d_model, base)
 
 
 def _check_input(x: torch.Tensor, d_model: int, max_len: int, kind: str) -> None:
@@ -242,13 +231,7 @@ def exponential_basis(distances, num_basis: int, seq_len: float, min_half_life: 
            [0.5   , 0.8409],
            [0.0625, 0.5   ]])
     """
-    _check_basis_args(num_basis, seq_len)
-    if not min_half_life <= math.log2(seq_len):
-        raise ValueError(f"min_half_life is log2 of the shortest half-life and must be <= log2(seq_len) = "
-                         f"{math.log2(seq_len):.3g}, got {min_half_life}")
-    r = np.abs(np.asarray(distances, dtype=np.float64))[..., None]  # (..., 1)
-    half_lives = 2.0 ** np.linspace(min_half_life, math.log2(seq_len), num_basis)  # (n,)
-    return np.exp(-math.log(2.0) * r / half_lives)  # (..., n)
+    return _solution.exponential_basis(distances, num_basis, seq_len, min_half_life)
 
 
 def central_mask_basis(distances, num_basis: int) -> np.ndarray:

@@ -52,6 +52,10 @@ from course_lib.stats import paired_sign_p, wilson_interval  # noqa: F401 - wils
 from torch import nn
 from torch.utils.data import Dataset, Subset, TensorDataset
 
+from course_lib import solutions
+
+_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/prompt_tuning.py
+
 __all__ = ["prepend_soft_prompt", "answer_only_labels", "option_log_likelihood", "freeze_model", "SoftPrompt",
            "PromptedLM", "lm_loss", "encode_examples", "trim_padding", "option_scores", "text_embeds", "wilson_interval",
            "IGNORE", "InstructionPrompt", "step_budget", "mcnemar_exact", "save_soft_prompt", "load_soft_prompt",
@@ -81,12 +85,7 @@ def prepend_soft_prompt(input_embeds: torch.Tensor, attention_mask: torch.Tensor
     (torch.Size([2, 5, 4]), tensor([[1, 1, 1, 1, 0],
             [1, 1, 1, 1, 1]]))
     """
-    B = input_embeds.shape[0]
-    P = prompt.shape[0]
-    prompt_b = prompt.to(input_embeds.dtype).unsqueeze(0).expand(B, P, prompt.shape[-1])  # (B, P, d)
-    embeds = torch.cat([prompt_b, input_embeds], dim=1)  # (B, P + T, d)
-    ones = torch.ones(B, P, dtype=attention_mask.dtype, device=attention_mask.device)
-    return embeds, torch.cat([ones, attention_mask], dim=1)
+    return _solution.prepend_soft_prompt(input_embeds, attention_mask, prompt)
 
 
 def answer_only_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int,
@@ -108,12 +107,7 @@ def answer_only_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor, pr
     >>> answer_only_labels(torch.tensor([[5, 6, 7, 0]]), torch.tensor([[1, 1, 1, 0]]), 2, torch.tensor([1]))
     tensor([[-100, -100, -100,    6,    7, -100]])
     """
-    B, T = input_ids.shape
-    pos = torch.arange(T, device=input_ids.device).unsqueeze(0)  # (1, T)
-    keep = (pos >= answer_start.to(input_ids.device).view(B, 1)) & attention_mask.bool()  # (B, T)
-    labels = torch.where(keep, input_ids.long(), torch.full_like(input_ids, -100, dtype=torch.long))
-    prefix = torch.full((B, prompt_len), -100, dtype=torch.long, device=input_ids.device)
-    return torch.cat([prefix, labels], dim=1)
+    return _solution.answer_only_labels(input_ids, attention_mask, prompt_len, answer_start)
 
 
 def option_log_likelihood(logits: torch.Tensor, labels: torch.Tensor, normalise: bool = False) -> torch.Tensor:
@@ -134,14 +128,7 @@ def option_log_likelihood(logits: torch.Tensor, labels: torch.Tensor, normalise:
     >>> option_log_likelihood(logits, torch.tensor([[-100, 1, 0]]))  # log 0.5 + log 0.9
     tensor([-0.7985])
     """
-    logp = torch.log_softmax(logits[:, :-1], dim=-1)  # (B, L-1, V): predictions for positions 1..L-1
-    target = labels[:, 1:]  # (B, L-1)
-    scored = target != -100  # -100: not part of the option
-    picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, L-1)
-    total = (picked * scored).sum(dim=-1)
-    if normalise:
-        total = total / scored.sum(dim=-1).clamp(min=1)
-    return total
+    return _solution.option_log_likelihood(logits, labels, normalise)
 
 
 def freeze_model(model: nn.Module) -> int:
@@ -153,12 +140,7 @@ def freeze_model(model: nn.Module) -> int:
     >>> freeze_model(nn.Linear(3, 2))   # 3 * 2 weights + 2 biases
     8
     """
-    total = 0
-    for p in model.parameters():  # parameters() yields a shared tensor once
-        p.requires_grad_(False)
-        total += p.numel()
-    model.eval()
-    return total
+    return _solution.freeze_model(model)
 
 
 # ---------------------------------------------------------------- the pieces around the exercises

@@ -7,18 +7,15 @@ everything is open). A graded class gets a bundle built from it:
 
 * ``notebooks/<assignment>/``: the release notebooks (``nbgrader generate_assignment``:
   solutions replaced by stubs, hidden tests removed) and the data files next to them;
-* ``course_lib/``: the student edition of the package. For every assignment whose
-  solutions are not out yet (``c.CourseBundle.solutions_released`` in
-  ``grading/nbgrader_config.py`` lists those that are), the exercise registry
-  (``course_lib/checks/registry.py``) names each exercise's reference and its equivalents by
-  qualified name; each keeps its signature and docstring in its own module but its body
-  raises ``NotImplementedError``; private helpers only those used go the same way. The judge's
-  material (``course_lib/judge/``: hidden cases, known wrong answers, right alternatives, promise
-  breakers, the declarations) is left out of the copy, and every lesson's checks module is copied as it
-  is: no hidden case, seed or input ships, and a public check called with ``hidden=True`` says so
-  (``course_lib.checks.core.graded``). The one transformation left is the stubbing of withheld
-  references (:func:`student_edition_of_module`): a reference is the lesson's topic module itself,
-  which the notebooks also import for its building blocks, so it cannot be left out whole;
+* ``course_lib/``: the student edition of the package, a copy that leaves out two folders' files
+  (:func:`write_course_lib`). The references' bodies live in ``course_lib/solutions/<topic>.py``, one file
+  per lesson; the files of every assignment whose solutions are not out yet
+  (``c.CourseBundle.solutions_released`` in ``grading/nbgrader_config.py`` lists those that are) are left out,
+  so each exercise keeps its signature and docstring in its topic module and a call raises
+  ``NotImplementedError`` (:mod:`course_lib.solutions`). The judge's material (``course_lib/judge/``: hidden
+  cases, known wrong answers, right alternatives, promise breakers, the declarations) is left out whole, and
+  every lesson's checks module is copied as it is: no hidden case, seed or input ships, and a public check
+  called with ``hidden=True`` says so (``course_lib.checks.core.graded``). No code is rewritten;
 * ``course_lib/checks/_stored.json``: the reference's and each known misconception's
   output on the *visible* tests' inputs only (captured by running the visible tests on
   the instructor's solutions, ``course_lib.checks.transcript`` capture mode). With it the
@@ -33,7 +30,6 @@ grading (the grader uses the repository's own ``course_lib``).
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import re
@@ -45,7 +41,6 @@ import nbformat
 from grading import GRADING_DIR, NOTEBOOKS_DIR, PACKAGE_DIR, REPO_DIR
 
 COURSE_LIB = os.path.join(REPO_DIR, "course_lib")
-NOT_RELEASED = "the reference solution of this exercise is not released yet: write your own in the notebook"
 _MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 
 
@@ -79,73 +74,6 @@ def withheld(released: list[str]) -> dict[str, list[str]]:
     from course_lib.checks import registry
 
     return registry.withheld([a for a in released if a in registry.assignments()])
-
-
-# ---------------------------------------------------------------- withheld references: stubs that raise
-# The one rewriting of code left in an edition. A withheld reference lives in its lesson's topic module
-# (course_lib/bpe.py), which the notebooks import for its building blocks too: the module ships, the
-# reference's body does not (signature and docstring stay, so the notebook's stub matches them). The checks
-# and the judge's material need no rewriting: course_lib/judge/ is left out of the copy (write_course_lib).
-def _raise_body(message: str) -> list[ast.stmt]:
-    return [ast.Raise(exc=ast.Call(func=ast.Name("NotImplementedError", ast.Load()),
-                                   args=[ast.Constant(message)], keywords=[]), cause=None)]
-
-
-def _keep_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        return [body[0]]
-    return []
-
-
-def _strip_def(node, message: str) -> None:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        node.body = _keep_docstring(node.body) + _raise_body(message)
-    elif isinstance(node, ast.ClassDef):
-        init = ast.parse("def __init__(self, *args, **kwargs):\n    raise NotImplementedError(%r)" % message).body[0]
-        node.body = _keep_docstring(node.body) + [init]
-
-
-def _loaded_names(node) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
-           {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
-
-
-def _strip_unused_private(tree: ast.Module, roots: list) -> int:
-    """Stub every top-level private function or class not reachable from ``roots`` (nodes): the private helpers
-    only the stripped references used."""
-    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith("_")}
-    reachable: set[str] = set()
-    todo = list(roots)
-    while todo:
-        node = todo.pop()
-        for name in _loaded_names(node):
-            if name in defs and name not in reachable:
-                reachable.add(name)
-                todo.append(defs[name])
-    count = 0
-    for name, node in defs.items():
-        if name not in reachable:
-            _strip_def(node, NOT_RELEASED)
-            count += 1
-    return count
-
-
-def student_edition_of_module(source: str, exercises: set[str]) -> tuple[str, list[str]]:
-    """A lesson module with the top-level functions and classes named in ``exercises`` (this module's
-    withheld references and equivalents, from the registry) stripped, and the private helpers only
-    they used; (new source, stripped names)."""
-    tree = ast.parse(source)
-    stripped = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in exercises:
-            _strip_def(node, NOT_RELEASED)
-            stripped.append(node.name)
-    if not stripped:
-        return source, []
-    kept = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name.startswith("_"))]
-    _strip_unused_private(tree, kept)
-    return ast.unparse(tree) + "\n", stripped
 
 
 # ---------------------------------------------------------------- capture of the visible tests
@@ -188,58 +116,62 @@ def capture_all() -> dict:
 
 
 JUDGE_DIR = os.path.join(COURSE_LIB, "judge")  # the judge's material (course_lib.judge): never in an edition
+SOLUTIONS_DIR = os.path.join(COURSE_LIB, "solutions")  # the references' bodies, one file per lesson topic
 
 
-def _left_out(folder: str, names: list[str]) -> set[str]:
-    """What the copy of course_lib into an edition leaves out: the judge package, caches, and the data files an
-    edition is given by its builder (stored values, its marker)."""
-    out = set(shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json", "_edition.json")(folder, names))
-    if os.path.abspath(folder) == os.path.abspath(COURSE_LIB):
-        out.add("judge")
+def solution_files(released: list[str]) -> dict[str, bool]:
+    """{file of course_lib/solutions/: whether an edition with ``released`` solutions out holds it}. Each file is
+    one lesson's (named after its topic module); a file that names no lesson stops the build."""
+    from course_lib.checks.lessons import LESSONS
+
+    lesson_of = {les.module.rsplit(".", 1)[1] + ".py": les.assignment for les in LESSONS}
+    out = {}
+    for f in sorted(os.listdir(SOLUTIONS_DIR)):
+        if not f.endswith(".py") or f == "__init__.py":
+            continue
+        if f not in lesson_of:
+            raise RuntimeError(f"course_lib/solutions/{f} belongs to no lesson (expected one of "
+                               f"{sorted(lesson_of)}): an edition cannot tell whether it may ship")
+        out[f] = lesson_of[f] in released
     return out
 
 
-def write_course_lib(lib: str, released: list[str]) -> dict[str, list[str]]:
-    """Write the students' edition of ``course_lib`` into ``lib``; return {file: names stripped}.
+def _left_out(released: list[str]):
+    """What the copy of course_lib into an edition leaves out: the judge package, the solutions of every lesson
+    not in ``released``, caches, and the data files an edition is given by its builder (stored values, its
+    marker)."""
+    withheld_files = {f for f, ships in solution_files(released).items() if not ships}
 
-    A copy of ``course_lib`` without ``course_lib/judge/`` (the judge's material) in which every reference and
-    equivalent the registry withholds (with ``released`` solutions out) is stripped in its own module
-    (:func:`student_edition_of_module`); every other file, the checks modules included, is copied as it is. No
-    edition holds a hidden case: the grading kernel's are handed to it as data beside ``course_lib``
-    (``grading.feed``)."""
-    shutil.copytree(COURSE_LIB, lib, ignore=_left_out)
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        out = set(shutil.ignore_patterns("__pycache__", "*.pyc", "_stored.json", "_edition.json")(folder, names))
+        if os.path.abspath(folder) == os.path.abspath(COURSE_LIB):
+            out.add("judge")
+        if os.path.abspath(folder) == os.path.abspath(SOLUTIONS_DIR):
+            out |= withheld_files & set(names)
+        return out
+    return ignore
+
+
+def write_course_lib(lib: str, released: list[str]) -> dict[str, list[str]]:
+    """Write an edition of ``course_lib`` into ``lib``: a copy without ``course_lib/judge/`` (the judge's
+    material) and without the files of ``course_lib/solutions/`` whose lesson's solutions are not in
+    ``released``. Nothing is rewritten: a withheld exercise keeps its signature and docstring in its topic module,
+    and calling it raises NotImplementedError (:mod:`course_lib.solutions`). No edition holds a hidden case: the
+    grading kernel's are handed to it as data beside ``course_lib`` (``grading.feed``).
+
+    Returns {solutions file left out: the exercises and equivalents it holds (the registry's names)}."""
+    shutil.copytree(COURSE_LIB, lib, ignore=_left_out(released))
     secret = withheld(released)
-    stripped_by_file: dict[str, list[str]] = {}
-    for folder, _, files in os.walk(lib):
-        for f in files:
-            if not f.endswith(".py"):
-                continue
-            path = os.path.join(folder, f)
-            rel = os.path.relpath(path, lib)
-            module = "course_lib." + rel[:-3].replace(os.sep, ".").removesuffix(".__init__")
-            if rel.startswith("checks" + os.sep):
-                continue  # the checks ship as they are: what is the judge's lives in course_lib/judge/, left out
-            with open(path) as fh:
-                source = fh.read()
-            new, stripped = student_edition_of_module(source, set(secret.get(module, ())))
-            missing = sorted(set(secret.get(module, ())) - set(stripped))
-            if missing:
-                raise RuntimeError(f"the exercise registry withholds {missing} from {module}, "
-                                   f"which defines no such top-level function or class")
-            if stripped:
-                stripped_by_file[rel] = stripped
-                with open(path, "w") as fh:
-                    fh.write(new)
-    unknown = sorted(m for m in secret if not os.path.isfile(os.path.join(os.path.dirname(lib), *m.split("."))
-                                                              + ".py"))
-    if unknown:
-        raise RuntimeError(f"the exercise registry names modules that are not in course_lib: {unknown}")
-    return stripped_by_file
+    left_out = {}
+    for f, ships in solution_files(released).items():
+        if not ships:
+            left_out[os.path.join("solutions", f)] = secret.get("course_lib." + f[:-3], [])
+    return left_out
 
 
 def build(out: str, released: list[str] | None = None, release_dir: str | None = None,
           store: dict | None = None) -> dict:
-    """Write the bundle into ``out``; return a summary (what was stripped, stored, copied).
+    """Write the bundle into ``out``; return a summary (what was left out, stored, copied).
 
     ``store``: the visible tests' values from :func:`capture_all` (computed when not given).
     """
@@ -252,7 +184,7 @@ def build(out: str, released: list[str] | None = None, release_dir: str | None =
     if os.path.exists(out):
         shutil.rmtree(out)
     os.makedirs(out)
-    summary = {"released": released, "stripped": {}, "stored_values": 0, "notebooks": []}
+    summary = {"released": released, "left_out": {}, "stored_values": 0, "notebooks": []}
 
     # release notebooks: nbgrader's own release (solutions -> stubs, hidden tests removed)
     release_dir = release_dir or os.path.join(GRADING_DIR, "release")
@@ -266,7 +198,7 @@ def build(out: str, released: list[str] | None = None, release_dir: str | None =
 
     # course_lib, student edition
     lib = os.path.join(out, "course_lib")
-    summary["stripped"] = write_course_lib(lib, released)
+    summary["left_out"] = write_course_lib(lib, released)
 
     if store is None:
         store = capture_all()
@@ -337,11 +269,6 @@ def student_install_steps(path: str = ".") -> list[str]:
     return [f"pip install {torch_pin()} --index-url {TORCH_CPU_INDEX}",
             f"pip install --no-deps {_quoted(student_nodeps())}",
             f'pip install "{path}[{STUDENT_EXTRAS}]"']
-
-
-def student_install(path: str) -> str:
-    """The students' install as one line (Linux)."""
-    return " && ".join(student_install_steps(path))
 
 
 MODEL_CACHE_NOTE = "543 MB, 518 MiB"  # measured: `du -sb ~/.cache/course_lib` after lessons 01-12 ran (README.md, "The students' bundle")
@@ -435,7 +362,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(GRADING_DIR, "bundle"), help="folder to write (replaced)")
     args = parser.parse_args(argv)
     summary = build(args.out)
-    n = sum(len(v) for v in summary["stripped"].values())
+    n = sum(len(v) for v in summary["left_out"].values())
     print(f"[bundle] {args.out}: {len(summary['notebooks'])} release notebook(s), {n} reference(s) withheld "
           f"(solutions released: {', '.join(summary['released']) or 'none'}), "
           f"{summary['stored_values']} stored visible-test value(s)")

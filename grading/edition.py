@@ -4,10 +4,10 @@ The grader (the verifier, ``grading.verify``) imports the repository's ``course_
 edition, with every reference. The sandboxed kernel that runs a submission mounts this edition instead
 (``grading.kernel.launcher``: ``COURSE_KERNEL_LIB`` names its folder, the only course code the kernel can see):
 
-* every graded exercise's reference and equivalents (``course_lib/checks/registry.py``) have their
-  body replaced by ``raise NotImplementedError``, in their own modules, exactly as in the students'
-  bundle (``grading.bundle.write_course_lib``); assignments whose solutions are released
-  (``c.CourseBundle.solutions_released``) keep theirs, as the students' bundle does;
+* the references' bodies (``course_lib/solutions/<topic>.py``) are left out, so every graded exercise's
+  reference and equivalents raise ``NotImplementedError`` (:mod:`course_lib.solutions`), exactly as in the
+  students' bundle (``grading.bundle.write_course_lib``, a copy: nothing rewritten); assignments whose
+  solutions are released (``c.CourseBundle.solutions_released``) keep theirs, as the students' bundle does;
 * no judge's material: ``course_lib/judge/`` (known wrong answers, right alternatives, promise breakers,
   hidden cases) is not copied; the checks modules are copied as they are;
 * the checks hold no hidden case, seed or input, exactly as in the students' bundle: a hidden test's check
@@ -18,7 +18,8 @@ edition, with every reference. The sandboxed kernel that runs a submission mount
   edition byte for byte (``tests/test_kernel_edition.py``).
 
 So a blank answer that reaches for a reference in the kernel, by any route (a module's globals, a
-source file run by path, a code object, ``pydoc.locate``), finds a stub that raises.
+source file run by path, a code object, ``pydoc.locate``), finds a stub that raises: the body is not in any
+file the kernel can read.
 
     ensure()            # the folder (built on first use in this process, or the one COURSE_KERNEL_LIB names)
     build(root)         # write one into root
@@ -43,14 +44,14 @@ EDITION = "grading-kernel"
 
 
 def build(root: str, released: list[str] | None = None) -> dict:
-    """Write the kernel's edition as ``root/course_lib``; return {file: names stripped}."""
+    """Write the kernel's edition as ``root/course_lib``; return {solutions file left out: the exercises it holds}."""
     from grading import bundle, feed, packages
 
     released = bundle.solutions_released() if released is None else list(released)
     lib = os.path.join(root, "course_lib")
     if os.path.exists(lib):
         shutil.rmtree(lib)
-    stripped = bundle.write_course_lib(lib, released)
+    left_out = bundle.write_course_lib(lib, released)
     with open(os.path.join(lib, "_edition.json"), "w") as fh:
         json.dump({"edition": EDITION, "released": sorted(released)}, fh)
     feed.write(root)  # the hidden tests' inputs, as data beside course_lib (grading/feed.py), and each lesson's
@@ -60,7 +61,7 @@ def build(root: str, released: list[str] | None = None) -> dict:
         os.chmod(folder, 0o755)
         for f in files:
             os.chmod(os.path.join(folder, f), 0o644)
-    return stripped
+    return left_out
 
 
 def is_edition(root: str | None) -> bool:

@@ -7,6 +7,7 @@ again into words and single punctuation marks, so that a message's prose (which 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import io
 import re
@@ -71,8 +72,21 @@ def source_tokens(source: str, *, body_only: bool = True, normalise_first: bool 
     return out
 
 
+def body_of(obj):
+    """What holds ``obj``'s code: a reference of a topic module (``course_lib.bpe.decode_ids``) hands its calls to
+    the same-named function of its lesson's solutions file (``course_lib/solutions/bpe.py``); anything else is its
+    own."""
+    module = getattr(obj, "__module__", "") or ""
+    if module.startswith("course_lib.") and module.count(".") == 1:
+        try:
+            return getattr(importlib.import_module("course_lib.solutions." + module.split(".")[1]), obj.__name__)
+        except (ImportError, AttributeError):
+            pass
+    return obj
+
+
 def object_tokens(obj, normalise_first: bool = False) -> list[str]:
-    return source_tokens(inspect.getsource(obj), normalise_first=normalise_first)
+    return source_tokens(inspect.getsource(body_of(obj)), normalise_first=normalise_first)
 
 
 def longest_shared_run(a: list[str], b: list[str]) -> tuple[int, list[str]]:
@@ -158,7 +172,7 @@ class _NoInputChecks(ast.NodeTransformer):
 
 def solution_tokens(fn) -> list[str]:
     """A reference's body as tokens, its input checks left out, ``self``-like first argument as SELF."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    tree = ast.parse(textwrap.dedent(inspect.getsource(body_of(fn))))
     tree = ast.fix_missing_locations(_NoInputChecks().visit(tree))
     return source_tokens(ast.unparse(tree), normalise_first=True)
 

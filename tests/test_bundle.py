@@ -43,9 +43,10 @@ def _function_bodies(tree) -> set[str]:
 
 
 def _bodies_of(qualified: str) -> set[str]:
-    """The bodies (own and nested functions') of a withheld function or class of the repository."""
+    """The bodies (own and nested functions') of a withheld function or class of the repository: in its lesson's
+    solutions file (``course_lib.dna.reverse_complement``'s in ``course_lib/solutions/dna.py``)."""
     module, name = qualified.rsplit(".", 1)
-    tree = ast.parse(open(os.path.join(REPO, *module.split(".")) + ".py").read())
+    tree = ast.parse(open(os.path.join(REPO, "course_lib", "solutions", module.rsplit(".", 1)[1] + ".py")).read())
     node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
     return {b for b in _function_bodies(node) if "Raise" not in b[:40]}
 
@@ -94,18 +95,25 @@ def test_bundle_holds_no_reference_and_no_equivalent(built):
     assert os.path.isdir(lib)
 
 
-def test_strip_is_by_qualified_name(built):
-    """A name is withheld in its own module only (issue 41: a bare name once stripped lesson 11's same-named
-    building block; that building block is gone since, as it computed lesson 12's exercise)."""
+def test_the_edition_is_a_copy(built):
+    """No code is rewritten to make the students' edition: every file it holds is the repository's, byte for
+    byte, except the two data files its builder writes; what it lacks is the judge package and the solutions
+    files of the lessons not released (all of them in this bundle)."""
     lib = os.path.join(built["bundle"], "course_lib")
-    dna = ast.parse(open(os.path.join(lib, "dna.py")).read())
-    body = {n.name: ast.unparse(n) for n in dna.body if isinstance(n, ast.FunctionDef)}
-    assert "not released" in body["reverse_complement"] and "complement" not in body["reverse_complement"].split('"""')[-1]
-    source = "def reverse_complement(seq):\n    return seq[::-1]\n"
-    kept, stripped = bundle.student_edition_of_module(source, set(bundle.withheld([]).get("course_lib.consensus", ())))
-    assert (kept, stripped) == (source, [])
-    gone, stripped = bundle.student_edition_of_module(source, set(bundle.withheld([]).get("course_lib.dna", ())))
-    assert stripped == ["reverse_complement"] and "seq[::-1]" not in gone
+    repo_lib = os.path.join(REPO, "course_lib")
+
+    def files(root):
+        return {os.path.relpath(p, root) for p in _py_files(root) if "__pycache__" not in p}
+    shipped, repo = files(lib), files(repo_lib)
+    written = {"_edition.json", os.path.join("checks", "_stored.json")}
+    changed = [f for f in sorted(shipped - written)
+               if open(os.path.join(lib, f), "rb").read() != open(os.path.join(repo_lib, f), "rb").read()]
+    assert not changed, f"files of the edition that differ from the repository's: {changed}"
+    assert shipped - written <= repo, sorted(shipped - written - repo)
+    missing = sorted(repo - shipped)
+    solutions = sorted(f for f in repo if f.startswith("solutions" + os.sep) and not f.endswith("__init__.py"))
+    assert solutions and all(f in missing for f in solutions), "a withheld lesson's solutions file shipped"
+    assert [f for f in missing if not f.startswith(("judge" + os.sep, "solutions" + os.sep))] == [], missing
 
 
 def test_notebooks_hold_no_solution_text(built):

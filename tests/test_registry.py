@@ -6,13 +6,15 @@ qualified name resolves in the instructor's edition; every public function and c
 lesson's topic module is exactly one of reference, equivalent, building block.
 """
 import ast
+import importlib
+import os
 import inspect
 import re
 
 import nbformat
 import pytest
 
-from conftest import check_tables, source_notebooks
+from conftest import REPO, check_tables, source_notebooks
 from course_lib.checks import registry
 
 _CHECK_CALL = re.compile(r"checks\.(\w+)\.(\w+)\(\s*(\w+)")
@@ -81,6 +83,52 @@ def test_lessons_classify_every_public_function_of_their_topic_module():
                                   f"nor a building block: add them to course_lib/checks/registry.py")
 
 
+def _top_level(path) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+
+def _hands_on(fn: ast.FunctionDef) -> bool:
+    """Is ``fn``'s body its docstring and ``return _solution.<its name>(<its parameters, in order>)``?"""
+    body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Call):
+        return False
+    call = body[0].value
+    a = fn.args
+    positional = [ast.unparse(x) for x in call.args]
+    wanted = [x.arg for x in a.posonlyargs + a.args] + ([f"*{a.vararg.arg}"] if a.vararg else [])
+    keywords = [(k.arg, ast.unparse(k.value)) for k in call.keywords]
+    wanted_kw = [(x.arg, x.arg) for x in a.kwonlyargs] + ([(None, a.kwarg.arg)] if a.kwarg else [])
+    return (ast.unparse(call.func) == f"_solution.{fn.name}" and positional == wanted
+            and keywords == wanted_kw)
+
+
+@pytest.mark.parametrize("les", registry.LESSONS, ids=lambda les: les.assignment)
+def test_references_hand_on_to_their_lessons_solutions_file(les):
+    """Every reference and equivalent is, in its topic module, a signature, a docstring and one line that hands
+    the call to ``course_lib/solutions/<topic>.py`` (or, for a whole class, only there, found by the module's
+    ``__getattr__``); every function or class of the solutions file is one of them or a private helper. So an
+    edition that leaves the file out holds no reference's body, and no edition needs code rewritten."""
+    topic = les.module.rsplit(".", 1)[1]
+    here = _top_level(os.path.join(REPO, "course_lib", f"{topic}.py"))
+    there = _top_level(os.path.join(REPO, "course_lib", "solutions", f"{topic}.py"))
+    withheld = {q.rsplit(".", 1)[1] for e in registry.exercises(les.assignment) for q in e.withheld}
+    for name in sorted(withheld):
+        assert name in there, f"{les.module}.{name}: its body is not in course_lib/solutions/{topic}.py"
+        if name in here:
+            assert isinstance(here[name], ast.FunctionDef) and _hands_on(here[name]), \
+                f"{les.module}.{name} does more than hand the call to _solution.{name}"
+        else:
+            assert isinstance(there[name], ast.ClassDef), f"{les.module}.{name} is missing from its topic module"
+            assert getattr(registry.resolve(les.module), name) is getattr(importlib.import_module(
+                f"course_lib.solutions.{topic}"), name)
+    stray = sorted(n for n in there if n not in withheld and not n.startswith("_"))
+    assert not stray, f"course_lib/solutions/{topic}.py: {stray} are neither a reference nor an equivalent"
+    twice = sorted(n for n in there if n in here and n not in withheld)
+    assert not twice, f"{twice} are defined in both {les.module} and its solutions file"
+
+
 def test_lookups():
     assert registry.assignments()[0] == "01_attention" and len(registry.assignments()) == 12
     assert registry.exercise("06_bpe", "train_naive").equivalents == (
@@ -112,3 +160,24 @@ def test_every_name_an_exercise_withholds_is_a_door_its_checks_shut(e):
         missing = [name for name in e.withheld if name not in doors]
         assert tables and not missing, (f"{qualified} shuts no door to {missing} (its tables: "
                                         f"{', '.join(tables) or 'none'}); add them to one")
+
+
+@pytest.mark.parametrize("les", registry.LESSONS, ids=lambda les: les.assignment)
+def test_calling_a_references_body_directly_trips_like_the_reference(les):
+    """Where a lesson's solutions file is in the edition (the instructor's, or a released lesson's), an answer
+    that calls the body in it (``course_lib.solutions.dna.reverse_complement``) instead of the topic module's
+    name is caught the same way: ``core.forbid`` adds the body beside every forbidden reference."""
+    from course_lib.checks import core
+
+    topic = les.module.rsplit(".", 1)[1]
+    solutions = importlib.import_module(f"course_lib.solutions.{topic}")
+    forbidden = {p for e in registry.exercises(les.assignment) for p in core.forbid(*e.withheld)}
+    functions = [e.reference for e in registry.exercises(les.assignment)
+                 if inspect.isfunction(getattr(solutions, e.reference.rsplit(".", 1)[1]))]
+    assert functions
+    for ref in functions:
+        name = ref.rsplit(".", 1)[1]
+        assert f"course_lib.solutions.{topic}.{name}" in forbidden
+        with pytest.raises(core.IntegrityError, match=f"reference implementation .*course_lib.solutions.{topic}"):
+            with core.forbidden_calls(forbidden, name):
+                getattr(solutions, name)(*[None] * 8)

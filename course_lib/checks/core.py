@@ -353,10 +353,16 @@ _DOOR_FAMILY = {door: families[0] for door, families in _DOOR_FAMILIES.items() i
 
 
 def forbid(*paths: str) -> tuple[str, ...]:
-    """An exercise's forbidden paths with every door of each torch built-in among them (in order, once each)."""
+    """An exercise's forbidden paths with every door of each torch built-in among them, and, beside a topic
+    module's function (``course_lib.attention.softmax``), the body it hands its calls to
+    (``course_lib.solutions.attention.softmax``, :mod:`course_lib.solutions`): in order, once each. A path an
+    edition does not hold (a solutions file left out) is skipped by :func:`forbidden_calls`."""
     out = []
     for path in paths:
         out.append(path)
+        parts = path.split(".")
+        if len(parts) == 3 and parts[0] == "course_lib" and parts[1] != "solutions":
+            out.append(f"course_lib.solutions.{parts[1]}.{parts[2]}")
         family = _DOOR_FAMILY.get(path)
         if family is not None:
             out += BUILTIN_DOORS[family]
