@@ -1,8 +1,10 @@
 """Transformers for Medicine: reference implementations and grading checks.
 
 One module per lesson topic (``attention``, ``masking``, ``multihead``,
-``positional``, ``blocks``, ``bpe``, ``efficient``), ``checks`` for the graded
-tests, ``plotting`` for the pictures, ``bio`` for the case studies' data.
+``positional``, ``blocks``, ``bpe``, ``efficient``, and the case studies'), ``checks`` for the graded
+tests, ``plotting`` for the pictures, ``bio`` for the case studies' data. A graded exercise's signature and
+docstring are in its topic module and its body in ``solutions/<topic>.py``, the file an edition leaves out
+until that lesson's solutions are released (:mod:`course_lib.solutions`).
 Numpy versions teach; torch versions train. Submodules are imported explicitly:
 ``from course_lib import attention``.
 """
