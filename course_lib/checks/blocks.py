@@ -83,14 +83,21 @@ DROPOUT_NEVER_ON = ("dropout never applied in training: with layer.train() and p
 
 
 # ---------------------------------------------------------------- inputs
+def ln_case(rng, label: str, shape: tuple, *, affine: bool = True, scale: float = 1.0, shift: float = 0.0,
+            **kwargs) -> Case:
+    """x of ``shape`` (times ``scale``, plus ``shift``) and, with ``affine``, a weight and a bias, drawn from ``rng``;
+    ``kwargs``: the call's (eps)."""
+    x = _t(rng, *shape, scale=scale, shift=shift)
+    return Case(label, (x, _t(rng, shape[-1]), _t(rng, shape[-1])) if affine else (x,), kwargs)
+
+
 def ln_cases_from(rng) -> list[Case]:
     """The layer_norm cases every test has, drawn from ``rng``."""
     return [
-        Case("x (4, 5) with weight and bias", (_t(rng, 4, 5, scale=2.0, shift=1.0), _t(rng, 5), _t(rng, 5))),
-        Case("x (2, 3, 4) (B, T, d), weight and bias", (_t(rng, 2, 3, 4, scale=3.0), _t(rng, 4), _t(rng, 4))),
-        Case("x (3, 3) with a large offset, no weight or bias", (_t(rng, 3, 3, shift=50.0),)),
-        Case("x (2, 6) with eps=0.1 and small values", (_t(rng, 2, 6, scale=0.1), _t(rng, 6), _t(rng, 6)),
-             {"eps": 0.1}),
+        ln_case(rng, "x (4, 5) with weight and bias", (4, 5), scale=2.0, shift=1.0),
+        ln_case(rng, "x (2, 3, 4) (B, T, d), weight and bias", (2, 3, 4), scale=3.0),
+        ln_case(rng, "x (3, 3) with a large offset, no weight or bias", (3, 3), affine=False, shift=50.0),
+        ln_case(rng, "x (2, 6) with eps=0.1 and small values", (2, 6), scale=0.1, eps=0.1),
     ]
 
 
@@ -104,21 +111,29 @@ def ff_params(rng, d, d_ff, bias=True) -> tuple:
             _t(rng, d) if bias else None)
 
 
+def ff_case(rng, label: str, shape: tuple, d_ff: int, activation: str | None = None, *, scale: float = 1.0,
+            bias: bool = True) -> Case:
+    """x of ``shape`` (times ``scale``) and the weights of a network with ``d_ff`` hidden units (``ff_params``),
+    drawn from ``rng``; ``activation`` None: the default's."""
+    x = _t(rng, *shape, scale=scale)
+    return Case(label, (x, *ff_params(rng, shape[-1], d_ff, bias)),
+                {} if activation is None else {"activation": activation})
+
+
 def ff_cases_from(rng) -> list[Case]:
     """The feed_forward cases every test has, drawn from ``rng``."""
     return [
-        Case("x (2, 3, 4), d_ff=6, relu", (_t(rng, 2, 3, 4), *ff_params(rng, 4, 6)), {"activation": "relu"}),
-        Case("x (5, 4), d_ff=8, gelu", (_t(rng, 5, 4, scale=2.0), *ff_params(rng, 4, 8)), {"activation": "gelu"}),
-        Case("x (3, 5), d_ff=5 (square), gelu", (_t(rng, 3, 5), *ff_params(rng, 5, 5)), {"activation": "gelu"}),
-        Case("x (2, 4), d_ff=6, default activation", (_t(rng, 2, 4), *ff_params(rng, 4, 6))),
+        ff_case(rng, "x (2, 3, 4), d_ff=6, relu", (2, 3, 4), 6, "relu"),
+        ff_case(rng, "x (5, 4), d_ff=8, gelu", (5, 4), 8, "gelu", scale=2.0),
+        ff_case(rng, "x (3, 5), d_ff=5 (square), gelu", (3, 5), 5, "gelu"),
+        ff_case(rng, "x (2, 4), d_ff=6, default activation", (2, 4), 6),
     ]
 
 
 def _ff_cases() -> list[Case]:
     rng = seeded(7)
-    return ff_cases_from(rng) + [
-        Case("x (2, 2, 3, 4): two leading dims, as the docstring's (..., d_model) allows; d_ff=6, gelu",
-             (_t(rng, 2, 2, 3, 4), *ff_params(rng, 4, 6)), {"activation": "gelu"})]
+    return ff_cases_from(rng) + [ff_case(rng, "x (2, 2, 3, 4): two leading dims, as the docstring's (..., d_model) "
+                                              "allows; d_ff=6, gelu", (2, 2, 3, 4), 6, "gelu")]
 
 
 def _layer(seed: int, d: int, heads: int, d_ff: int, norm_first: bool, activation: str, dropout: float = 0.1):

@@ -131,7 +131,8 @@ def check_receptive_field(student, hidden: bool = False) -> None:
 def check_in_silico_mutagenesis(student, hidden: bool = False) -> None:
     """Student ``in_silico_mutagenesis(predict, one_hot)`` -> (L, 4) changes of the prediction."""
     exercise = "in_silico_mutagenesis"
-    seed, length, alphabet = core.hidden_part(__name__).ISM if hidden else (14, 8, "ACGT")
+    seed, length, alphabet, tensor_label = core.hidden_part(__name__).ISM if hidden else (
+        14, 8, "ACGT", "the same sequence as a torch tensor (the docstring: one_hot is numpy or torch)")
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(length, 4, generator=g)
     rng = seeded(seed)
@@ -139,12 +140,8 @@ def check_in_silico_mutagenesis(student, hidden: bool = False) -> None:
     x = (np.array(list(seq))[:, None] == np.array(list("ACGT"))).astype(np.float32)  # N: a row of zeros
     cases = [Case(f"an additive model on {length} bases", (_additive_predict(w), x)),
              Case(f"a model with one interaction (positions 1 and {length - 2}) on {length} bases",
-                  (_pairwise_predict(w, (1, length - 2)), x))]
-    if hidden:
-        cases += core.hidden_part(__name__).ism_more_cases(_additive_predict(w), x)
-    else:
-        cases.append(Case("the same sequence as a torch tensor (the docstring: one_hot is numpy or torch)",
-                          (_additive_predict(w), torch.from_numpy(x.copy()))))
+                  (_pairwise_predict(w, (1, length - 2)), x)),
+             Case(tensor_label, (_additive_predict(w), torch.from_numpy(x.copy())))]
     # the model computes in float32 whatever the answer's dtype: differences of float32 scores, hence atol/rtol
     compare_with_reference(student, ref.in_silico_mutagenesis, cases, exercise=exercise,
                            wrongs=core.wrongs(__name__, "ISM"), forbidden=FORBIDDEN_ISM, atol=1e-5, rtol=1e-5)

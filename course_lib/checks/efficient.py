@@ -134,19 +134,19 @@ def _qkv(rng, T, S, d, dv, lead=(), scale=1.0):
             rng.normal(size=lead + (S, dv)))
 
 
-def _linear_cases(causal: bool) -> list[Case]:
-    rng = seeded(7)
-    shapes = [(4, 4, 3, 2, ()), (6, 6, 5, 3, ())] if causal else [(3, 5, 4, 2, ()), (4, 4, 3, 3, ())]
+def linear_cases_from(rng, shapes, T: int, projection_seed: int, more=None) -> list[Case]:
+    """The (causal_)linear_attention cases drawn from ``rng``: one per (T, S, d, dv, leading dims) of ``shapes`` with
+    softplus features; then one (T, 3) q, k, v twice, with softplus and with 16 features per token (softplus of a
+    projection seeded ``projection_seed``); then ``more(rng)``'s."""
     cases = []
-    for T, S, d, dv, lead in shapes:
-        q, k, v = _qkv(rng, T, S, d, dv, lead, scale=1.5)
+    for t, s, d, dv, lead in shapes:
+        q, k, v = _qkv(rng, t, s, d, dv, lead, scale=1.5)
         cases.append(
             Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features", (q, k, v), {"feature_map": _softplus})
         )
-    T = 5
     q, k, v = _qkv(rng, T, T, 3, 2)
     cases.append(Case(f"q{q.shape} with feature_map=softplus", (q, k, v), {"feature_map": _softplus}))
-    w = np.asarray(ref.draw_projection(16, 3, seed=7), dtype=np.float64)
+    w = np.asarray(ref.draw_projection(16, 3, seed=projection_seed), dtype=np.float64)
     cases.append(
         Case(
             f"q{q.shape} with 16 features per token (softplus of a projection, m=16 > d)",
@@ -154,10 +154,22 @@ def _linear_cases(causal: bool) -> list[Case]:
             {"feature_map": _feature_map_16(w)},
         )
     )
-    q, k, v = _qkv(rng, 4, 4 if causal else 6, 3, 2, (2,), scale=1.5)
-    cases.append(Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features (a leading batch dim, as "
-                      "the docstring's (..., T, d) allows)", (q, k, v), {"feature_map": _softplus}))
+    if more is not None:
+        cases += more(rng)
     return cases
+
+
+# (T, S, d, dv, leading dims) of the visible cases, non-causal (False) and causal (True)
+_LINEAR_SHAPES = {False: [(3, 5, 4, 2, ()), (4, 4, 3, 3, ())], True: [(4, 4, 3, 2, ()), (6, 6, 5, 3, ())]}
+
+
+def _linear_cases(causal: bool) -> list[Case]:
+    def batched(rng) -> list[Case]:
+        q, k, v = _qkv(rng, 4, 4 if causal else 6, 3, 2, (2,), scale=1.5)
+        return [Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features (a leading batch dim, as "
+                     "the docstring's (..., T, d) allows)", (q, k, v), {"feature_map": _softplus})]
+
+    return linear_cases_from(seeded(7), _LINEAR_SHAPES[causal], 5, 7, batched)
 
 
 def _native(x):
@@ -392,15 +404,21 @@ def _flat_step(fn, exercise):
     return flat
 
 
+def state_case(rng, label: str, d: int, dv: int, lead: tuple = ()) -> Case:
+    """A linear_attention_step case whose state (s, z) (positive, as after some tokens) and token q_t, k_t, v_t (each
+    with leading dims ``lead``) are drawn from ``rng``; softplus features (r = d)."""
+    s = np.abs(rng.normal(size=lead + (d, dv))) + 0.5
+    z = np.abs(rng.normal(size=lead + (d,))) + 1.0
+    return Case(label, ((s, z), rng.normal(size=lead + (d,)), rng.normal(size=lead + (d,)),
+                        rng.normal(size=lead + (dv,))), {"feature_map": _softplus})
+
+
 def step_cases_from(rng, d: int, dv: int) -> tuple[list[Case], object]:
     """(The linear_attention_step cases every test has, of sizes d and dv, drawn from ``rng``; ``rng``, to draw
     more from)."""
     cases = [Case("the first token (state=None)", (None, rng.normal(size=d), rng.normal(size=d),
                                                    rng.normal(size=dv)), {"feature_map": _softplus})]
-    s0 = np.abs(rng.normal(size=(d, dv))) + 0.5
-    z0 = np.abs(rng.normal(size=d)) + 1.0
-    cases.append(Case("a state (s, z) after some tokens", ((s0, z0), rng.normal(size=d), rng.normal(size=d),
-                                                           rng.normal(size=dv)), {"feature_map": _softplus}))
+    cases.append(state_case(rng, "a state (s, z) after some tokens", d, dv))
     return cases, rng
 
 
@@ -446,6 +464,13 @@ def check_linear_attention_step(student, hidden: bool = False) -> None:
                                            "give causal linear attention")
 
 
+def stack_case(rng, draws: int, note: str = "") -> Case:
+    """x(3, 4) and a stack of ``draws`` projections w(draws, 5, 4), drawn from ``rng`` (w's leading dims
+    broadcast with x's)."""
+    return Case(f"x(3, 4) with a stack of {draws} draws w({draws}, 5, 4){note}",
+                (rng.normal(size=(3, 4)), rng.normal(size=(draws, 5, 4))))
+
+
 def features_cases_from(rng, sizes, square_seed: int) -> list[Case]:
     """One case per (L, d, m) of ``sizes`` (x and the seed of w drawn from ``rng``), a batch with iid w, and a square
     w (seeded ``square_seed``)."""
@@ -467,9 +492,7 @@ def features_cases_from(rng, sizes, square_seed: int) -> list[Case]:
 def _features_cases() -> tuple[list[Case], object, int]:
     rng = seeded(77)
     cases = features_cases_from(rng, [(3, 4, 8), (5, 3, 5)], 777)
-    stack = seeded(78)
-    cases.append(Case("x(3, 4) with a stack of 3 draws w(3, 5, 4) (the docstring's w (..., m, d): leading dims "
-                      "broadcast with x's)", (stack.normal(size=(3, 4)), stack.normal(size=(3, 5, 4)))))
+    cases.append(stack_case(seeded(78), 3, " (the docstring's w (..., m, d): leading dims broadcast with x's)"))
     return cases, rng, 9
 
 

@@ -48,31 +48,34 @@ FORBIDDEN = tuple(f"course_lib.multihead.{n}" for n in
 PARAM_KEYS = ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o", "num_heads")
 
 
-def split_cases_from(rng, shapes) -> list[Case]:
-    """One case per (shape, num_heads), x drawn from ``rng``."""
-    return [Case(f"x of shape {s}, num_heads={h}", (rng.normal(size=s), h)) for s, h in shapes]
+def split_cases_from(rng, shapes, more=None, torch_shapes=()) -> list[Case]:
+    """One case per (shape, num_heads) of ``shapes``, then ``more(rng)``'s, then one torch tensor case per (shape,
+    num_heads) of ``torch_shapes``; x drawn from ``rng``."""
+    cases = [Case(f"x of shape {s}, num_heads={h}", (rng.normal(size=s), h)) for s, h in shapes]
+    if more is not None:
+        cases += more(rng)
+    return cases + [Case(f"a torch tensor of shape {s}, num_heads={h}", (torch.from_numpy(rng.normal(size=s)), h))
+                    for s, h in torch_shapes]
 
 
 def _split_cases() -> list[Case]:
-    rng = seeded(31)
-    cases = split_cases_from(rng, [((2, 3, 8), 2)])
-    cases += [Case(f"x of shape {s}, num_heads={h} ({note}: the docstring's (..., T, D) allows any)",
-                   (rng.normal(size=s), h)) for s, h, note in [((4, 6), 3, "no leading dim"),
-                                                             ((2, 2, 3, 4), 2, "two leading dims")]]
-    cases.append(Case("a torch tensor of shape (2, 3, 8), num_heads=4", (torch.from_numpy(rng.normal(size=(2, 3, 8))), 4)))
-    return cases
+    def any_leading_dims(rng) -> list[Case]:
+        return [Case(f"x of shape {s}, num_heads={h} ({note}: the docstring's (..., T, D) allows any)",
+                     (rng.normal(size=s), h)) for s, h, note in [((4, 6), 3, "no leading dim"),
+                                                               ((2, 2, 3, 4), 2, "two leading dims")]]
+
+    return split_cases_from(seeded(31), [((2, 3, 8), 2)], any_leading_dims, [((2, 3, 8), 4)])
 
 
-def merge_cases_from(rng, shapes) -> list[Case]:
-    """One case per shape (..., H, T, d_head), x drawn from ``rng``."""
-    return [Case(f"x of shape {s} (..., H, T, d_head)", (rng.normal(size=s),)) for s in shapes]
+def merge_cases_from(rng, shapes, torch_shapes=()) -> list[Case]:
+    """One case per shape (..., H, T, d_head) of ``shapes``, then one torch tensor case per shape of
+    ``torch_shapes``; x drawn from ``rng``."""
+    return [Case(f"x of shape {s} (..., H, T, d_head)", (rng.normal(size=s),)) for s in shapes] + \
+        [Case(f"a torch tensor of shape {s}", (torch.from_numpy(rng.normal(size=s)),)) for s in torch_shapes]
 
 
 def _merge_cases() -> list[Case]:
-    rng = seeded(32)
-    cases = merge_cases_from(rng, [(2, 2, 3, 4)])
-    cases.append(Case("a torch tensor of shape (2, 3, 4, 2)", (torch.from_numpy(rng.normal(size=(2, 3, 4, 2))),)))
-    return cases
+    return merge_cases_from(seeded(32), [(2, 2, 3, 4)], [(2, 3, 4, 2)])
 
 
 def _same_kind(student, cases, exercise) -> None:

@@ -10,13 +10,13 @@ import torch
 from course_lib.checks.core import Case, Wrong, seeded
 from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer
 from course_lib.checks.blocks import (
-    _t,
     check_encoder_layer_forward,
     check_feed_forward,
     check_layer_norm,
     enc_cases_from,
+    ff_case,
     ff_cases_from,
-    ff_params,
+    ln_case,
     ln_cases_from,
 )
 
@@ -103,12 +103,11 @@ def ln_cases() -> list[Case]:
     """The hidden cases of ``check_layer_norm``."""
     rng = seeded(606)
     return ln_cases_from(rng) + [
-        Case("x (2, 7, 16) with weight and bias", (_t(rng, 2, 7, 16, scale=5.0, shift=-2.0), _t(rng, 16),
-                                                    _t(rng, 16))),
-        Case("x (1, 2) (d = 2)", (_t(rng, 1, 2),)),
-        Case("x (3, 4, 8), eps=1.0", (_t(rng, 3, 4, 8), _t(rng, 8), _t(rng, 8)), {"eps": 1.0}),
-        Case("x (2, 2, 3, 5) (two leading dims), weight and bias", (_t(rng, 2, 2, 3, 5), _t(rng, 5), _t(rng, 5))),
-        Case("x (5,) (a single token, no leading dims)", (_t(rng, 5, scale=2.0),)),
+        ln_case(rng, "x (2, 7, 16) with weight and bias", (2, 7, 16), scale=5.0, shift=-2.0),
+        ln_case(rng, "x (1, 2) (d = 2)", (1, 2), affine=False),
+        ln_case(rng, "x (3, 4, 8), eps=1.0", (3, 4, 8), eps=1.0),
+        ln_case(rng, "x (2, 2, 3, 5) (two leading dims), weight and bias", (2, 2, 3, 5)),
+        ln_case(rng, "x (5,) (a single token, no leading dims)", (5,), affine=False, scale=2.0),
     ]
 
 
@@ -203,14 +202,10 @@ def ff_cases() -> list[Case]:
     """The hidden cases of ``check_feed_forward``."""
     rng = seeded(707)
     return ff_cases_from(rng) + [
-        Case("x (2, 7, 16), d_ff=64, gelu", (_t(rng, 2, 7, 16, scale=3.0), *ff_params(rng, 16, 64)),
-             {"activation": "gelu"}),
-        Case("x (4, 8), d_ff=12, relu, no biases", (_t(rng, 4, 8), *ff_params(rng, 8, 12, bias=False)),
-             {"activation": "relu"}),
-        Case("x (3, 6), d_ff=6, gelu, no biases", (_t(rng, 3, 6), *ff_params(rng, 6, 6, bias=False)),
-             {"activation": "gelu"}),
-        Case("x (2, 2, 3, 4) (two leading dims), d_ff=6, gelu", (_t(rng, 2, 2, 3, 4), *ff_params(rng, 4, 6)),
-             {"activation": "gelu"}),
+        ff_case(rng, "x (2, 7, 16), d_ff=64, gelu", (2, 7, 16), 64, "gelu", scale=3.0),
+        ff_case(rng, "x (4, 8), d_ff=12, relu, no biases", (4, 8), 12, "relu", bias=False),
+        ff_case(rng, "x (3, 6), d_ff=6, gelu, no biases", (3, 6), 6, "gelu", bias=False),
+        ff_case(rng, "x (2, 2, 3, 4) (two leading dims), d_ff=6, gelu", (2, 2, 3, 4), 6, "gelu"),
     ]
 
 

@@ -7,13 +7,11 @@ import math
 
 import numpy as np
 
-from course_lib import efficient as ref
 from course_lib.checks.core import Case, Wrong, seeded
 from course_lib.checks.exercise import Breaks, Right, declare, wrong_answer
 from course_lib.checks.efficient import (
     QUADRATIC_NAME,
-    _feature_map_16,
-    _qkv,
+    _LINEAR_SHAPES,
     _softplus,
     check_causal_linear_attention,
     check_elu_feature_map,
@@ -22,6 +20,9 @@ from course_lib.checks.efficient import (
     check_positive_random_features,
     elu_cases_from,
     features_cases_from,
+    linear_cases_from,
+    stack_case,
+    state_case,
     step_cases_from,
 )
 
@@ -41,27 +42,10 @@ def _right_elu_feature_map(x):
 
 
 def linear_cases(causal: bool) -> list[Case]:
-    rng = seeded(707)
-    shapes = [(4, 4, 3, 2, ()), (6, 6, 5, 3, ())] if causal else [(3, 5, 4, 2, ()), (4, 4, 3, 3, ())]
-    shapes += [(9, 9, 6, 4, (2,)), (7, 7, 8, 5, (2, 3))] if causal else [(8, 11, 6, 4, (2,)), (5, 7, 8, 3, (2, 3))]
-    cases = []
-    for T, S, d, dv, lead in shapes:
-        q, k, v = _qkv(rng, T, S, d, dv, lead, scale=1.5)
-        cases.append(
-            Case(f"random q{q.shape}, k{k.shape}, v{v.shape}, softplus features", (q, k, v), {"feature_map": _softplus})
-        )
-    T = 8
-    q, k, v = _qkv(rng, T, T, 3, 2)
-    cases.append(Case(f"q{q.shape} with feature_map=softplus", (q, k, v), {"feature_map": _softplus}))
-    w = np.asarray(ref.draw_projection(16, 3, seed=77), dtype=np.float64)
-    cases.append(
-        Case(
-            f"q{q.shape} with 16 features per token (softplus of a projection, m=16 > d)",
-            (q, k, v),
-            {"feature_map": _feature_map_16(w)},
-        )
-    )
-    return cases
+    """The hidden cases of ``check_linear_attention`` (``causal``: of ``check_causal_linear_attention``): the visible
+    builder's, with the judge's seeds, two more shapes with leading dims and a longer query."""
+    more = [(9, 9, 6, 4, (2,)), (7, 7, 8, 5, (2, 3))] if causal else [(8, 11, 6, 4, (2,)), (5, 7, 8, 3, (2, 3))]
+    return linear_cases_from(seeded(707), _LINEAR_SHAPES[causal] + more, 8, 77)
 
 
 # ---------------------------------------------------------------- elu_feature_map
@@ -377,12 +361,7 @@ def step_cases() -> tuple[list[Case], object, int]:
     """The hidden cases of ``check_linear_attention_step``, the generator the sequence test draws from next, and that
     sequence's length."""
     cases, rng = step_cases_from(seeded(747), 5, 3)
-    lead, r, d, dv = (2,), 5, 5, 3
-    s1 = np.abs(rng.normal(size=lead + (r, dv))) + 0.5
-    z1 = np.abs(rng.normal(size=lead + (r,))) + 1.0
-    cases.append(Case("a batch of 2 states", ((s1, z1), rng.normal(size=lead + (d,)),
-                                              rng.normal(size=lead + (d,)), rng.normal(size=lead + (dv,))),
-                      {"feature_map": _softplus}))
+    cases.append(state_case(rng, "a batch of 2 states", 5, 3, (2,)))
     return cases, rng, 7
 
 
@@ -462,8 +441,7 @@ def features_cases() -> tuple[list[Case], object, int]:
     rng = seeded(757)
     cases = features_cases_from(rng, [(3, 4, 8), (5, 3, 5), (6, 6, 12), (2, 8, 20)], 7577)
     # the docstring: w (..., m, d), leading dims broadcast with x's (e.g. many draws)
-    cases.append(Case("x(3, 4) with a stack of 2 draws w(2, 5, 4)", (rng.normal(size=(3, 4)),
-                                                                      rng.normal(size=(2, 5, 4)))))
+    cases.append(stack_case(rng, 2))
     cases.append(Case("x(2, 3, 4) with w(2, 5, 4), one draw per batch item", (rng.normal(size=(2, 3, 4)),
                                                                                rng.normal(size=(2, 5, 4)))))
     return cases, rng, 99

@@ -118,11 +118,8 @@ def _breaks_split_numpy_only(x, num_heads):
 
 def split_cases() -> list[Case]:
     """The hidden cases of ``check_split_heads``: leading dims none, (B,), (B, C), and a torch tensor."""
-    rng = seeded(3011)
-    cases = split_cases_from(rng, [((2, 5, 12), 3), ((1, 7, 8), 2), ((3, 4, 6), 6), ((5, 6), 2), ((2, 2, 3, 4), 2)])
-    cases.append(Case("a torch tensor of shape (2, 3, 8), num_heads=4",
-                      (torch.from_numpy(rng.normal(size=(2, 3, 8))), 4)))
-    return cases
+    return split_cases_from(seeded(3011), [((2, 5, 12), 3), ((1, 7, 8), 2), ((3, 4, 6), 6), ((5, 6), 2),
+                                           ((2, 2, 3, 4), 2)], torch_shapes=[((2, 3, 8), 4)])
 
 
 SPLIT_HEADS = declare("03_multihead", "split_heads", check_split_heads,
@@ -164,10 +161,8 @@ def _breaks_merge_numpy_only(x):
 
 def merge_cases() -> list[Case]:
     """The hidden cases of ``check_merge_heads``."""
-    rng = seeded(3012)
-    cases = merge_cases_from(rng, [(2, 3, 5, 4), (1, 2, 7, 3), (3, 6, 4, 1), (2, 3, 4), (2, 1, 2, 3, 2)])
-    cases.append(Case("a torch tensor of shape (2, 2, 3, 4)", (torch.from_numpy(rng.normal(size=(2, 2, 3, 4))),)))
-    return cases
+    return merge_cases_from(seeded(3012), [(2, 3, 5, 4), (1, 2, 7, 3), (3, 6, 4, 1), (2, 3, 4), (2, 1, 2, 3, 2)],
+                            [(2, 2, 3, 4)])
 
 
 MERGE_HEADS = declare("03_multihead", "merge_heads", check_merge_heads,
