@@ -51,7 +51,7 @@ from course_lib import positional as P  # lesson 04: relative positions and Enfo
 
 from course_lib import solutions
 
-_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/dna.py
+_solution = solutions.of("course_lib.dna")  # the exercises' bodies: course_lib/solutions/dna.py
 
 __all__ = [
     "BASES",

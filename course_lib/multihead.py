@@ -42,7 +42,7 @@ from course_lib.attention import check_attention_shapes
 
 from course_lib import solutions
 
-_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/multihead.py
+_solution = solutions.of("course_lib.multihead")  # the exercises' bodies: course_lib/solutions/multihead.py
 
 __all__ = [
     "split_heads",

@@ -54,7 +54,7 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 
 from course_lib import solutions
 
-_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/prompt_tuning.py
+_solution = solutions.of("course_lib.prompt_tuning")  # the exercises' bodies: course_lib/solutions/prompt_tuning.py
 
 __all__ = ["prepend_soft_prompt", "answer_only_labels", "option_log_likelihood", "freeze_model", "SoftPrompt",
            "PromptedLM", "lm_loss", "encode_examples", "trim_padding", "option_scores", "text_embeds", "wilson_interval",

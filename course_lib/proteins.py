@@ -49,7 +49,7 @@ from course_lib.positional import SinusoidalPositionalEncoding
 
 from course_lib import solutions
 
-_solution = solutions.of(__name__)  # the exercises' bodies: course_lib/solutions/proteins.py
+_solution = solutions.of("course_lib.proteins")  # the exercises' bodies: course_lib/solutions/proteins.py
 
 __all__ = [
     "AMINO_ACIDS", "SPECIALS", "AA_VOCAB", "PAD", "CLS", "EOS", "UNK", "MASK",

@@ -111,6 +111,7 @@ def test_references_hand_on_to_their_lessons_solutions_file(les):
     ``__getattr__``); every function or class of the solutions file is one of them or a private helper. So an
     edition that leaves the file out holds no reference's body, and no edition needs code rewritten."""
     topic = les.module.rsplit(".", 1)[1]
+    assert repr(registry.resolve(les.module)._solution) == f"<the solutions of {les.module}>"
     here = _top_level(os.path.join(REPO, "course_lib", f"{topic}.py"))
     there = _top_level(os.path.join(REPO, "course_lib", "solutions", f"{topic}.py"))
     withheld = {q.rsplit(".", 1)[1] for e in registry.exercises(les.assignment) for q in e.withheld}

@@ -3,7 +3,7 @@ the bodies of lesson 01's exercises, ``solutions/bpe.py`` lesson 06's).
 
 A topic module keeps each exercise's signature and docstring, and its body hands the call on::
 
-    _solution = solutions.of(__name__)          # in course_lib/attention.py
+    _solution = solutions.of("course_lib.attention")   # in course_lib/attention.py
 
     def softmax(x, axis: int = -1) -> np.ndarray:
         \"\"\"Numerically stable softmax along ``axis`` ... \"\"\"
@@ -49,8 +49,10 @@ class _Solutions:
 
 
 def of(topic_module: str) -> _Solutions:
-    """The solutions of ``topic_module`` (``"course_lib.attention"``): ``of(__name__).softmax`` is
-    ``course_lib.solutions.attention.softmax``, or raises NotImplementedError where this edition leaves it out."""
+    """The solutions of ``topic_module`` (``"course_lib.attention"``): ``of("course_lib.attention").softmax`` is
+    ``course_lib.solutions.attention.softmax``, or raises NotImplementedError where this edition leaves it out.
+    A topic module names itself here rather than passing ``__name__``, so its file run by path (``runpy``) hands
+    its calls to the same place."""
     if not topic_module.startswith("course_lib.") or topic_module.count(".") != 1:
         raise ValueError(f"expected a topic module of course_lib such as 'course_lib.attention', got {topic_module!r}")
     return _Solutions(topic_module)
