@@ -5,9 +5,9 @@ folder of its own (no shared course folder: a task carries its submission as byt
 command connects to the scheduler's address. Checked: the grades equal those of the default local run
 (a LocalCluster); a worker killed (with its nanny, for good) while it grades loses no grade and
 counts none twice; a worker whose environment differs (bubblewrap missing from its PATH) is refused by
-name before anything is graded. One assignment of the demo class, three students, to stay quick.
+name before anything is graded. One assignment of the demo class, three students, to stay quick: the class and its
+local run are tests/lesson01_runs.py's, made once per test session (tests/test_interrupt.py reads the same run).
 """
-import csv
 import json
 import os
 import shutil
@@ -18,24 +18,17 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
+import lesson01_runs
 from conftest import REPO
+from lesson01_runs import ASSIGNMENT, STUDENTS, env_for, read_grades
 
 pytestmark = pytest.mark.slow
 
-ASSIGNMENT = "01_attention"
-STUDENTS = ("s01_correct", "s02_blank", "s03_misconception")
 DASK = os.path.join(os.path.dirname(sys.executable), "dask")
-
-
-def env_for(root, tmp, **extra):
-    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="30", PYTHONPATH=REPO, TMPDIR=str(tmp))
-    env.pop("COURSE_DB_URL", None)
-    env.pop("COURSE_DASK_SCHEDULER", None)
-    env.update(extra)
-    return env
 
 
 def grade_cmd(*extra):
@@ -46,35 +39,16 @@ def grade_cmd(*extra):
 @pytest.fixture(scope="module")
 def class_dir(tmp_path_factory):
     """The release of lesson 01 and three demo students' submissions (s04_crash's 30 s loop left out)."""
-    base = tmp_path_factory.mktemp("dask-class")
-    tmp = base / "tmp"
-    tmp.mkdir()
-    sys.path.insert(0, REPO)
-    from grading import demo
-
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                          cwd=os.path.join(REPO, "grading"), env=env_for(base, tmp), capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    demo.generate(ASSIGNMENT, str(base / "submitted"), release_dir=str(base / "release"))
-    shutil.rmtree(base / "submitted" / "s04_crash")
-    return base
+    return lesson01_runs.class_dir(tmp_path_factory)
 
 
 def fresh_root(tmp_path_factory, class_dir, name):
     root = tmp_path_factory.mktemp(name)
-    shutil.copytree(class_dir / "submitted", root / "submitted")
-    shutil.copytree(class_dir / "release", root / "release")
+    lesson01_runs.copy_class(class_dir, root)
     # short: the kernels' IPC socket paths live below it and a Unix socket path has at most 107 bytes
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="dk-", dir="/tmp"))
     atexit.register(shutil.rmtree, tmp, True)
     return root, tmp
-
-
-def read_grades(root):
-    with open(root / "grades.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT]
-    assert len(rows) == len({r["student_id"] for r in rows}), f"a student counted twice: {rows}"
-    return {r["student_id"]: (float(r["score"]), r["status"]) for r in rows}
 
 
 def results(root):
@@ -83,19 +57,20 @@ def results(root):
 
 
 @pytest.fixture(scope="module")
-def local_course(tmp_path_factory, class_dir):
-    """A LocalCluster of --workers processes started by the command."""
-    root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-local")
-    proc = subprocess.run(grade_cmd("--engine", "dask"), cwd=REPO, env=env_for(root, tmp), capture_output=True, text=True, timeout=1200)
+def local_course(tmp_path_factory):
+    """A LocalCluster of --workers processes started by the command (``grade --engine dask``): the session's
+    run of the class (tests/lesson01_runs.py), which this file's later tests may change (a page graded by hand)."""
+    run = lesson01_runs.dask_local_run(tmp_path_factory)
+    proc = types.SimpleNamespace(**{k: run[k] for k in ("returncode", "stdout", "stderr")})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "[cluster] grading on a local Dask cluster of 2 worker process(es)" in proc.stdout
-    assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
+    assert run["tmp_left"] == [], f"left in the temporary folder: {run['tmp_left']}"
     # not a terminal: plain progress lines, no cursor movement (issue 61)
     assert "\x1b" not in proc.stdout + proc.stderr and "\r" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
     assert f"[progress] {ASSIGNMENT}: 3 of 3 graded in" in proc.stderr, proc.stderr[-2000:]
-    grades = read_grades(root)
+    grades = run["grades"]
     assert set(grades) == set(STUDENTS) and grades["s01_correct"][0] == 9.0, grades
-    return root, grades, proc
+    return run["root"], grades, proc
 
 
 @pytest.fixture(scope="module")
@@ -232,6 +207,15 @@ class Cluster:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        # a worker killed by SIGKILL (here, or mid-run) leaves the IPC tmpfs of its kernels mounted in its folder:
+        # released as the grading command releases its own (else pytest cannot remove the folder later: "Device or
+        # resource busy", a warning in every later session)
+        from grading.kernel import launcher
+
+        with open("/proc/self/mountinfo") as fh:
+            points = [line.split()[4] for line in fh]
+        for point in sorted((p for p in points if p.startswith(str(self.base) + "/")), reverse=True):
+            launcher.release_ipc_folder(point)
 
 
 @pytest.fixture(scope="module")
@@ -251,37 +235,17 @@ def cluster(tmp_path_factory, class_dir):
 
 @pytest.fixture(scope="module")
 def remote_run(tmp_path_factory, class_dir, cluster):
+    """The class graded through the scheduler's address, by the cluster's two workers and a third one that is
+    killed (with its nanny, for good) while it grades a submission: one run shows both that a class graded on
+    the scheduler's workers gets the local grades and that a lost worker costs none (a run of its own for each
+    graded the same three submissions twice)."""
     root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-remote")
-    with cluster.client() as client:
-        pids = set(client.run(os.getpid).values())
-    proc = subprocess.run(grade_cmd("--scheduler", cluster.address), cwd=REPO, env=env_for(root, tmp),
-                          capture_output=True, text=True, timeout=1200)
-    return root, tmp, proc, pids
-
-
-def test_a_class_graded_through_a_schedulers_address_gets_the_local_grades(remote_run, local_run, cluster):
-    root, tmp, proc, pids = remote_run
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert f"[cluster] grading on the Dask scheduler at {cluster.address} (2 worker(s))" in proc.stdout
-    assert read_grades(root) == local_run
-    done = results(root)
-    assert set(done) == set(STUDENTS)
-    # graded in the worker processes, not in the command: each result names the worker that ran its kernel
-    assert {r["worker_pid"] for r in done.values()} <= pids, (done, pids)
-    # the course's own folder holds what the client wrote from the returned bytes
-    for s in STUDENTS:
-        assert list((root / "autograded" / s / ASSIGNMENT).glob("*.ipynb")), s
-        assert list((root / "feedback" / s / ASSIGNMENT).glob("*.html")), s
-    assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
-
-
-def test_a_worker_killed_while_it_grades_loses_no_grade(tmp_path_factory, class_dir, local_run, cluster, remote_run):
-    root, tmp = fresh_root(tmp_path_factory, class_dir, "dask-kill")
     cluster.add_worker("w3")  # the one to kill: a third worker, so two stay for the later tests
     cluster.wait_for_workers(3)
     with cluster.client() as client:
+        pids = set(client.run(os.getpid).values())
         nanny_of = client.run(os.getppid)  # {address: pid of its `dask worker` nanny, the process we started}
-        log = open(root.parent / "dask-kill.log", "w+")
+        log = open(root.parent / "dask-remote.log", "w+")
         proc = subprocess.Popen(grade_cmd("--scheduler", cluster.address), cwd=REPO, env=env_for(root, tmp),
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         victim, since, deadline = None, {}, time.monotonic() + 900
@@ -309,19 +273,38 @@ def test_a_worker_killed_while_it_grades_loses_no_grade(tmp_path_factory, class_
                 proc.wait()
     log.seek(0)
     output = log.read()
-    assert rc == 0, output[-3000:]
+    log.close()
+    return dict(root=root, tmp=tmp, rc=rc, output=output, pids=pids, victim=victim, in_flight=in_flight)
+
+
+def test_a_class_graded_through_a_schedulers_address_gets_the_local_grades(remote_run, local_run, cluster):
+    root, tmp, output = remote_run["root"], remote_run["tmp"], remote_run["output"]
+    assert remote_run["rc"] == 0, output[-3000:]
+    assert f"[cluster] grading on the Dask scheduler at {cluster.address} (3 worker(s))" in output, output[-3000:]
     assert read_grades(root) == local_run, output[-3000:]  # every grade, each once
     done = results(root)
     assert set(done) == set(STUDENTS)
-    # what the killed worker was grading was graded again by a surviving worker (what it had finished before
-    # the kill was recorded then, once)
+    # graded in the worker processes, not in the command: each result names the worker that ran its kernel
+    assert {r["worker_pid"] for r in done.values()} <= remote_run["pids"], (done, remote_run["pids"])
+    # the course's own folder holds what the client wrote from the returned bytes
+    for s in STUDENTS:
+        assert list((root / "autograded" / s / ASSIGNMENT).glob("*.ipynb")), s
+        assert list((root / "feedback" / s / ASSIGNMENT).glob("*.html")), s
+    assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
+
+
+def test_a_worker_killed_while_it_grades_loses_no_grade(remote_run, cluster):
+    """The run above lost a worker in the middle of a submission: every grade is there once (the test above),
+    and what the killed worker was grading was graded again by a surviving worker (what it had finished before
+    the kill was recorded then, once)."""
+    done, in_flight, output = results(remote_run["root"]), remote_run["in_flight"], remote_run["output"]
     survivors = set(client_pids(cluster).values())
+    assert remote_run["rc"] == 0, output[-3000:]
     assert in_flight and in_flight <= set(STUDENTS), in_flight
     assert all(done[s]["worker_pid"] in survivors for s in in_flight), (in_flight, done, survivors)
     # the instructor is told which worker was lost and which submissions went to another (issue 61)
-    lost = [line for line in output.splitlines() if line.startswith(f"[cluster] lost worker {victim}")]
+    lost = [line for line in output.splitlines() if line.startswith(f"[cluster] lost worker {remote_run['victim']}")]
     assert lost and all(f"{ASSIGNMENT}/{s} (its try 2)" in lost[0] for s in in_flight), output[-3000:]
-    assert os.listdir(tmp) == [], f"left in the temporary folder: {os.listdir(tmp)}"
 
 
 def client_pids(cluster):

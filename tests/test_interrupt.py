@@ -1,7 +1,8 @@
 """An interrupted grading run costs no student anything (issue 40, item 2).
 
 A real class of lesson 01 (three students: correct, blank, one misconception; placed in submitted/ as an
-instructor would) is graded once without interruption. Then, for a few seeds, the same class in a fresh
+instructor would) is graded once without interruption (tests/lesson01_runs.py: the session's run on a local Dask
+cluster, the default engine, shared with tests/test_dask.py). Then, for a few seeds, the same class in a fresh
 course root is graded and stopped at a random moment (seeded, within the uninterrupted run's wall time)
 by SIGTERM to the command, or by SIGINT to its process group as Ctrl-C in a terminal sends it: anywhere in
 the run, once a worker has claimed a submission, and once the first result is written. The
@@ -20,36 +21,22 @@ import time
 
 import pytest
 
+import lesson01_runs
 from conftest import REPO, snapshot
+from lesson01_runs import ASSIGNMENT, STUDENTS
 
 pytestmark = pytest.mark.slow
 
-ASSIGNMENT = "01_attention"
-STUDENTS = ("s01_correct", "s02_blank", "s03_misconception")
 SEEDS = (1, 2, 3)
 
 
 def env_for(root, tmp):
-    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="20", PYTHONPATH=REPO, TMPDIR=str(tmp))
-    env.pop("COURSE_DB_URL", None)
-    return env
+    return lesson01_runs.env_for(root, tmp, cell_timeout="20")
 
 
 def grade_cmd(*extra):
     return [sys.executable, "-m", "grading", "grade", "--assignment", ASSIGNMENT, "--workers", "2", "--no-feedback",
             "--demo", "no", *extra]
-
-
-def make_class(root, tmp):
-    """The release of lesson 01 in ``root`` and three students' submissions in root/submitted/."""
-    sys.path.insert(0, REPO)
-    from grading import demo
-
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                          cwd=os.path.join(REPO, "grading"), env=env_for(root, tmp), capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    demo.generate(ASSIGNMENT, str(root / "submitted"), release_dir=str(root / "release"))
-    shutil.rmtree(root / "submitted" / "s04_crash")  # its 20 s loop would only make the test slower
 
 
 def read_grades(root):
@@ -77,32 +64,26 @@ def processes_mentioning(*needles):
 
 @pytest.fixture(scope="module")
 def class_dir(tmp_path_factory):
-    base = tmp_path_factory.mktemp("class")
-    tmp = base / "tmp"
-    tmp.mkdir()
-    make_class(base, tmp)
-    return base
+    return lesson01_runs.class_dir(tmp_path_factory)
 
 
 def fresh_root(tmp_path_factory, class_dir, name):
     root = tmp_path_factory.mktemp(name)
-    shutil.copytree(class_dir / "submitted", root / "submitted")
-    shutil.copytree(class_dir / "release", root / "release")
+    lesson01_runs.copy_class(class_dir, root)
     tmp = root.parent / f"{root.name}-tmp"
     tmp.mkdir()
     return root, tmp
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, class_dir):
-    root, tmp = fresh_root(tmp_path_factory, class_dir, "whole")
-    t0 = time.monotonic()
-    proc = subprocess.run(grade_cmd(), cwd=REPO, env=env_for(root, tmp), capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - t0
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    grades = read_grades(root)
+def uninterrupted(tmp_path_factory):
+    """The class graded without interruption (the same command, feedback pages included: its wall time bounds
+    the seeded delays below), once per test session."""
+    run = lesson01_runs.dask_local_run(tmp_path_factory)
+    assert run["returncode"] == 0, run["stdout"][-3000:] + run["stderr"][-3000:]
+    grades = {s: score for s, (score, _) in run["grades"].items()}
     assert set(grades) == set(STUDENTS) and grades["s01_correct"] == 9.0, grades
-    return {"grades": grades, "wall": wall}
+    return {"grades": grades, "wall": run["wall"]}
 
 
 @pytest.mark.parametrize("seed", SEEDS)

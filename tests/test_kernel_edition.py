@@ -11,7 +11,9 @@ import copy
 import io
 import json
 import os
+import pathlib
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -46,12 +48,13 @@ def _resolve(qualname: str):
 
 
 @pytest.fixture(scope="module")
-def kernel_root(tmp_path_factory):
-    """A kernel edition built the way a grading run builds it (nothing released), once for this file's tests
-    that only read it or import from it."""
-    root = tmp_path_factory.mktemp("kernel-edition-built") / "lib"
-    root.mkdir()
-    edition.build(str(root), released=[])
+def kernel_root(kernel_edition):
+    """The kernel edition of this test session (tests/conftest.py ``kernel_edition``: ``edition.ensure()``, built
+    the way a grading run builds it, with the course's released solutions: none), for this file's tests that
+    only read it or import from it."""
+    root = pathlib.Path(kernel_edition)
+    with open(root / "course_lib" / "_edition.json") as fh:
+        assert json.load(fh) == {"edition": edition.EDITION, "released": []}, "the session's edition releases some"
     return root
 
 
@@ -129,15 +132,14 @@ def test_the_sweep_finds_the_references_in_the_judges_edition(sweep, tmp_path):
     assert not missed, f"the sweep did not recognise these references as answers: {missed}"
 
 
-def test_the_launcher_refuses_to_start_a_kernel_without_the_edition(tmp_path):
+def test_the_launcher_refuses_to_start_a_kernel_without_the_edition(tmp_path, kernel_root):
     from grading.kernel import launcher
 
     for value in ("", str(tmp_path), REPO):
         with pytest.raises(SystemExit, match="no grading edition of course_lib"):
             launcher.kernel_lib_root({"COURSE_KERNEL_LIB": value})
     root = tmp_path / "lib"
-    root.mkdir()
-    edition.build(str(root), released=[])
+    shutil.copytree(kernel_root, root)  # an edition as edition.build writes it (its modes kept): accepted
     assert launcher.kernel_lib_root({"COURSE_KERNEL_LIB": str(root)}) == os.path.realpath(root)
     os.chmod(root, 0o777)  # a folder others could write into: refused
     with pytest.raises(SystemExit, match="no grading edition"):

@@ -1,4 +1,5 @@
-"""The gradebook on PostgreSQL: the demo class of lesson 01 graded by 2 workers gets the same grades as on SQLite.
+"""The gradebook on PostgreSQL: the demo class of lesson 01 graded by 2 workers gets the same grades as on SQLite
+(the session's SQLite run of the whole demo class, tests/shared_runs.py ``demo_class``: lesson 01's rows).
 
 A real PostgreSQL server runs on loopback for this module (tests/pg.py: found, or installed
 with apt-get when we are root; the module is skipped, saying why, when neither works).
@@ -11,6 +12,7 @@ import sys
 import pytest
 
 import pg
+import shared_runs
 from conftest import LESSON01_CELL_TIMEOUT as CELL_TIMEOUT, REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -28,14 +30,10 @@ def pg_server():
     server.stop()
 
 
-def grade(root, db_url=None, feedback=True):
-    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT=CELL_TIMEOUT, PYTHONPATH=REPO)
-    env.pop("COURSE_DB_URL", None)
-    if db_url:
-        env["COURSE_DB_URL"] = db_url
+def grade(root, db_url):
+    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT=CELL_TIMEOUT, PYTHONPATH=REPO,
+               COURSE_DB_URL=db_url)
     args = ["grade", "--assignment", ASSIGNMENT, "--workers", "2", "--demo", "yes"]
-    if not feedback:
-        args.append("--no-feedback")
     proc = subprocess.run([sys.executable, "-m", "grading", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=170)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -96,8 +94,12 @@ def test_grades_are_stored_in_postgres(pg_server, pg_grades):
     assert n == len(expected())
 
 
-def test_postgres_and_sqlite_grades_are_identical(pg_grades, tmp_path):
+def test_postgres_and_sqlite_grades_are_identical(pg_grades, tmp_path_factory):
     _, on_pg = pg_grades
-    on_sqlite = grade(tmp_path, db_url=None, feedback=False)
-    assert (tmp_path / "demo_class" / "gradebook.db").exists()  # the demo class is a course of its own
-    assert on_sqlite == on_pg
+    course, run = shared_runs.demo_class(tmp_path_factory)  # the same command on SQLite, every lesson
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert (course / "gradebook.db").exists()  # the demo class is a course of its own, on SQLite
+    with open(course / "grades.csv", newline="") as fh:
+        on_sqlite = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
+    assert set(on_pg) == set(expected()) and set(on_pg) <= set(on_sqlite), (sorted(on_pg), sorted(on_sqlite))
+    assert {s: on_sqlite[s] for s in on_pg} == on_pg

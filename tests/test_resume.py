@@ -5,8 +5,9 @@ SIGKILL to the worker that grades ``s03_misconception``, at the moment that work
 is running (its kernel process exists, the result does not). By then the first two
 submissions have results, and the other worker still has ``s04_crash`` (a cell that loops
 until the per-cell timeout) to grade. The test checks what an instructor would see, runs
-``grade --resume`` on the same course root and compares with an uninterrupted run. The demo class is a
-course of its own, in ``<root>/demo_class``.
+``grade --resume`` on the same course root and compares with an uninterrupted run: the session's run of the
+whole demo class as `make grade` grades it (tests/shared_runs.py ``demo_class``, lesson 01's rows). The demo class
+is a course of its own, in ``<root>/demo_class``.
 """
 import csv
 import json
@@ -19,6 +20,7 @@ import time
 
 import pytest
 
+import shared_runs
 from conftest import LESSON01_CELL_TIMEOUT as CELL_TIMEOUT, REPO
 
 pytestmark = pytest.mark.slow
@@ -87,7 +89,11 @@ def warm_kernels(tree, table):
 
 def read_grades(root):
     """The demo class's grades: its own course in ``root/demo_class`` (grading/pipeline.py DEMO_ROOT)."""
-    with open(root / "demo_class" / "grades.csv", newline="") as fh:
+    return _grades_csv(root / "demo_class" / "grades.csv")
+
+
+def _grades_csv(path):
+    with open(path, newline="") as fh:
         return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
 
 
@@ -180,21 +186,28 @@ def resumed(killed_run):
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    root = tmp_path_factory.mktemp("course-whole")
-    t0 = time.monotonic()
-    proc = subprocess.run(grade_cmd("--demo", "yes"), cwd=REPO, env=env_for(root), capture_output=True,
-                          text=True, timeout=1800)
-    _BASELINE["wall"] = time.monotonic() - t0
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return read_grades(root)
+    """Lesson 01's grades of the demo class graded without interruption: the session's run of the whole demo
+    class (the grading command `make grade` runs, the default engine; shared by several files), which also gives
+    the time limits below."""
+    from grading import demo
+
+    course, run = shared_runs.demo_class(tmp_path_factory)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    total = re.findall(r"^\[report\] total time ([0-9.]+) s$", run.stdout, re.MULTILINE)
+    assert total, "the demo class's run printed no total time:\n" + run.stdout[-3000:]
+    _BASELINE["wall"] = float(total[-1])
+    grades = _grades_csv(course / "grades.csv")
+    assert set(demo.STUDENTS) <= set(grades), sorted(grades)
+    return {s: grades[s] for s in demo.STUDENTS}
 
 
 _BASELINE: dict = {}
 
 
 def _limit() -> float:
-    """Time limits of the other runs: derived from the uninterrupted run measured on this machine, in
-    this session (a busy CI runner is slow for all of them alike), never a fixed number of seconds."""
+    """Time limits of the other runs: derived from the uninterrupted run measured on this machine, in this
+    session (the whole demo class's command, its own total time: a busy CI runner is slow for all of them
+    alike), never a fixed number of seconds."""
     return 3 * _BASELINE["wall"] + 30
 
 
