@@ -1,11 +1,12 @@
 """A real class handled with care (issue 40, issue 43 items 3, 5, 6), as an instructor meets it.
 
 One course root goes through README's sequence on lesson 01: the demo class first (its own course in
-``demo_class/``), then a real class placed in ``submitted/`` (graded as it is: every file survives byte
-for byte), a correction copied in with its old modification time (``--resume`` sees it by content), and
-one student's regrade (``--student``). The fast tests check the refusals that come before any grading:
-the question ``--demo yes|no``, the lock of a course another run holds, a read-only gradebook and an
-unwritable output folder (each: non-zero exit, the cause named, the previous grades.csv intact).
+``demo_class/``: `make grade`'s run on a fresh clone, shared by the test session and copied here), then a real
+class placed in ``submitted/`` (graded as it is: every file survives byte for byte), a correction copied in with
+its old modification time (``--resume`` sees it by content), and one student's regrade (``--student``). The fast
+tests check what ``--demo auto`` chooses and the refusals that come before any grading: the question
+``--demo yes|no``, the lock of a course another run holds, a read-only gradebook and an unwritable output folder
+(each: non-zero exit, the cause named, the previous grades.csv intact).
 """
 import csv
 import fcntl
@@ -56,12 +57,23 @@ def result_json(root, student):
 # ====================================================================== the sequence (slow)
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
+    """README's sequence in one course root. Its first step, the demo class of every lesson as `make grade` grades
+    it on a fresh clone, is graded once per test session (tests/shared_runs.py ``demo_class``, ``--demo yes``) and
+    copied into this course's demo_class/; that ``--demo auto`` (`make grade`'s) chooses it when nothing is
+    submitted is test_auto_grades_the_demo_in_its_own_course_when_nothing_is_submitted's."""
+    import shutil
+    import types
+
+    import shared_runs
+
+    demo_root, demo_run = shared_runs.demo_class(tmp_path_factory)
     root = tmp_path_factory.mktemp("course")
     out = {"root": root}
-    out["demo"] = run_grading(["grade", "--assignment", ASSIGNMENT, "--workers", "2"], root)
+    out["demo"] = types.SimpleNamespace(returncode=demo_run.returncode, stdout=demo_run.stdout, stderr=demo_run.stderr)
     assert out["demo"].returncode == 0, out["demo"].stdout[-3000:] + out["demo"].stderr[-3000:]
+    out["submitted_after_demo"] = (demo_root.parent / "submitted").exists()
+    shutil.copytree(demo_root, root / "demo_class", symlinks=True)
     out["demo_csv"] = (root / "demo_class" / "grades.csv").read_bytes()
-    out["submitted_after_demo"] = (root / "submitted").exists()
     correct, blank = notebooks(root)
     # the real class, placed after the demo run where README says
     for student, text in (("alice", correct), ("bob", blank), ("al[ei]ce", correct)):
@@ -172,6 +184,16 @@ def place(root, student, text="{}"):
     (folder / NOTEBOOK).write_text(text)
 
 
+def test_auto_grades_the_demo_in_its_own_course_when_nothing_is_submitted(tmp_path):
+    """``--demo auto`` (the default) with nothing in submitted/: the run is the demo class's, in its own course
+    (the lock it takes is demo_class/'s), and it creates no submitted/ of the real class. The run stops at its
+    first check (a kernel that does not exist), before any grading."""
+    proc = run_grading(["grade", "--assignment", ASSIGNMENT, "--kernel", "no-such-kernel"], tmp_path)
+    assert proc.returncode == 2 and "no-such-kernel" in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert (tmp_path / "demo_class" / ".grading.lock").is_file(), sorted(os.listdir(tmp_path))
+    assert not (tmp_path / ".grading.lock").exists() and not (tmp_path / "submitted").exists()
+
+
 def test_auto_asks_when_submitted_could_be_the_demo_and_deletes_nothing(tmp_path):
     place(tmp_path, "s01_correct")
     place(tmp_path, "dana")
@@ -209,18 +231,15 @@ def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path):
     assert (tmp_path / ".grading.lock").read_text() == "", "the lock was not released at the end"
 
 
-def test_a_read_only_gradebook_stops_the_run_and_keeps_the_grades(tmp_path):
-    import sqlite3
+def test_a_read_only_gradebook_stops_the_run_and_keeps_the_grades(tmp_path_factory):
+    """(The run is shared with tests/test_class_mess_pages.py: tests/shared_runs.py ``read_only_gradebook``.)"""
+    import shared_runs
 
-    place(tmp_path, "dana")
-    sqlite3.connect(tmp_path / "gradebook.db").close()
-    (tmp_path / "grades.csv").write_text("previous grades\n")
-    url = f"sqlite:///file:{tmp_path / 'gradebook.db'}?mode=ro&uri=true"  # a read-only gradebook, even for root
-    proc = run_grading(["grade", "--assignment", ASSIGNMENT], tmp_path, env_extra={"COURSE_DB_URL": url})
+    root, proc = shared_runs.read_only_gradebook(tmp_path_factory)
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert "readonly database" in proc.stderr, proc.stderr[-3000:]
-    assert (tmp_path / "grades.csv").read_text() == "previous grades\n"
-    assert not (tmp_path / "logs" / "results" / ASSIGNMENT / "dana.json").exists(), "a result (a zero) was recorded"
+    assert (root / "grades.csv").read_text() == "previous grades\n"
+    assert not (root / "logs" / "results" / ASSIGNMENT / "dana.json").exists(), "a result (a zero) was recorded"
 
 
 def test_a_gradebook_that_refuses_the_students_stops_the_run_naming_it(tmp_path):
