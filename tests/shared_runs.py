@@ -1,15 +1,19 @@
 """What several test files need and is expensive to make, made once per test session and shared by its processes
 (pytest-xdist workers wait on a lock for the one that makes it): the folder it lives in, the demo class graded
-by the command instructors run, lesson 01's release, and lesson 01's hostile and messy class graded together.
+by the command instructors run, lesson 01's release, lesson 01's hostile and messy class graded together, and
+one run refused by a read-only gradebook.
 
-Each run's result is written to a JSON file beside what it made, so every process reads the same run: the
+Each run's result is written to a JSON file in or beside what it made, so every process reads the same run: the
 run is made by whichever test first needs it, and the others wait on its lock.
 
-What each shared run replaced (issue 62): ``lesson01_class`` is the one class run of ``tests/test_adversarial.py``
-(it was that file's own) and of ``tests/test_class_mess.py`` (whose messy class had a run and a course root of
-its own); ``lesson01_release`` is the release both files' fast tests scan against (each file made its own).
-``tests/test_real_class.py`` keeps its own course: its behaviour is the sequence of runs in one course (the demo
-first, a real class placed after it, ``--resume`` after a correction, one student's regrade)."""
+What each shared run replaced (issue 62): ``lesson01_class`` is the one class run of tests/test_adversarial.py
+(it was that file's own) and of tests/test_class_mess.py (whose messy class had a run, a release and a course root
+of its own); ``lesson01_release`` is the release both files' fast tests scan against (each file made its own);
+``demo_class`` is also the first step of tests/test_real_class.py's sequence (copied into its course; it graded
+lesson 01's demo class itself) and holds the releases and gradebook that tests/test_class_mess.py's scan of every
+lesson's demo students reads (it generated every release again); ``read_only_gradebook`` is the one refused run
+of tests/test_real_class.py and tests/test_class_mess_pages.py (each made the same run). Separate runs stay where
+the behaviour is the run itself: test_real_class's real class, ``--resume`` and ``--student`` in one course."""
 from __future__ import annotations
 
 import dataclasses
