@@ -1,5 +1,10 @@
-"""The suite's cost, written by the suite: seconds per test file and the slowest setups (where fixtures are
-built), from every test's report, so the next slow test is visible in review.
+"""The suite's cost, written by the suite: seconds per test file, the slowest setups (where fixtures are
+built) and the seconds of each registry exercise's own tests, from every test's report, so the next slow test is
+visible in review.
+
+An exercise's seconds are the call time of the tests parametrised by it (a parameter that is an ``Exercise`` of
+``course_lib.checks.registry``): what adding an exercise adds to the suite through the tests that multiply with
+the registry. tests/test_cost_map.py holds each to the growth budget (``EXERCISE_BUDGET_S``).
 
 ``make test`` sets ``COURSE_COST_MAP=tests/cost_map.json``; at the end of the session the controller (with
 pytest-xdist, the reports of every worker reach it) writes that file and a Markdown table beside it
@@ -19,7 +24,27 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _FILES: dict = {}
 _SETUPS: list = []
+_EXERCISES: dict = {}
 _START = time.time()
+EXERCISE_BUDGET_S = 10.0  # issue 62: adding an exercise through the registry adds at most this to the suite
+
+
+def exercise_of(params: dict) -> str | None:
+    """``assignment.name`` of the registry exercise among a test's parameters, or None (no exercise)."""
+    for value in params.values():
+        kind = type(value)
+        if kind.__name__ == "Exercise" and kind.__module__ == "course_lib.checks.exercise":
+            return f"{value.assignment}.{value.name}"
+    return None
+
+
+def pytest_collection_modifyitems(items):
+    """Each test parametrised by an exercise carries its id in its reports (pytest-xdist sends a report's
+    ``user_properties`` from the worker to the controller, which writes the map)."""
+    for item in items:
+        exercise = exercise_of(getattr(getattr(item, "callspec", None), "params", {}))
+        if exercise:
+            item.user_properties.append(("exercise", exercise))
 
 
 def _file_of(nodeid: str) -> str:
@@ -36,6 +61,12 @@ def pytest_runtest_logreport(report):
         entry["failed"] += 1
     if report.when == "setup" and report.duration >= 5:
         _SETUPS.append((round(report.duration, 1), report.nodeid))
+    if report.when == "call":  # a shared fixture's setup is paid once, whatever the number of exercises
+        for name, value in report.user_properties:
+            if name == "exercise":
+                entry = _EXERCISES.setdefault(value, {"tests": 0, "seconds": 0.0})
+                entry["tests"] += 1
+                entry["seconds"] += report.duration
 
 
 def _machine() -> str:
@@ -56,17 +87,19 @@ def _commit() -> str:
         return ""
 
 
-def write(path: str, files: dict, setups: list, wall: float) -> None:
+def write(path: str, files: dict, setups: list, wall: float, exercises: dict | None = None) -> None:
     """Write the JSON at ``path`` and the Markdown table beside it (same name, ``.md``)."""
     for entry in files.values():
         entry["total"] = round(entry["setup"] + entry["call"] + entry["teardown"], 1)
         for key in ("setup", "call", "teardown"):
             entry[key] = round(entry[key], 1)
     ordered = dict(sorted(files.items(), key=lambda kv: -kv[1]["total"]))
+    per_exercise = {name: {"tests": e["tests"], "seconds": round(e["seconds"], 2)}
+                    for name, e in sorted((exercises or {}).items(), key=lambda kv: -kv[1]["seconds"])}
     data = {"generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": _machine(), "commit": _commit(), "wall_seconds": round(wall, 1),
             "test_seconds": round(sum(e["total"] for e in files.values()), 1),
-            "files": ordered, "slowest_setups": sorted(setups, reverse=True)[:30]}
+            "files": ordered, "slowest_setups": sorted(setups, reverse=True)[:30], "exercises": per_exercise}
     with open(path, "w") as fh:
         json.dump(data, fh, indent=1)
         fh.write("\n")
@@ -78,6 +111,11 @@ def write(path: str, files: dict, setups: list, wall: float) -> None:
               for name, e in ordered.items()]
     lines += ["", "Setups of 5 s or more (where a fixture is built):", ""]
     lines += [f"- {seconds} s `{nodeid}`" for seconds, nodeid in data["slowest_setups"]]
+    if per_exercise:
+        lines += ["", f"Seconds of the tests parametrised by each registry exercise ({len(per_exercise)} exercises, "
+                      f"{sum(e['tests'] for e in per_exercise.values())} tests; budget {EXERCISE_BUDGET_S:g} s each), "
+                      "the five largest:", ""]
+        lines += [f"- {e['seconds']} s, {e['tests']} tests: `{name}`" for name, e in list(per_exercise.items())[:5]]
     with open(os.path.splitext(path)[0] + ".md", "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -87,7 +125,7 @@ def pytest_sessionfinish(session, exitstatus):
     if not target or hasattr(session.config, "workerinput") or not _FILES:
         return
     write(os.path.join(REPO, target) if not os.path.isabs(target) else target, _FILES, _SETUPS,
-          time.time() - _START)
+          time.time() - _START, _EXERCISES)
 
 
 def file_seconds(path: str) -> dict:
@@ -97,3 +135,14 @@ def file_seconds(path: str) -> dict:
             return {name: entry["total"] for name, entry in json.load(fh)["files"].items()}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def exercise_seconds(path: str) -> dict | None:
+    """{exercise: seconds of its own tests} from a cost map written earlier; None when the map has no such section
+    (none, or one written before the section existed)."""
+    try:
+        with open(path) as fh:
+            section = json.load(fh).get("exercises")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return {name: entry["seconds"] for name, entry in section.items()} if isinstance(section, dict) else None

@@ -10,7 +10,8 @@ integrity scan flags exactly the cheating cases and nothing else (false positive
 zero honest students), and the sandbox kernel, probed directly, keeps secrets, folders,
 network, memory and processes out of reach.
 
-Slow part (``-m slow``, one class run of ~50 submissions with 2 workers, COURSE_CELL_TIMEOUT=10):
+Slow part (``-m slow``, one class run of ~50 submissions with 2 workers, COURSE_CELL_TIMEOUT=10, shared with
+tests/test_class_mess.py's messy class: ``lesson01_class`` in tests/shared_runs.py):
 ``python -m grading grade --demo no`` over the whole class; every student gets exactly its
 expected score with the reason visible, the command exits 0 and names everyone, and no file
 outside the students' own folders changed.
@@ -31,6 +32,7 @@ import pytest
 
 from conftest import REPO
 import sandbox_kernel
+import shared_runs
 from adversarial import cases as C
 from adversarial import classrun
 
@@ -68,9 +70,9 @@ def test_table_is_well_formed():
 
 @pytest.fixture(scope="module")
 def release_ctx(tmp_path_factory):
-    """A course root with the release of 01_attention and its tests in a gradebook (~5 s)."""
-    root = tmp_path_factory.mktemp("adversarial-release")
-    return classrun.prepare(str(root))
+    """A course root with the release of 01_attention and its tests in a gradebook (~5 s), made once per test
+    session and shared with tests/test_class_mess.py (tests/shared_runs.py)."""
+    return shared_runs.lesson01_release(tmp_path_factory)
 
 
 def _built(ctx, case):
@@ -817,14 +819,10 @@ except RuntimeError as e:
 # ====================================================================== slow part: one class run
 @pytest.fixture(scope="module")
 def class_run(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("adversarial-class"))
-    before = classrun.digest()
-    ctx = classrun.prepare(root)
-    classrun.write_class(ctx)
-    outcome = classrun.grade(root, workers=2, timeout=1500)
-    print(f"\n[adversarial] grade exited {outcome.returncode} after {outcome.seconds:.0f} s "
-          f"({len(C.CASES)} submissions, 2 workers, COURSE_CELL_TIMEOUT={classrun.CELL_TIMEOUT})")
-    return outcome, before, classrun.digest(), ctx
+    """The class graded once per test session (tests/shared_runs.py ``lesson01_class``): every case of the table
+    beside tests/test_class_mess.py's messy class, graded by one ``grade`` command."""
+    run = shared_runs.lesson01_class(tmp_path_factory)
+    return run.outcome, run.guarded_before, run.guarded_after, run.ctx
 
 
 @pytest.mark.slow

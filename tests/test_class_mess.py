@@ -1,14 +1,15 @@
 """The mess of a real class never costs an honest student (issues 43 and 40): lesson 01.
 
 Fast part: the integrity scan on honest edits (grading/integrity.py), intake and the accounting
-of every notebook (grading/intake.py) on folders built here. Slow part: a class of messy
-submissions graded with the real command beside a correct control student, each with its exact
-grade and the finding the report names.
+of every notebook (grading/intake.py) on folders built here. Slow part: the class of messy
+submissions (tests/adversarial/messy.py) graded with the real command beside a correct control student, each
+with its exact grade and the finding the report names. That class is graded once per test session beside
+tests/test_adversarial.py's hostile class (tests/shared_runs.py ``lesson01_class``); the assertions here read the
+messy students' part of it.
 """
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import os
 import sys
@@ -18,8 +19,13 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shared_runs  # noqa: E402
 from adversarial import classrun  # noqa: E402
 from adversarial.cases import ASSIGNMENT, NOTEBOOK  # noqa: E402
+from adversarial.messy import (BOM, _gid, _explorer, big_outputs, correct, edit_sentence,  # noqa: E402,F401
+                               fresh_copy, honest_extras, late_reference, restored_setup_with_import, scratch_import)
+from adversarial.messy import write as _write  # noqa: E402
+from adversarial import messy  # noqa: E402
 
 from grading import integrity  # noqa: E402
 from grading import intake as intake_mod  # noqa: E402
@@ -27,54 +33,18 @@ from grading import intake as intake_mod  # noqa: E402
 
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory):
-    """A course root with lesson 01's release and its tests in a gradebook (~5 s)."""
-    return classrun.prepare(str(tmp_path_factory.mktemp("mess-release")))
+    """A course root with lesson 01's release and its tests in a gradebook (~5 s), made once per test session and
+    shared with tests/test_adversarial.py (tests/shared_runs.py ``lesson01_release``); the tests only read it."""
+    return shared_runs.lesson01_release(tmp_path_factory)
 
 
-def _gid(cell):
-    return cell.metadata.get("nbgrader", {}).get("grade_id")
-
-
-def correct(ctx) -> nbformat.NotebookNode:
-    """The release notebook with the instructor's solutions (the control student's)."""
-    nb = copy.deepcopy(ctx.release)
-    for cell in nb.cells:
-        if _gid(cell) in ctx.solutions:
-            cell.source = ctx.solutions[_gid(cell)].strip("\n")
-    return nb
-
-
-def _explorer(nb) -> int:
-    return next(i for i, c in enumerate(nb.cells) if "from course_lib import pretrained" in c.source)
-
-
-def edit_sentence(nb) -> None:
-    """The clinical-sentence cell invites its sentence edited (and a trailing newline comes with it)."""
-    cell = nb.cells[_explorer(nb)]
-    assert 'sentence = " ".join(plotting.CLINICAL_SENTENCE)' in cell.source
-    cell.source = cell.source.replace('" ".join(plotting.CLINICAL_SENTENCE)',
-                                      '"The patient denies chest pain but reports shortness of breath"') + "\n"
-
-
-def honest_extras(nb) -> None:
-    """`%matplotlib inline` at the top and a scratch cell with help() after the softmax tests."""
-    nb.cells.insert(1, new_code_cell("%matplotlib inline"))
-    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
-    nb.cells.insert(at + 1, new_code_cell("from course_lib import plotting\nhelp(plotting.attention_heatmap)\nsoftmax?"))
-
-
-def fresh_copy(nb) -> None:
-    """Every cell copied into a new notebook: no nbgrader metadata, no tags, new ids."""
-    for k, cell in enumerate(nb.cells):
-        cell.metadata = {}
-        cell["id"] = f"fresh-{k}"
-    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-
-
-def late_reference(nb) -> None:
-    """After the softmax tests, a cell imports the module holding the references: the later tests pay."""
-    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
-    nb.cells.insert(at + 1, new_code_cell("from course_lib import attention as ref"))
+@pytest.fixture(scope="module")
+def messy_run(tmp_path_factory):
+    """(the messy class: student -> (files, score, words), the outcome of the shared class run, with
+    ``submitted_before``: the messy students' folders before grading)."""
+    run = shared_runs.lesson01_class(tmp_path_factory)
+    run.outcome.submitted_before = run.submitted_before
+    return messy.messy_class(run.ctx), run.outcome
 
 
 def _scan(ctx, nb):
@@ -177,32 +147,28 @@ def test_restorations_cost_nothing_and_say_so(ctx):
 
 
 @pytest.mark.slow
-def test_no_demo_student_of_any_lesson_gets_a_finding_or_a_note(tmp_path):
-    """The demo class of every lesson (correct, blank, misconception, crash) reads as handed in."""
-    import subprocess
-
+def test_no_demo_student_of_any_lesson_gets_a_finding_or_a_note(tmp_path_factory):
+    """The demo class of every lesson (correct, blank, misconception, crash) reads as handed in. The releases and
+    the gradebook are those of the demo class graded once per test session (tests/shared_runs.py ``demo_class``:
+    every release made in one nbgrader process by the grade command, pipeline.generate_assignments); the tests
+    only read them."""
     from grading import demo
 
-    env = dict(classrun.env_for(str(tmp_path)),
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    root, run = shared_runs.demo_class(tmp_path_factory)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     said = {}
     lessons = sorted(demo.assignments_with_demo())
-    # every release in one nbgrader process, as the grade command makes them (pipeline.generate_assignments)
-    proc = subprocess.run([sys.executable, "-c", "import sys; from grading import pipeline; "
-                           "pipeline.generate_assignments(sys.argv[1:])", *lessons],
-                          cwd=classrun.REPO, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
     for a in lessons:
         spec = demo.load_spec(a)
-        for f in sorted(os.listdir(tmp_path / "release" / a)):
-            if not f.endswith(".ipynb"):
-                continue
-            release = nbformat.read(str(tmp_path / "release" / a / f), as_version=4)
+        notebooks = [f for f in sorted(os.listdir(root / "release" / a)) if f.endswith(".ipynb")]
+        assert notebooks, f"the demo run released no notebook of {a}"
+        for f in notebooks:
+            release = nbformat.read(str(root / "release" / a / f), as_version=4)
             sols = demo.solutions_from_source(nbformat.read(os.path.join(classrun.REPO, "notebooks", a, f),
                                                             as_version=4))
             for student, answers in [("s01", sols), ("s02", {}), ("s03", {**sols, **spec.MISCONCEPTION}),
                                      ("s04", {**sols, **spec.CRASH})]:
-                res = {"nbgrader": {"db_url": f"sqlite:///{tmp_path / 'gradebook.db'}", "notebook": f[:-6],
+                res = {"nbgrader": {"db_url": f"sqlite:///{root / 'gradebook.db'}", "notebook": f[:-6],
                                     "assignment": a}}
                 nb, _ = integrity.ScanSubmission().preprocess(demo.build_submission(release, answers), res)
                 if nb.metadata[integrity.META_KEY] or nb.metadata[integrity.NOTES_KEY]:
@@ -211,20 +177,6 @@ def test_no_demo_student_of_any_lesson_gets_a_finding_or_a_note(tmp_path):
 
 
 # ====================================================================== intake (43.4) and every notebook (43.2, 43.7)
-def _write(path, data) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as fh:
-        fh.write(data if isinstance(data, bytes) else data.encode("utf-8"))
-
-
-def big_outputs(ctx, megabytes: int = 60) -> nbformat.NotebookNode:
-    """The correct notebook with ``megabytes`` MB of saved outputs (grading clears them)."""
-    nb = correct(ctx)
-    cell = next(c for c in nb.cells if _gid(c) == "softmax_impl")
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 1_000_000) for _ in range(megabytes)]
-    return nb
-
-
 def test_intake_counts_a_notebook_without_its_outputs(ctx, tmp_path):
     folder = tmp_path / "s" / ASSIGNMENT
     _write(str(folder / NOTEBOOK), nbformat.writes(big_outputs(ctx, 60)))
@@ -352,101 +304,10 @@ def test_a_missing_notebook_and_a_missing_assignment_are_named(tmp_path):
 
 
 # ====================================================================== slow: the messy class, graded
-BOM = b"\xef\xbb\xbf"
-
-
-def _messy_class(ctx) -> dict:
-    """student -> (files of the submission folder, exact expected score of 9, words its report lines show)."""
-    ok = nbformat.writes(correct(ctx))
-
-    def edited(*edits):
-        nb = correct(ctx)
-        for e in edits:
-            e(nb)
-        return nbformat.writes(nb)
-
-    return {
-        "s01_correct": ({NOTEBOOK: ok}, 9.0, ()),
-        "m01_honest_edits": ({NOTEBOOK: edited(edit_sentence, honest_extras)}, 9.0, ()),
-        "m02_fresh_copy": ({NOTEBOOK: edited(fresh_copy)}, 9.0, ()),
-        "m03_copy1": ({NOTEBOOK: nbformat.writes(ctx.release), "attention-Copy1.ipynb": ok}, 0.0,
-                      ("extra: attention-Copy1.ipynb was not graded", "rename it to attention.ipynb")),
-        "m04_renamed": ({"attention (1).ipynb": ok}, 0.0,
-                        ("misnamed: found 'attention (1).ipynb', expected 'attention.ipynb'", "rename it")),
-        "m05_bom": ({NOTEBOOK: BOM + ok.encode()}, 9.0, ("repaired: attention.ipynb begins with a byte-order mark",)),
-        "m06_truncated": ({NOTEBOOK: ok[: len(ok) // 2]}, 0.0, ("unreadable: attention.ipynb is not a valid notebook: "
-                                                                 "the JSON ends early, at line",)),
-        "m07_big_outputs": ({NOTEBOOK: nbformat.writes(big_outputs(ctx, 60))}, 9.0, ()),
-        "m08_late_reference": ({NOTEBOOK: edited(late_reference)}, 3.0, ("IntegrityError: ", "course_lib.attention")),
-        "m09_folder": ({NOTEBOOK + "/attention.ipynb": ok}, 0.0, ("unreadable: attention.ipynb is a folder",)),
-        "m11_big_file": ({NOTEBOOK: ok, "scan.bin": b"\0" * 51_000_000}, 9.0,
-                         ("dropped: scan.bin (51,000,000 bytes", "it stays in submitted/", "raise COURSE_INTAKE_MAX_BYTES")),
-        # issue 66: a snapshot of the class (cp -al), links, notebook habits, a scratch import
-        "m12_hard_linked": ({NOTEBOOK: Link("hard", ok)}, 9.0, ()),
-        "m13_symlinked_notebook": ({NOTEBOOK: Link("soft", ok)}, 0.0,
-                                   ("dropped: attention.ipynb (symbolic link) was not read", "readlink -f")),
-        "m14_linked_folder": (LINKED_FOLDER, 0.0, ("not graded: submitted/m14_linked_folder is a symbolic link",)),
-        "m15_colab_pip": ({NOTEBOOK: edited(lambda nb: nb.cells.insert(1, new_code_cell(
-            "!pip install -q transformers torch\n%pip install rapidfuzz")))}, 9.0, ()),
-        "m16_config_magics": ({NOTEBOOK: edited(lambda nb: nb.cells.insert(1, new_code_cell(
-            "%load_ext autoreload\n%autoreload 2\n%config InlineBackend.figure_format = 'retina'\n"
-            "%env TOKENIZERS_PARALLELISM=false\n%matplotlib widget")))}, 9.0, ()),
-        "m17_scratch_import": ({NOTEBOOK: edited(scratch_import)}, 9.0, ()),
-        "m18_setup_import": ({NOTEBOOK: edited(restored_setup_with_import)}, 9.0, ()),
-    }
-
-
-@dataclasses.dataclass
-class Link:
-    """A notebook in the submission that is a hard link (``cp -al``) or a symbolic link to a file elsewhere."""
-
-    kind: str  # "hard" or "soft"
-    text: str
-
-
-LINKED_FOLDER = "linked folder"  # the student's folder in submitted/ is a symbolic link to one elsewhere
-
-
-def _place(root: str, student: str, files) -> None:
-    submitted = os.path.join(root, "submitted")
-    if files == LINKED_FOLDER:
-        elsewhere = os.path.join(root, "elsewhere", student)
-        _write(os.path.join(elsewhere, ASSIGNMENT, NOTEBOOK), nbformat.writes(CORRECT[0]))
-        os.symlink(elsewhere, os.path.join(submitted, student))
-        return
-    for name, data in files.items():
-        path = os.path.join(submitted, student, ASSIGNMENT, name)
-        if isinstance(data, Link):
-            target = os.path.join(root, "snapshot", student, name)
-            _write(target, data.text)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            (os.link if data.kind == "hard" else os.symlink)(target, path)
-        else:
-            _write(path, data)
-
-
-CORRECT: list = []  # the correct notebook, once built (a linked folder holds it)
-
-
-@pytest.fixture(scope="module")
-def messy_run(ctx):
-    submitted = os.path.join(ctx.root, "submitted")
-    CORRECT[:] = [correct(ctx)]
-    cls = _messy_class(ctx)
-    os.makedirs(submitted, exist_ok=True)
-    for student, (files, _, _) in cls.items():
-        _place(ctx.root, student, files)
-    _write(os.path.join(submitted, "m10_missing", "02_masking", "masking.ipynb"), "{}")  # nothing for lesson 01
-    before = _tree_digest(submitted)
-    outcome = classrun.grade(ctx.root, workers=2, timeout=1500)
-    outcome.submitted_before = before
-    return cls, outcome
-
-
 @pytest.mark.slow
 def test_nothing_in_submitted_changes_links_included(messy_run):
     _, outcome = messy_run
-    after = _tree_digest(os.path.join(outcome.root, "submitted"))
+    after = messy.tree_digest(os.path.join(outcome.root, "submitted"), only=messy.STUDENTS)
     changed = sorted(k for k in set(after) | set(outcome.submitted_before)
                      if after.get(k) != outcome.submitted_before.get(k))
     assert changed == [], f"grading moved, changed or deleted in submitted/: {changed}"
@@ -493,7 +354,8 @@ def test_every_submission_not_graded_completely_is_named_with_its_fix(messy_run)
             assert w in said, f"{student}: {w!r} not in its report lines:\n{said}"
     assert "01_attention/m10_missing: missing: no submission for 01_attention" in outcome.stdout
     with open(os.path.join(outcome.root, "logs", "intake", "findings.json")) as fh:
-        kinds = {(f["student"], f["kind"]) for f in json.load(fh)}
+        # the hostile students graded in the same run have findings of their own (tests/test_adversarial.py's)
+        kinds = {(f["student"], f["kind"]) for f in json.load(fh) if f["student"] in messy.STUDENTS}
     assert kinds == {("m03_copy1", "extra"), ("m04_renamed", "misnamed"), ("m05_bom", "repaired"),
                      ("m06_truncated", "unreadable"), ("m09_folder", "unreadable"), ("m10_missing", "missing"),
                      ("m11_big_file", "dropped"), ("m13_symlinked_notebook", "dropped")}, kinds
@@ -574,12 +436,6 @@ def test_an_import_path_edit_is_a_finding(ctx, source, words):
     assert zeroed and "softmax_visible" not in zeroed, zeroed  # the tests before it count
 
 
-def scratch_import(nb) -> None:
-    """After the softmax tests, a scratch cell tries a package the grading environment lacks."""
-    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "softmax_hidden")
-    nb.cells.insert(at + 1, new_code_cell("import wandb  # tried at home\nwandb.init(project='x')\nprint('tried')"))
-
-
 def test_an_unavailable_import_costs_only_its_cell(ctx):
     assert not integrity._installed("wandb"), "the test needs a package the grading environment lacks"
     nb = correct(ctx)
@@ -603,12 +459,6 @@ def test_a_module_the_notebook_writes_is_never_imported_and_is_a_finding(ctx):
     assert "from helper_m import" not in next(c for c in out.cells if "helper_m.py" in c.source).source
 
 
-def restored_setup_with_import(nb) -> None:
-    """The locked setup cell edited with an import of the student's own (grading restores the cell)."""
-    cell = next(c for c in nb.cells if _gid(c) == "setup")
-    cell.source += "\nfrom scipy.special import softmax\nimport torch.nn.functional as F"
-
-
 def test_a_restored_setup_cell_with_an_added_import_costs_nothing(ctx):
     nb = correct(ctx)
     restored_setup_with_import(nb)
@@ -616,27 +466,6 @@ def test_a_restored_setup_cell_with_an_added_import_costs_nothing(ctx):
     assert zeroed == [] and out.metadata[integrity.META_KEY] == [], out.metadata[integrity.META_KEY]
     assert out.metadata[integrity.NOTES_KEY] == ["cell setup: this locked cell was edited; the released cell was "
                                                  "restored and run"]
-
-
-def _tree_digest(root) -> dict:
-    """Every entry under ``root`` (links not followed): kind, mode, link count, bytes or link target."""
-    import hashlib
-    import stat as st
-
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in sorted(dirnames + filenames):
-            path = os.path.join(dirpath, name)
-            info = os.lstat(path)
-            if st.S_ISLNK(info.st_mode):
-                what = "link -> " + os.readlink(path)
-            elif st.S_ISREG(info.st_mode):
-                with open(path, "rb") as fh:
-                    what = hashlib.sha256(fh.read()).hexdigest()
-            else:
-                what = "dir" if st.S_ISDIR(info.st_mode) else f"mode {info.st_mode:o}"
-            out[os.path.relpath(path, root)] = (what, info.st_mode, info.st_nlink, info.st_ino)
-    return out
 
 
 def test_intake_holds_links_in_place_and_reads_a_hard_linked_notebook(ctx, tmp_path):
@@ -650,10 +479,10 @@ def test_intake_holds_links_in_place_and_reads_a_hard_linked_notebook(ctx, tmp_p
     os.link(snapshot / "data.csv", submitted / "hard" / ASSIGNMENT / "data.csv")
     os.symlink(snapshot / NOTEBOOK, submitted / "soft" / ASSIGNMENT / NOTEBOOK)
     os.symlink(snapshot, submitted / "linked")  # a student folder that is a link
-    before = _tree_digest(submitted)
+    before = messy.tree_digest(submitted)
     findings = intake_mod.intake_class([(ASSIGNMENT, "hard"), (ASSIGNMENT, "soft")], [ASSIGNMENT],
                                        submitted=str(submitted), intake_dir=str(tmp_path / "logs" / "intake"))
-    assert _tree_digest(submitted) == before, "intake moved, changed or deleted something in submitted/"
+    assert messy.tree_digest(submitted) == before, "intake moved, changed or deleted something in submitted/"
     by = {(f["student"], f.get("path")): f for f in findings}
     assert set(by) == {("hard", "data.csv"), ("soft", NOTEBOOK)}, findings  # the hard-linked notebook is read
     soft = by[("soft", NOTEBOOK)]
@@ -752,7 +581,8 @@ def test_the_report_has_who_was_not_graded_apart_from_who_did_not_submit(messy_r
     with open(os.path.join(outcome.root, "report", "report.json"), encoding="utf-8") as fh:
         numbers = json.load(fh)
     (a,) = numbers["assignments"]
-    assert a["needs_help"]["not_submitted"] == ["m10_missing"], a["needs_help"]
+    # of the messy students (the hostile ones graded in the same run are tests/test_adversarial.py's)
+    assert [s for s in a["needs_help"]["not_submitted"] if s in messy.STUDENTS] == ["m10_missing"], a["needs_help"]
     not_graded = {r["student"]: r for r in numbers["not_graded"]}
     assert {"m04_renamed", "m06_truncated", "m09_folder", "m13_symlinked_notebook", "m14_linked_folder"} \
         <= set(not_graded), sorted(not_graded)

@@ -87,15 +87,11 @@ def test_the_page_names_the_copy_that_holds_the_work(tmp_path, monkeypatch):
     assert "other notebooks" not in nb.cells[0].source
 
 
-def test_a_read_only_gradebook_is_one_named_line(tmp_path):
-    folder = tmp_path / "submitted" / "dana" / "01_attention"
-    folder.mkdir(parents=True)
-    (folder / "attention.ipynb").write_text("{}")
-    sqlite3.connect(tmp_path / "gradebook.db").close()
-    url = f"sqlite:///file:{tmp_path / 'gradebook.db'}?mode=ro&uri=true"  # read-only, even for root
-    env = dict(os.environ, COURSE_ROOT=str(tmp_path), PYTHONPATH=REPO, COURSE_DB_URL=url)
-    proc = subprocess.run([sys.executable, "-m", "grading", "grade", "--assignment", "01_attention"], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=600)
+def test_a_read_only_gradebook_is_one_named_line(tmp_path_factory):
+    """(The run is shared with tests/test_real_class.py: tests/shared_runs.py ``read_only_gradebook``.)"""
+    import shared_runs
+
+    _, proc = shared_runs.read_only_gradebook(tmp_path_factory)
     assert proc.returncode == 2, proc.stdout[-2000:]
     assert proc.stderr.strip().count("\n") == 0, f"not one line:\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr and "the gradebook is read-only" in proc.stderr, proc.stderr

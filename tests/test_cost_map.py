@@ -1,6 +1,8 @@
 """The suite's cost map (tests/cost_map_plugin.py): totals per file, longest first, read back for the order."""
 import json
 
+import pytest
+
 import cost_map_plugin
 
 
@@ -21,3 +23,113 @@ def test_no_map_reads_as_no_order(tmp_path):
     assert cost_map_plugin.file_seconds(str(tmp_path / "missing.json")) == {}
     (tmp_path / "bad.json").write_text("not json")
     assert cost_map_plugin.file_seconds(str(tmp_path / "bad.json")) == {}
+
+
+# ---------------------------------------------------------------- the growth budget (issue 62 item 4)
+def test_the_map_sums_each_exercises_own_tests(tmp_path):
+    """The reports of tests parametrised by an exercise carry its id; the map sums their call seconds per exercise
+    (setups are left out: a shared fixture is paid once, whatever the number of exercises)."""
+    from types import SimpleNamespace
+
+    saved = dict(cost_map_plugin._FILES), list(cost_map_plugin._SETUPS), dict(cost_map_plugin._EXERCISES)
+    try:
+        for store in (cost_map_plugin._FILES, cost_map_plugin._SETUPS, cost_map_plugin._EXERCISES):
+            store.clear()
+        for nodeid, when, seconds, exercise in [("tests/a.py::t[x]", "setup", 30.0, "01_attention.softmax"),
+                                                ("tests/a.py::t[x]", "call", 2.5, "01_attention.softmax"),
+                                                ("tests/b.py::u[x]", "call", 1.25, "01_attention.softmax"),
+                                                ("tests/b.py::u[y]", "call", 4.0, "06_bpe.train_naive"),
+                                                ("tests/b.py::v", "call", 9.0, None)]:
+            cost_map_plugin.pytest_runtest_logreport(SimpleNamespace(
+                nodeid=nodeid, when=when, duration=seconds, failed=False,
+                user_properties=[("exercise", exercise)] if exercise else []))
+        path = tmp_path / "cost_map.json"
+        cost_map_plugin.write(str(path), cost_map_plugin._FILES, cost_map_plugin._SETUPS, 50.0,
+                              cost_map_plugin._EXERCISES)
+    finally:
+        for store, old in zip((cost_map_plugin._FILES, cost_map_plugin._SETUPS, cost_map_plugin._EXERCISES), saved):
+            store.clear()
+            if isinstance(store, dict):
+                store.update(old)
+            else:
+                store.extend(old)
+    data = json.loads(path.read_text())
+    assert data["exercises"] == {"06_bpe.train_naive": {"tests": 1, "seconds": 4.0},
+                                 "01_attention.softmax": {"tests": 2, "seconds": 3.75}}
+    assert cost_map_plugin.exercise_seconds(str(path)) == {"06_bpe.train_naive": 4.0, "01_attention.softmax": 3.75}
+    assert "4.0 s, 1 tests: `06_bpe.train_naive`" in (tmp_path / "cost_map.md").read_text()
+    assert cost_map_plugin.exercise_seconds(str(tmp_path / "missing.json")) is None
+
+
+def test_a_test_parametrised_by_a_registry_exercise_is_tagged_with_it():
+    from course_lib.checks import registry
+
+    e = registry.exercises()[0]
+    assert cost_map_plugin.exercise_of({"e": e, "hidden": True}) == f"{e.assignment}.{e.name}"
+    assert cost_map_plugin.exercise_of({"topic": "attention", "e": e.name}) is None
+    assert cost_map_plugin.exercise_of({}) is None
+
+
+def test_no_exercise_adds_more_than_the_budget_to_the_suite():
+    """The committed map (written by the last full run, `make test`, on the machine it names): the tests
+    parametrised by each registry exercise took at most EXERCISE_BUDGET_S seconds. Read from the file, not timed
+    here: the check does not depend on this machine's load."""
+    import os
+
+    from conftest import REPO
+
+    seconds = cost_map_plugin.exercise_seconds(os.path.join(REPO, "tests", "cost_map.json"))
+    if seconds is None:
+        pytest.skip("tests/cost_map.json was written before it held seconds per exercise: the next full run "
+                    "(make test) writes them")
+    assert seconds, "the map's full run found no test parametrised by a registry exercise"
+    over = {name: s for name, s in seconds.items() if s > cost_map_plugin.EXERCISE_BUDGET_S}
+    assert not over, f"over the budget of {cost_map_plugin.EXERCISE_BUDGET_S:g} s per exercise: {over}"
+
+
+def _exercise_parametrised(module) -> list[str]:
+    """The tests of a module that are parametrised by a registry exercise (read from their parametrize marks)."""
+    found = []
+    for name, fn in vars(module).items():
+        if not name.startswith("test_") or not callable(fn):
+            continue
+        for mark in getattr(fn, "pytestmark", []):
+            if mark.name != "parametrize":
+                continue
+            for value in mark.args[1] if len(mark.args) > 1 else mark.kwargs.get("argvalues", []):
+                values = getattr(value, "values", value)
+                values = values if isinstance(values, (tuple, list)) else (values,)
+                if any(cost_map_plugin.exercise_of({"v": v}) for v in values):
+                    found.append(name)
+                    break
+            if found and found[-1] == name:
+                break
+    return found
+
+
+def test_the_tests_that_multiply_with_the_registry_start_no_kernel_and_run_no_notebook():
+    """What keeps an exercise's own tests in seconds: no test parametrised by a registry exercise lives in a file
+    that starts a sandboxed kernel or a grading run (tests/conftest.py ``_starts_kernels``) or executes a notebook.
+    (Its cells in the notebook runs, the bundle and the kernel edition's sweep are paid in those files, once per
+    lesson, and show in the map's seconds per file.)"""
+    import glob
+    import importlib
+    import os
+
+    import conftest
+
+    files, slow = {}, []
+    for path in sorted(glob.glob(os.path.join(conftest.REPO, "tests", "test_*.py"))):
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        if "registry" not in text or "parametrize" not in text:
+            continue
+        module = importlib.import_module(os.path.basename(path)[:-3])
+        tests = _exercise_parametrised(module)
+        if tests:
+            files[os.path.basename(path)] = tests
+            if conftest._starts_kernels(path) or any(w in text for w in ("nbclient", "nbconvert", "nbval",
+                                                                            "ExecutePreprocessor")):
+                slow.append(os.path.basename(path))
+    assert {"test_exercises.py", "test_registry.py", "test_fair.py"} <= set(files), sorted(files)
+    assert not slow, f"tests parametrised by a registry exercise in files that start kernels or notebooks: {slow}"

@@ -1,11 +1,12 @@
 """A real class handled with care (issue 40, issue 43 items 3, 5, 6), as an instructor meets it.
 
 One course root goes through README's sequence on lesson 01: the demo class first (its own course in
-``demo_class/``), then a real class placed in ``submitted/`` (graded as it is: every file survives byte
-for byte), a correction copied in with its old modification time (``--resume`` sees it by content), and
-one student's regrade (``--student``). The fast tests check the refusals that come before any grading:
-the question ``--demo yes|no``, the lock of a course another run holds, a read-only gradebook and an
-unwritable output folder (each: non-zero exit, the cause named, the previous grades.csv intact).
+``demo_class/``: `make grade`'s run on a fresh clone, shared by the test session and copied here), then a real
+class placed in ``submitted/`` (graded as it is: every file survives byte for byte), a correction copied in with
+its old modification time (``--resume`` sees it by content), and one student's regrade (``--student``). The fast
+tests check what ``--demo auto`` chooses and the refusals that come before any grading: the question
+``--demo yes|no``, the lock of a course another run holds, a read-only gradebook and an unwritable output folder
+(each: non-zero exit, the cause named, the previous grades.csv intact).
 """
 import csv
 import fcntl
@@ -53,123 +54,21 @@ def result_json(root, student):
     return os.path.join(root, "logs", "results", ASSIGNMENT, f"{student}.json")
 
 
-# ====================================================================== the sequence (slow)
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    root = tmp_path_factory.mktemp("course")
-    out = {"root": root}
-    out["demo"] = run_grading(["grade", "--assignment", ASSIGNMENT, "--workers", "2"], root)
-    assert out["demo"].returncode == 0, out["demo"].stdout[-3000:] + out["demo"].stderr[-3000:]
-    out["demo_csv"] = (root / "demo_class" / "grades.csv").read_bytes()
-    out["submitted_after_demo"] = (root / "submitted").exists()
-    correct, blank = notebooks(root)
-    # the real class, placed after the demo run where README says
-    for student, text in (("alice", correct), ("bob", blank), ("al[ei]ce", correct)):
-        folder = root / "submitted" / student / ASSIGNMENT
-        folder.mkdir(parents=True)
-        (folder / NOTEBOOK).write_text(text)
-    (root / "submitted" / "alice" / ASSIGNMENT / "notes.txt").write_text("my notes\n")
-    out["placed"] = snapshot(root / "submitted")
-    out["real"] = run_grading(["grade", "--assignment", ASSIGNMENT, "--workers", "2"], root)
-    out["after_real"] = snapshot(root / "submitted")
-    out["real_csv"] = csv_rows(root / "grades.csv")
-    out["demo_csv_after"] = (root / "demo_class" / "grades.csv").read_bytes()
-    # a correction: bob's corrected notebook copied in with the old file's modification time (cp -p)
-    bob = root / "submitted" / "bob" / ASSIGNMENT / NOTEBOOK
-    old = os.stat(bob)
-    bob.write_text(correct)
-    os.utime(bob, ns=(old.st_atime_ns, old.st_mtime_ns))
-    out["alice_result_mtime"] = os.stat(result_json(root, "alice")).st_mtime_ns
-    out["resume"] = run_grading(["grade", "--workers", "2", "--resume"], root)  # no --assignment: the class's
-    out["resume_csv"] = csv_rows(root / "grades.csv")
-    out["alice_result_mtime_after_resume"] = os.stat(result_json(root, "alice")).st_mtime_ns
-    out["bob_result_mtime"] = os.stat(result_json(root, "bob")).st_mtime_ns
-    out["regrade"] = run_grading(["grade", "--assignment", ASSIGNMENT, "--student", "alice"], root)
-    out["regrade_csv"] = csv_rows(root / "grades.csv")
-    out["bob_result_mtime_after_regrade"] = os.stat(result_json(root, "bob")).st_mtime_ns
-    out["alice_result_mtime_after_regrade"] = os.stat(result_json(root, "alice")).st_mtime_ns
-    return out
-
-
-@pytest.mark.slow
-def test_demo_class_lives_in_its_own_course(course):
-    root = course["root"]
-    assert (root / "demo_class" / "gradebook.db").is_file()
-    assert not course["submitted_after_demo"], "the demo run wrote into the real class's submitted/"
-    assert "demo_class" in course["demo"].stdout and "every demo score equals" in course["demo"].stdout
-
-
-@pytest.mark.slow
-def test_a_real_class_placed_after_the_demo_survives_byte_for_byte(course):
-    out = course["real"]
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "grading the class in" in out.stdout and "generated the demo class" not in out.stdout
-    assert course["after_real"] == course["placed"], "a file in submitted/ was changed, added or removed"
-    assert course["demo_csv_after"] == course["demo_csv"], "grading the real class rewrote the demo's grades"
-
-
-@pytest.mark.slow
-def test_grades_hold_exactly_the_class_graded(course):
-    rows = course["real_csv"]
-    assert set(rows) == {(ASSIGNMENT, s) for s in ("alice", "bob", "al[ei]ce")}, sorted(rows)
-    assert float(rows[(ASSIGNMENT, "alice")]["score"]) == 9.0
-    assert float(rows[(ASSIGNMENT, "bob")]["score"]) == 0.0
-    assert rows[(ASSIGNMENT, "alice")]["status"] == "graded"
-    feedback = sorted(p.name for p in (course["root"] / "feedback").iterdir())
-    assert feedback == ["al[ei]ce", "alice", "bob"], feedback
-    refused = course["root"] / "feedback" / "al[ei]ce" / ASSIGNMENT
-    assert [p.name for p in refused.iterdir()] == ["not-graded.html"], "a refused id gets only the page saying why"
-    page = (refused / "not-graded.html").read_text()
-    assert "reads as a file pattern" in page and "rename the folder" in page, page
-    assert "s01_correct" not in course["real"].stdout
-
-
-@pytest.mark.slow
-def test_an_id_with_pattern_characters_is_refused_by_name_and_harms_no_one(course):
-    rows = course["real_csv"]
-    status = rows[(ASSIGNMENT, "al[ei]ce")]["status"]
-    assert status.startswith("not graded:") and "file pattern" in status and "rename" in status, status
-    assert "al[ei]ce" in course["real"].stdout and "file pattern" in course["real"].stdout
-    assert json.load(open(result_json(course["root"], "alice")))["autograded"]
-    assert not os.path.exists(result_json(course["root"], "al[ei]ce"))
-
-
-@pytest.mark.slow
-def test_resume_sees_a_correction_copied_with_its_old_time(course):
-    out = course["resume"]
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    rows = course["resume_csv"]
-    assert float(rows[(ASSIGNMENT, "bob")]["score"]) == 9.0, rows[(ASSIGNMENT, "bob")]
-    assert course["alice_result_mtime_after_resume"] == course["alice_result_mtime"], "alice was graded again"
-    # every assignment was released, but only the one the class submitted is in grades.csv and the totals
-    assert {a for a, _ in rows} == {ASSIGNMENT}, sorted({a for a, _ in rows})
-    assert "02_masking" not in out.stdout.split("[release]")[-1].split("\n", 1)[1]
-
-
-@pytest.mark.slow
-def test_one_students_regrade_touches_no_one_else(course):
-    out = course["regrade"]
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "regrading alice: 1 submission(s)" in out.stdout
-    assert course["alice_result_mtime_after_regrade"] != course["alice_result_mtime_after_resume"]
-    assert course["bob_result_mtime_after_regrade"] == course["bob_result_mtime"]
-    rows = course["regrade_csv"]
-    assert set(rows) == {(ASSIGNMENT, s) for s in ("alice", "bob", "al[ei]ce")}
-    assert float(rows[(ASSIGNMENT, "bob")]["score"]) == 9.0 and float(rows[(ASSIGNMENT, "alice")]["score"]) == 9.0
-
-
-@pytest.mark.slow
-def test_feedback_marks_an_ungraded_written_answer_pending(course):
-    html = (course["root"] / "feedback" / "alice" / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")).read_text()
-    assert "pending" in html.lower() and "graded by hand" in html
-    assert "Score: 0.0 / 2.0" not in html
-
-
 # ====================================================================== refusals before grading (fast)
 def place(root, student, text="{}"):
     folder = root / "submitted" / student / ASSIGNMENT
     folder.mkdir(parents=True)
     (folder / NOTEBOOK).write_text(text)
+
+
+def test_auto_grades_the_demo_in_its_own_course_when_nothing_is_submitted(tmp_path):
+    """``--demo auto`` (the default) with nothing in submitted/: the run is the demo class's, in its own course
+    (the lock it takes is demo_class/'s), and it creates no submitted/ of the real class. The run stops at its
+    first check (a kernel that does not exist), before any grading."""
+    proc = run_grading(["grade", "--assignment", ASSIGNMENT, "--kernel", "no-such-kernel"], tmp_path)
+    assert proc.returncode == 2 and "no-such-kernel" in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert (tmp_path / "demo_class" / ".grading.lock").is_file(), sorted(os.listdir(tmp_path))
+    assert not (tmp_path / ".grading.lock").exists() and not (tmp_path / "submitted").exists()
 
 
 def test_auto_asks_when_submitted_could_be_the_demo_and_deletes_nothing(tmp_path):
@@ -209,18 +108,15 @@ def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path):
     assert (tmp_path / ".grading.lock").read_text() == "", "the lock was not released at the end"
 
 
-def test_a_read_only_gradebook_stops_the_run_and_keeps_the_grades(tmp_path):
-    import sqlite3
+def test_a_read_only_gradebook_stops_the_run_and_keeps_the_grades(tmp_path_factory):
+    """(The run is shared with tests/test_class_mess_pages.py: tests/shared_runs.py ``read_only_gradebook``.)"""
+    import shared_runs
 
-    place(tmp_path, "dana")
-    sqlite3.connect(tmp_path / "gradebook.db").close()
-    (tmp_path / "grades.csv").write_text("previous grades\n")
-    url = f"sqlite:///file:{tmp_path / 'gradebook.db'}?mode=ro&uri=true"  # a read-only gradebook, even for root
-    proc = run_grading(["grade", "--assignment", ASSIGNMENT], tmp_path, env_extra={"COURSE_DB_URL": url})
+    root, proc = shared_runs.read_only_gradebook(tmp_path_factory)
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert "readonly database" in proc.stderr, proc.stderr[-3000:]
-    assert (tmp_path / "grades.csv").read_text() == "previous grades\n"
-    assert not (tmp_path / "logs" / "results" / ASSIGNMENT / "dana.json").exists(), "a result (a zero) was recorded"
+    assert (root / "grades.csv").read_text() == "previous grades\n"
+    assert not (root / "logs" / "results" / ASSIGNMENT / "dana.json").exists(), "a result (a zero) was recorded"
 
 
 def test_a_gradebook_that_refuses_the_students_stops_the_run_naming_it(tmp_path):
@@ -422,3 +318,127 @@ def test_a_feedback_page_that_fails_for_the_machine_leaves_the_earlier_page(tmp_
     assert result["feedback_ok"] is False and result["feedback_fault"].startswith("the disk is full"), result
     assert page.read_text() == "earlier page"
     assert not list(page.parent.parent.glob(".*previous")), "the set-aside copy is back in place, none left over"
+
+
+# ====================================================================== the sequence (slow; last in the file: under
+# pytest-xdist a worker whose shared demo class is still being graded by another waits after the fast tests)
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """README's sequence in one course root. Its first step, the demo class of every lesson as `make grade` grades
+    it on a fresh clone, is graded once per test session (tests/shared_runs.py ``demo_class``, ``--demo yes``) and
+    copied into this course's demo_class/; that ``--demo auto`` (`make grade`'s) chooses it when nothing is
+    submitted is test_auto_grades_the_demo_in_its_own_course_when_nothing_is_submitted's."""
+    import shutil
+    import types
+
+    import shared_runs
+
+    demo_root, demo_run = shared_runs.demo_class(tmp_path_factory)
+    root = tmp_path_factory.mktemp("course")
+    out = {"root": root}
+    out["demo"] = types.SimpleNamespace(returncode=demo_run.returncode, stdout=demo_run.stdout, stderr=demo_run.stderr)
+    assert out["demo"].returncode == 0, out["demo"].stdout[-3000:] + out["demo"].stderr[-3000:]
+    out["submitted_after_demo"] = (demo_root.parent / "submitted").exists()
+    shutil.copytree(demo_root, root / "demo_class", symlinks=True)
+    out["demo_csv"] = (root / "demo_class" / "grades.csv").read_bytes()
+    correct, blank = notebooks(root)
+    # the real class, placed after the demo run where README says
+    for student, text in (("alice", correct), ("bob", blank), ("al[ei]ce", correct)):
+        folder = root / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        (folder / NOTEBOOK).write_text(text)
+    (root / "submitted" / "alice" / ASSIGNMENT / "notes.txt").write_text("my notes\n")
+    out["placed"] = snapshot(root / "submitted")
+    out["real"] = run_grading(["grade", "--assignment", ASSIGNMENT, "--workers", "2"], root)
+    out["after_real"] = snapshot(root / "submitted")
+    out["real_csv"] = csv_rows(root / "grades.csv")
+    out["demo_csv_after"] = (root / "demo_class" / "grades.csv").read_bytes()
+    # a correction: bob's corrected notebook copied in with the old file's modification time (cp -p)
+    bob = root / "submitted" / "bob" / ASSIGNMENT / NOTEBOOK
+    old = os.stat(bob)
+    bob.write_text(correct)
+    os.utime(bob, ns=(old.st_atime_ns, old.st_mtime_ns))
+    out["alice_result_mtime"] = os.stat(result_json(root, "alice")).st_mtime_ns
+    out["resume"] = run_grading(["grade", "--workers", "2", "--resume"], root)  # no --assignment: the class's
+    out["resume_csv"] = csv_rows(root / "grades.csv")
+    out["alice_result_mtime_after_resume"] = os.stat(result_json(root, "alice")).st_mtime_ns
+    out["bob_result_mtime"] = os.stat(result_json(root, "bob")).st_mtime_ns
+    out["regrade"] = run_grading(["grade", "--assignment", ASSIGNMENT, "--student", "alice"], root)
+    out["regrade_csv"] = csv_rows(root / "grades.csv")
+    out["bob_result_mtime_after_regrade"] = os.stat(result_json(root, "bob")).st_mtime_ns
+    out["alice_result_mtime_after_regrade"] = os.stat(result_json(root, "alice")).st_mtime_ns
+    return out
+
+
+@pytest.mark.slow
+def test_demo_class_lives_in_its_own_course(course):
+    root = course["root"]
+    assert (root / "demo_class" / "gradebook.db").is_file()
+    assert not course["submitted_after_demo"], "the demo run wrote into the real class's submitted/"
+    assert "demo_class" in course["demo"].stdout and "every demo score equals" in course["demo"].stdout
+
+
+@pytest.mark.slow
+def test_a_real_class_placed_after_the_demo_survives_byte_for_byte(course):
+    out = course["real"]
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "grading the class in" in out.stdout and "generated the demo class" not in out.stdout
+    assert course["after_real"] == course["placed"], "a file in submitted/ was changed, added or removed"
+    assert course["demo_csv_after"] == course["demo_csv"], "grading the real class rewrote the demo's grades"
+
+
+@pytest.mark.slow
+def test_grades_hold_exactly_the_class_graded(course):
+    rows = course["real_csv"]
+    assert set(rows) == {(ASSIGNMENT, s) for s in ("alice", "bob", "al[ei]ce")}, sorted(rows)
+    assert float(rows[(ASSIGNMENT, "alice")]["score"]) == 9.0
+    assert float(rows[(ASSIGNMENT, "bob")]["score"]) == 0.0
+    assert rows[(ASSIGNMENT, "alice")]["status"] == "graded"
+    feedback = sorted(p.name for p in (course["root"] / "feedback").iterdir())
+    assert feedback == ["al[ei]ce", "alice", "bob"], feedback
+    refused = course["root"] / "feedback" / "al[ei]ce" / ASSIGNMENT
+    assert [p.name for p in refused.iterdir()] == ["not-graded.html"], "a refused id gets only the page saying why"
+    page = (refused / "not-graded.html").read_text()
+    assert "reads as a file pattern" in page and "rename the folder" in page, page
+    assert "s01_correct" not in course["real"].stdout
+
+
+@pytest.mark.slow
+def test_an_id_with_pattern_characters_is_refused_by_name_and_harms_no_one(course):
+    rows = course["real_csv"]
+    status = rows[(ASSIGNMENT, "al[ei]ce")]["status"]
+    assert status.startswith("not graded:") and "file pattern" in status and "rename" in status, status
+    assert "al[ei]ce" in course["real"].stdout and "file pattern" in course["real"].stdout
+    assert json.load(open(result_json(course["root"], "alice")))["autograded"]
+    assert not os.path.exists(result_json(course["root"], "al[ei]ce"))
+
+
+@pytest.mark.slow
+def test_resume_sees_a_correction_copied_with_its_old_time(course):
+    out = course["resume"]
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = course["resume_csv"]
+    assert float(rows[(ASSIGNMENT, "bob")]["score"]) == 9.0, rows[(ASSIGNMENT, "bob")]
+    assert course["alice_result_mtime_after_resume"] == course["alice_result_mtime"], "alice was graded again"
+    # every assignment was released, but only the one the class submitted is in grades.csv and the totals
+    assert {a for a, _ in rows} == {ASSIGNMENT}, sorted({a for a, _ in rows})
+    assert "02_masking" not in out.stdout.split("[release]")[-1].split("\n", 1)[1]
+
+
+@pytest.mark.slow
+def test_one_students_regrade_touches_no_one_else(course):
+    out = course["regrade"]
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "regrading alice: 1 submission(s)" in out.stdout
+    assert course["alice_result_mtime_after_regrade"] != course["alice_result_mtime_after_resume"]
+    assert course["bob_result_mtime_after_regrade"] == course["bob_result_mtime"]
+    rows = course["regrade_csv"]
+    assert set(rows) == {(ASSIGNMENT, s) for s in ("alice", "bob", "al[ei]ce")}
+    assert float(rows[(ASSIGNMENT, "bob")]["score"]) == 9.0 and float(rows[(ASSIGNMENT, "alice")]["score"]) == 9.0
+
+
+@pytest.mark.slow
+def test_feedback_marks_an_ungraded_written_answer_pending(course):
+    html = (course["root"] / "feedback" / "alice" / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")).read_text()
+    assert "pending" in html.lower() and "graded by hand" in html
+    assert "Score: 0.0 / 2.0" not in html

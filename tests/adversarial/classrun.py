@@ -68,9 +68,15 @@ def generate_release(root: str) -> str:
 
 
 def prepare(root: str) -> Context:
+    generate_release(root)
+    return context(root)
+
+
+def context(root: str) -> Context:
+    """The context of a course root whose release of 01_attention is made (``prepare``)."""
     from grading.demo import solutions_from_source
 
-    release = nbformat.read(generate_release(root), as_version=4)
+    release = nbformat.read(os.path.join(root, "release", ASSIGNMENT, NOTEBOOK), as_version=4)
     source = nbformat.read(os.path.join(REPO, "notebooks", ASSIGNMENT, NOTEBOOK), as_version=4)
     return Context(release=release, solutions=solutions_from_source(source), root=str(root), repo=REPO)
 
