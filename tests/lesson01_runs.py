@@ -47,7 +47,7 @@ def read_grades(root) -> dict:
 
 def class_dir(tmp_path_factory) -> pathlib.Path:
     """The release of lesson 01 and the three students' submissions (``<dir>/release``, ``<dir>/submitted``)."""
-    base = pathlib.Path(shared_root(tmp_path_factory)) / "lesson01-class"
+    base = pathlib.Path(shared_root(tmp_path_factory)) / "lesson01-three-students"
     done = base / "MADE"
     with _locked(str(base) + ".lock"):
         if not done.exists():

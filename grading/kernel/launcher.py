@@ -815,15 +815,32 @@ def kernelspec() -> dict:
 
 
 def install_kernelspec(prefix: str | None = None) -> str:
-    """Install the course-sandbox kernelspec into this environment; return its folder."""
+    """Install the course-sandbox kernelspec into this environment (``<prefix>/share/jupyter/kernels/``, where
+    jupyter_client looks); return its folder.
+
+    Every grading run calls this, and runs may start side by side on one environment (two instructors, a test
+    suite's workers): jupyter_client's own install deletes the folder and copies it again, so a run starting a
+    kernel at that moment found no kernelspec. Here the folder is never removed: ``kernel.json`` is written only
+    when it differs from :func:`kernelspec` (a stale one, naming an old launcher, is replaced), as a temporary
+    file renamed over it, which readers see whole or not at all."""
     import tempfile
 
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    with tempfile.TemporaryDirectory() as tmp:
-        with open(os.path.join(tmp, "kernel.json"), "w") as fh:
-            json.dump(kernelspec(), fh, indent=1)
-        return KernelSpecManager().install_kernel_spec(tmp, KERNEL_NAME, prefix=prefix or environment_prefix())
+    folder = os.path.join(prefix or environment_prefix(), "share", "jupyter", "kernels", KERNEL_NAME)
+    path = os.path.join(folder, "kernel.json")
+    text = json.dumps(kernelspec(), indent=1)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return folder
+    except OSError:
+        pass
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kernel.json.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return folder
 
 
 if __name__ == "__main__":
