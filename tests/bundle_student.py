@@ -124,6 +124,9 @@ def execute(path: str, lib_dir: str, timeout: int = 900, python: str | None = No
     ``audit_devices``: every cell runs under tests/device_audit.py's virtual CUDA device, so a
     tensor left on the wrong device raises as it would on a GPU (and is listed as an error)."""
     from nbclient import NotebookClient
+    from traitlets.config import Config
+
+    from grading.kernel import polling
 
     ipydir = tempfile.mkdtemp(prefix="bundle-ipython-")
     startup = os.path.join(ipydir, "profile_default", "startup")
@@ -148,7 +151,9 @@ def execute(path: str, lib_dir: str, timeout: int = 900, python: str | None = No
     os.environ.update(env_keep, IPYTHONDIR=ipydir, MPLBACKEND="agg", **extra)
     try:
         nb = nbformat.read(path, as_version=4)
-        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True,
+        config = Config()
+        config.KernelManager.client_factory = polling.CLIENT_FACTORY  # no wait out the limit for a reply
+        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True, config=config,
                                 resources={"metadata": {"path": os.path.dirname(path)}})
         client.execute()
         if audit_devices:

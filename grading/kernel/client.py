@@ -53,6 +53,7 @@ from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, CaselessStrEnum, Integer, Type
 
 from grading import NOTEBOOKS_DIR
+from grading.kernel.polling import SlicedPollClient
 from grading.failures import CELL_TIMEOUT, KERNEL_DIED, KERNEL_MESSAGE, NOTEBOOK_TIMEOUT
 
 
@@ -278,7 +279,7 @@ class SchedSnapshot:
         return self.wall is not None
 
 
-class PromptReadyClient(AsyncKernelClient):
+class PromptReadyClient(SlicedPollClient):
     """A kernel client whose ``wait_for_ready`` returns as soon as the kernel is ready.
 
     jupyter_client's version ends by reading IOPub until it has been quiet for 0.2 s: a fixed
