@@ -41,6 +41,9 @@ sys.path.insert(0, REPO)
 
 from grading import bundle  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cost_map_plugin  # noqa: E402  (the seconds a shared run's lock kept a process waiting)
+
 _MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 # run in the kernel before any cell: course_lib may come only from the bundle
 _ISOLATE = r'''
@@ -220,8 +223,13 @@ def build(out: str, released: list[str]) -> dict:
 
 @contextlib.contextmanager
 def _locked(path: str):
+    """Hold an exclusive lock on ``path`` (made once per session by whichever process comes first); the seconds
+    spent blocked on it, idle while another process makes the shared run, go to the cost map."""
     with open(path, "a") as fh:
+        t0 = time.monotonic()
         fcntl.flock(fh, fcntl.LOCK_EX)
+        if time.monotonic() - t0 >= 0.5:
+            cost_map_plugin.waited(path, time.monotonic() - t0)
         try:
             yield
         finally:

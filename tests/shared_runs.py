@@ -12,13 +12,16 @@ of its own); ``lesson01_release`` is the release both files' fast tests scan aga
 ``demo_class`` is also the first step of tests/test_real_class.py's sequence (copied into its course; it graded
 lesson 01's demo class itself) and holds the releases and gradebook that tests/test_class_mess.py's scan of every
 lesson's demo students reads (it generated every release again); ``read_only_gradebook`` is the one refused run
-of tests/test_real_class.py and tests/test_class_mess_pages.py (each made the same run). Separate runs stay where
+of tests/test_real_class.py and tests/test_class_mess_pages.py (each made the same run); ``lesson01_site`` is
+the one execution and build of lesson 01's rendered course, read by tests/test_site.py (which built it in its own
+process) and tests/test_browser.py (which built the students' variant again with the command). Separate runs stay where
 the behaviour is the run itself: test_real_class's real class, ``--resume`` and ``--student`` in one course."""
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -125,5 +128,22 @@ def read_only_gradebook(tmp_path_factory) -> tuple[Path, types.SimpleNamespace]:
             env = dict(os.environ, COURSE_ROOT=str(root), PYTHONPATH=REPO, COURSE_DB_URL=url)
             proc = subprocess.run([sys.executable, "-m", "grading", "grade", "--assignment", "01_attention"],
                                   cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+            done.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}))
+    return root, types.SimpleNamespace(**json.loads(done.read_text()))
+
+
+def lesson01_site(tmp_path_factory) -> tuple[Path, types.SimpleNamespace]:
+    """Lesson 01's rendered course in both variants, built once by the command (``python -m grading site
+    --lessons 01 --out <folder>``: one execution of the notebook, two Sphinx builds): (the site folder, the command's
+    returncode, stdout and stderr). The folder holds ``instructor/html``, ``students/html`` and the execution
+    cache (``.cache``). The tests only read it; a test that builds again builds a copy."""
+    root = Path(shared_root(tmp_path_factory)) / "lesson01-site"
+    done = Path(str(root) + ".json")
+    with _locked(str(root) + ".lock"):
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            proc = subprocess.run([sys.executable, "-m", "grading", "site", "--lessons", "01", "--out", str(root)],
+                                  cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO), capture_output=True, text=True,
+                                  timeout=1500)
             done.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}))
     return root, types.SimpleNamespace(**json.loads(done.read_text()))

@@ -552,14 +552,14 @@ def _solution(course, grade_id: str, name: str):
 
 # ---------------------------------------------------------------- the rendered course, offline (issue 64 item 1)
 @pytest.fixture(scope="module")
-def students_site(work):
-    """The students' variant of the rendered course (grading/site.py), lesson 01 only."""
+def students_site(tmp_path_factory):
+    """The students' variant of the rendered course (grading/site.py), lesson 01 only: the session's one build
+    of lesson 01's site (tests/shared_runs.py ``lesson01_site``, read by tests/test_site.py too)."""
     pytest.importorskip("myst_nb", reason="the site's packages (the `site` extra) are not installed")
-    out = work / "site"
-    proc = subprocess.run([sys.executable, "-m", "grading", "site", "--lessons", "01", "--variant", "students",
-                           "--out", str(out)], cwd=REPO, env=dict(os.environ, TMPDIR=str(work / "tmp")),
-                          capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    from shared_runs import lesson01_site
+
+    out, run = lesson01_site(tmp_path_factory)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return out / "students" / "html"
 
 

@@ -16,7 +16,56 @@ def test_the_map_sums_each_file_orders_them_and_reads_back(tmp_path):
     assert data["files"]["tests/a.py"]["total"] == 11.5 and data["test_seconds"] == 41.5
     assert cost_map_plugin.file_seconds(str(path)) == {"tests/b.py": 30.0, "tests/a.py": 11.5}
     table = (tmp_path / "cost_map.md").read_text()
-    assert "| `tests/b.py` | 1 | 0.0 | 30.0 | 0.0 | 30.0 |" in table and "10.0 s `tests/a.py::test_x`" in table
+    assert "| `tests/b.py` | 1 | 0.0 | 30.0 | 0.0 | 30.0 | 0.0 |" in table and "10.0 s `tests/a.py::test_x`" in table
+
+
+def test_waiting_for_a_shared_run_is_counted_apart_and_left_out_of_the_order(tmp_path, monkeypatch):
+    """A process that blocks on a shared run's lock while another makes it records the wait; the report of the
+    test that waited carries it, the map shows it per file, and the file's weight in the order leaves it out."""
+    import subprocess
+    import sys
+    import time
+    from types import SimpleNamespace
+
+    import bundle_student
+
+    monkeypatch.setattr(cost_map_plugin, "_WAITS", [])
+    lock = tmp_path / "run.lock"
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; fh = open(sys.argv[1], 'a'); "
+                               "fcntl.flock(fh, fcntl.LOCK_EX); print('held', flush=True); time.sleep(1.5)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    t0 = time.monotonic()
+    with bundle_student._locked(str(lock)):
+        waited = time.monotonic() - t0
+    holder.wait()
+    assert waited >= 0.5 and len(cost_map_plugin._WAITS) == 1, cost_map_plugin._WAITS
+    name, seconds = cost_map_plugin._WAITS[0]
+    assert name == "run.lock" and abs(seconds - waited) < 0.2, (name, seconds, waited)
+
+    class Outcome:  # what pluggy hands a hook wrapper
+        def __init__(self, report):
+            self.report = report
+
+        def get_result(self):
+            return self.report
+
+    report = SimpleNamespace(nodeid="tests/c.py::t", when="setup", duration=20.0, failed=False, user_properties=[])
+    wrapper = cost_map_plugin.pytest_runtest_makereport(None, None)
+    next(wrapper)
+    with pytest.raises(StopIteration):
+        wrapper.send(Outcome(report))
+    assert report.user_properties == [("waited", [("run.lock", seconds)])] and cost_map_plugin._WAITS == []
+    monkeypatch.setattr(cost_map_plugin, "_FILES", {})
+    cost_map_plugin.pytest_runtest_logreport(report)
+    cost_map_plugin.pytest_runtest_logreport(SimpleNamespace(nodeid="tests/c.py::t", when="call", duration=5.0,
+                                                             failed=False, user_properties=[]))
+    path = tmp_path / "cost_map.json"
+    cost_map_plugin.write(str(path), cost_map_plugin._FILES, [], wall=25.0)
+    entry = json.loads(path.read_text())["files"]["tests/c.py"]
+    assert entry["total"] == 25.0 and entry["waited"] == round(seconds, 1), entry
+    assert cost_map_plugin.file_seconds(str(path)) == {"tests/c.py": 25.0 - round(seconds, 1)}
+    assert f"| 25.0 | {round(seconds, 1)} |" in (tmp_path / "cost_map.md").read_text()
 
 
 def test_no_map_reads_as_no_order(tmp_path):

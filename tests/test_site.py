@@ -1,7 +1,8 @@
 """The rendered edition (grading/site.py): one lesson's pages in both variants, and alt text everywhere.
 
 The full build (twelve notebooks executed) is `make site`, outside `make test`; here lesson 01 is
-executed and built in both variants, which exercises every step of the full build, then built again
+executed and built in both variants (once per session, by the command: tests/shared_runs.py ``lesson01_site``,
+shared with tests/test_browser.py), which exercises every step of the full build, then built again
 with nothing changed (issue 64: nothing is executed, as the cache's log of executions shows). Three
 tiny notebooks of the test's own (one fine, one raising, one past the time limit) show that a failing
 notebook is reported and the others still build. MathJax is served by the site itself (the browser
@@ -12,6 +13,8 @@ import html as html_lib
 import json
 import os
 import re
+
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -46,11 +49,13 @@ def test_every_figure_has_alt_text():
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
+    """Lesson 01's site in both variants: the session's one build (tests/shared_runs.py ``lesson01_site``, read by
+    tests/test_browser.py too). Read only here; the second build below builds a copy."""
     pytest.importorskip("myst_nb", reason="the site's packages (the `site` extra) are not installed")
-    from grading import site as site_mod
+    from shared_runs import lesson01_site
 
-    out = tmp_path_factory.mktemp("site")
-    assert site_mod.main(["--lessons", "01", "--out", str(out)]) == 0
+    out, run = lesson01_site(tmp_path_factory)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return out
 
 
@@ -138,11 +143,15 @@ def test_the_pages_load_mathjax_from_the_site_itself(site):
             assert not remote, f"{p.relative_to(html)} loads from the network: {remote}"
 
 
-def test_a_second_build_with_nothing_changed_executes_nothing(site, capsys):
-    """Issue 64 item 2: lesson 01 built again into the same folder: nothing is executed (the cache's log has no
-    new entry, the cached notebook is not rewritten) and the pages still show the outputs."""
+def test_a_second_build_with_nothing_changed_executes_nothing(site, capsys, tmp_path):
+    """Issue 64 item 2: lesson 01 built again into the same folder (a copy of the session's build, timestamps
+    kept): nothing is executed (the cache's log has no new entry, the cached notebook is not rewritten) and the
+    pages still show the outputs."""
+    import shutil
+
     from grading import site as site_mod
 
+    site = Path(shutil.copytree(site, tmp_path / "site", symlinks=True))
     runs, cached = _cache_state(site)
     assert [r["notebook"] for r in runs] == ["01_attention/attention.ipynb"] and runs[0]["ok"], runs
     assert len(cached) == 1, f"one executed notebook should be cached, found {sorted(cached)}"
