@@ -50,7 +50,10 @@ from grading.kernel import launcher
 from grading.kernel.protocol import (NAMESPACES, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, TEMPLATE_MODULE, prctl,
                                      recv_request, send_exit, setns)
 
-PRELOAD = ("numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
+# torch._dynamo: torch imports it on the first call of a function it wraps with torch._compile._disable_dynamo,
+# which the checks' TorchFunctionMode (course_lib.checks.core, the doors a student's torch function may not use)
+# reaches on a student's first torch call: 1.3-1.5 s of every kernel that runs a torch check (py-spy, lesson 01)
+PRELOAD = ("numpy", "torch", "torch._dynamo", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
            "ipykernel.ipkernel", "ipykernel.debugger", "course_lib", "course_lib.checks", "course_lib.plotting",
            # what IPKernelApp.initialize imports on first use (the history's sqlite3, the shell's debugger,
            # inspector and completer, the store magic, tornado's asyncio loop): 16 modules, once here
