@@ -298,7 +298,7 @@ def test_the_launcher_runs_as_a_plain_script_and_loads_the_protocol_by_path():
 
 # ------------------------------------------------------------------ the kernel: one package
 KERNEL_MODULES = {"grading.kernel", "grading.kernel.launcher", "grading.kernel.protocol", "grading.kernel.warm",
-                  "grading.kernel.client"}
+                  "grading.kernel.client", "grading.kernel.polling"}
 
 
 def test_the_kernel_is_one_package():

@@ -138,8 +138,13 @@ def killed_run(tmp_path_factory, uninterrupted):
                 tree += kernels
                 if kernels:
                     # the workers, forked by one grading.worker process (--workers 2), its children
-                    workers_seen = [p for p in descendants(proc.pid, table) if "grading.worker" in table[p][2]
-                                    and "grading.worker" in table.get(table[p][0], (0, 0, ""))[2]]
+                    # (the top grading.worker's children; not a worker's own fork, e.g. the verifier's child,
+                    # grading/verify.py, which carries the same command line)
+                    def is_worker(p):
+                        return "grading.worker" in table.get(p, (0, 0, ""))[2]
+
+                    workers_seen = [p for p in descendants(proc.pid, table) if is_worker(p)
+                                    and is_worker(table[p][0]) and not is_worker(table[table[p][0]][0])]
                     assert pid in workers_seen, (pid, workers_seen)
                     assert not (claim.parent / f"{VICTIM}.json").exists(), "victim finished before the kill"
                     others_done = sorted(result_files(root))
