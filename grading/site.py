@@ -126,18 +126,16 @@ def execute(path: str, timeout: int = DEFAULT_TIMEOUT) -> tuple[nbformat.Noteboo
     # The kernel talks over IPC sockets in a private folder, not TCP ports on localhost: two builds (or a build
     # beside a grading run) that pick the same free port at once would leave a client waiting for replies from
     # another kernel until the per-cell limit. (A build that waited out its whole limit with no error, 910 s for
-    # lesson 01, had another cause: a missed wake-up of the reply's poll, see grading/kernel/polling.py.)
+    # lesson 01, most likely had another cause: a missed wake-up of the reply's poll, grading/kernel/polling.py,
+    # whose client the config names.)
     # (Through the config, not a KernelManager passed in: nbclient 0.11 applies no per-cell timeout to a
     # kernel manager it did not create.)
-    from traitlets.config import Config
-
     from grading.kernel import polling
 
     sockets = tempfile.mkdtemp(prefix="course-site-kernel-")
-    config = Config()
+    config = polling.config()
     config.KernelManager.transport = "ipc"
     config.KernelManager.ip = os.path.join(sockets, "kernel")
-    config.KernelManager.client_factory = polling.CLIENT_FACTORY  # no wait out the cell limit for a reply that came
     try:
         NotebookClient(nb, config=config, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": os.path.dirname(path)}}).execute()

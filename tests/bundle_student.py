@@ -127,7 +127,6 @@ def execute(path: str, lib_dir: str, timeout: int = 900, python: str | None = No
     ``audit_devices``: every cell runs under tests/device_audit.py's virtual CUDA device, so a
     tensor left on the wrong device raises as it would on a GPU (and is listed as an error)."""
     from nbclient import NotebookClient
-    from traitlets.config import Config
 
     from grading.kernel import polling
 
@@ -154,9 +153,7 @@ def execute(path: str, lib_dir: str, timeout: int = 900, python: str | None = No
     os.environ.update(env_keep, IPYTHONDIR=ipydir, MPLBACKEND="agg", **extra)
     try:
         nb = nbformat.read(path, as_version=4)
-        config = Config()
-        config.KernelManager.client_factory = polling.CLIENT_FACTORY  # no wait out the limit for a reply
-        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True, config=config,
+        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True, config=polling.config(),
                                 resources={"metadata": {"path": os.path.dirname(path)}})
         client.execute()
         if audit_devices:
@@ -228,8 +225,9 @@ def _locked(path: str):
     with open(path, "a") as fh:
         t0 = time.monotonic()
         fcntl.flock(fh, fcntl.LOCK_EX)
-        if time.monotonic() - t0 >= 0.5:
-            cost_map_plugin.waited(path, time.monotonic() - t0)
+        blocked = time.monotonic() - t0
+        if blocked >= 0.5:
+            cost_map_plugin.waited(path, blocked)
         try:
             yield
         finally:

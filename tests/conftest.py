@@ -18,7 +18,6 @@ if REPO not in sys.path:  # the grading tools are a plain package at the reposit
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import cost_map_plugin  # noqa: E402  (tests/cost_map_plugin.py: the suite's cost, and the files' order)
-from grading.kernel.polling import CLIENT_FACTORY  # noqa: E402
 
 
 def source_notebooks():
@@ -48,13 +47,13 @@ def _ipc_root() -> str:
 
 
 def ipc_config():
-    """traitlets config for executing notebooks over IPC sockets (no TCP port races between xdist workers)."""
-    from traitlets.config import Config
+    """traitlets config for executing notebooks over IPC sockets (no TCP port races between xdist workers), with the
+    course's kernel client (grading/kernel/polling.py: no wait out a limit for a reply that came)."""
+    from grading.kernel import polling
 
-    cfg = Config()
+    cfg = polling.config()
     cfg.KernelManager.transport = "ipc"
     cfg.KernelManager.ip = os.path.join(tempfile.mkdtemp(dir=_ipc_root()), "kernel")
-    cfg.KernelManager.client_factory = CLIENT_FACTORY  # grading/kernel/polling.py: no wait out a limit
     cfg.Execute.timeout = 120
     cfg.Execute.kernel_name = "python3"
     return cfg

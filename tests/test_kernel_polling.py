@@ -92,6 +92,14 @@ def test_the_client_polls_in_slices_on_every_channel_that_waits():
         "the grader's kernels should poll in slices"
 
 
+def test_the_config_hands_out_the_sliced_client():
+    from jupyter_client.manager import AsyncKernelManager
+
+    km = AsyncKernelManager(config=polling.config())
+    assert km.client_factory is polling.SlicedPollClient, km.client_factory
+    assert isinstance(km.client(), polling.SlicedPollClient)
+
+
 def _notebook_clients(path):
     """The calls ``NotebookClient(...)`` in a file, each with whether it passes ``config=``."""
     tree = ast.parse(open(path, encoding="utf-8").read())
@@ -101,8 +109,8 @@ def _notebook_clients(path):
 
 
 def test_every_notebook_client_of_the_course_and_the_suite_is_given_the_sliced_client():
-    """Each file that makes a NotebookClient passes a config, and names the sliced client (directly or through
-    tests/conftest.py's ``ipc_config``)."""
+    """Each file that makes a NotebookClient passes a config, and names the sliced client (directly, through
+    ``polling.config()`` or through tests/conftest.py's ``ipc_config``)."""
     found, bad = 0, []
     for top in ("grading", "tests"):
         for root, dirs, files in os.walk(os.path.join(REPO, top)):
@@ -116,7 +124,7 @@ def test_every_notebook_client_of_the_course_and_the_suite_is_given_the_sliced_c
                     continue
                 found += len(calls)
                 text = open(path, encoding="utf-8").read()
-                names_it = "CLIENT_FACTORY" in text or "ipc_config()" in text
+                names_it = any(name in text for name in ("CLIENT_FACTORY", "polling.config()", "ipc_config()"))
                 bad += [f"{os.path.relpath(path, REPO)}:{line}" for line, config in calls if not (config and names_it)]
     assert found >= 4, f"found {found} NotebookClient calls: the scan is broken"
     assert not bad, f"NotebookClient made without the sliced client (grading/kernel/polling.py): {bad}"

@@ -60,6 +60,16 @@ def process_table():
     return table
 
 
+def forked_workers(pid, table):
+    """The workers under the run ``pid``: the children of its top ``grading.worker`` process (not a worker's own
+    fork, such as the verifier's child, grading/verify.py, which carries the same command line)."""
+    def is_worker(p):
+        return "grading.worker" in table.get(p, (0, 0, ""))[2]
+
+    return [p for p in descendants(pid, table)
+            if is_worker(p) and is_worker(table[p][0]) and not is_worker(table[table[p][0]][0])]
+
+
 def descendants(pid, table):
     children = {}
     for p, (ppid, _, _) in table.items():
@@ -138,13 +148,7 @@ def killed_run(tmp_path_factory, uninterrupted):
                 tree += kernels
                 if kernels:
                     # the workers, forked by one grading.worker process (--workers 2), its children
-                    # (the top grading.worker's children; not a worker's own fork, e.g. the verifier's child,
-                    # grading/verify.py, which carries the same command line)
-                    def is_worker(p):
-                        return "grading.worker" in table.get(p, (0, 0, ""))[2]
-
-                    workers_seen = [p for p in descendants(proc.pid, table) if is_worker(p)
-                                    and is_worker(table[p][0]) and not is_worker(table[table[p][0]][0])]
+                    workers_seen = forked_workers(proc.pid, table)
                     assert pid in workers_seen, (pid, workers_seen)
                     assert not (claim.parent / f"{VICTIM}.json").exists(), "victim finished before the kill"
                     others_done = sorted(result_files(root))

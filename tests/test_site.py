@@ -13,6 +13,7 @@ import html as html_lib
 import json
 import os
 import re
+import shutil
 
 from pathlib import Path
 
@@ -147,8 +148,6 @@ def test_a_second_build_with_nothing_changed_executes_nothing(site, capsys, tmp_
     """Issue 64 item 2: lesson 01 built again into the same folder (a copy of the session's build, timestamps
     kept): nothing is executed (the cache's log has no new entry, the cached notebook is not rewritten) and the
     pages still show the outputs."""
-    import shutil
-
     from grading import site as site_mod
 
     site = Path(shutil.copytree(site, tmp_path / "site", symlinks=True))

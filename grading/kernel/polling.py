@@ -5,7 +5,7 @@ cell, nbclient's per-cell limit). That poll is woken by the socket's file descri
 edge; when the wake-up is missed, the poll sleeps until its timeout, then looks once more without waiting,
 finds the reply and returns it as if nothing happened (pyzmq's ``_AsyncPoller.poll``). Nothing fails: the run is
 only as slow as its limit. That is the signature of the suite's slowest runs (a lesson 01 site build whose cells
-all ran within 7 s returned after 910 s, its limit being 900 s, with no error; twice in two days, never alone).
+all ran within 7 s returned after 910 s, its limit being 900 s, with no error; twice in two days, both in a full suite run).
 
 Here every wait is cut into polls of at most :data:`SLICE` seconds, each ending with that same look, so a
 missed wake-up costs at most a slice; the total timeout, and ``Empty`` when it passes, are unchanged. Used by
@@ -48,3 +48,13 @@ class SlicedPollClient(AsyncKernelClient):
 
 
 CLIENT_FACTORY = f"{__name__}.SlicedPollClient"  # for a traitlets config: c.KernelManager.client_factory
+
+
+def config():
+    """A traitlets config whose kernel managers hand out :class:`SlicedPollClient` (``NotebookClient(config=...)``);
+    add the rest (transport, socket folder) to it."""
+    from traitlets.config import Config
+
+    cfg = Config()
+    cfg.KernelManager.client_factory = CLIENT_FACTORY
+    return cfg

@@ -67,9 +67,8 @@ def first_run(path: str, timeout: int) -> dict:
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-    from traitlets.config import Config
 
-    from grading.kernel.polling import CLIENT_FACTORY
+    from grading.kernel import polling
 
     nb = nbformat.read(path, as_version=4)
     scratch = tempfile.mkdtemp(prefix="first-run-")
@@ -78,9 +77,7 @@ def first_run(path: str, timeout: int) -> dict:
         os.environ[k] = os.path.join(scratch, k.lower())
         os.makedirs(os.environ[k])
     load_before = os.getloadavg()
-    config = Config()
-    config.KernelManager.client_factory = CLIENT_FACTORY  # a missed wake-up would add a whole limit to a figure
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True, config=config,
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True, config=polling.config(),
                             resources={"metadata": {"path": os.path.dirname(path)}})
     status = "ok"
     t0 = time.perf_counter()

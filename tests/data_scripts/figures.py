@@ -394,7 +394,6 @@ def figures_cell(figures: dict) -> str:
 def run_notebook(lesson: str, seed: int, timeout: int) -> tuple[dict, float]:
     """Execute one lesson with one seed; (figure -> value, wall seconds)."""
     from nbclient import NotebookClient
-    from traitlets.config import Config
 
     from grading.kernel import polling
 
@@ -406,9 +405,7 @@ def run_notebook(lesson: str, seed: int, timeout: int) -> tuple[dict, float]:
     os.environ["MPLBACKEND"] = "agg"
     t0 = time.perf_counter()
     try:
-        config = Config()
-        config.KernelManager.client_factory = polling.CLIENT_FACTORY  # no wait out the limit for a reply
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False, config=config,
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False, config=polling.config(),
                        resources={"metadata": {"path": str(path.parent)}}).execute()
     finally:
         os.environ.clear()
