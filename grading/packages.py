@@ -142,8 +142,11 @@ def _index(path: str, stamp: int) -> tuple[dict, dict]:
     return {_norm(d.metadata["Name"]): d for d in md.distributions(path=[path]) if d.metadata["Name"]}, {}
 
 
-def _requires(dist) -> list[str]:
-    """The names of the distributions ``dist`` needs, extras left out (markers evaluated where packaging is)."""
+@functools.lru_cache(maxsize=4096)
+def _requires(dist) -> tuple[str, ...]:
+    """The names of the distributions ``dist`` needs, extras left out (markers evaluated where packaging is). Read
+    once per distribution (``dist`` is the one object :func:`_index` keeps for it): a run's view asks for the
+    closures of 13 lessons, which share most of their distributions (parsing them again took half a second)."""
     out = []
     for req in dist.requires or []:
         try:
@@ -158,7 +161,7 @@ def _requires(dist) -> list[str]:
                 out.append(re.split(r"[\s\[<>=!~(;]", req, 1)[0])
         except Exception:  # noqa: BLE001 - an unparsable requirement is not followed
             continue
-    return out
+    return tuple(out)
 
 
 def closure(names, path: str | None = None) -> list[str]:

@@ -282,3 +282,39 @@ def test_the_one_query_gradebook_steps_write_and_read_what_nbgraders_do(demo_run
                               "student": notebooks[0].parent.parent.name, "db_url": f"sqlite:///{dbs['course']}"}}
     with pytest.raises(MissingEntry):
         SaveAutoGradesOnce().preprocess(nb, resources)
+
+
+def test_the_in_process_export_writes_what_nbgrader_export_writes(demo_run, tmp_path):
+    """grades.csv is made from nbgrader's CSV export, now run in the grading process
+    (grading.pipeline.export_gradebook): byte for byte what `nbgrader export` writes, on the demo class's
+    gradebook (12 assignments, 4 students, a hand grade pending)."""
+    import shutil
+
+    root, proc = demo_run
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(root / "gradebook.db", course / "gradebook.db")  # a copy: the shared run stays as it was
+    env = dict(os.environ, COURSE_ROOT=str(course), PYTHONPATH=REPO)
+    cli = subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to", str(tmp_path / "cli.csv")],
+                         cwd=os.path.join(REPO, "grading"), env=env, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    ours = subprocess.run([sys.executable, "-c", "import sys; from grading import pipeline; "
+                           "pipeline.export_gradebook(sys.argv[1])", str(tmp_path / "ours.csv")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    text = (tmp_path / "cli.csv").read_text()
+    assert len(text.splitlines()) == 1 + 12 * 4, text[:500]
+    assert (tmp_path / "ours.csv").read_text() == text
+
+
+def test_an_export_from_an_unreadable_gradebook_names_the_cause(tmp_path, monkeypatch):
+    from grading import pipeline
+
+    (tmp_path / "gradebook.db").write_text("not a database")
+    monkeypatch.setenv("COURSE_ROOT", str(tmp_path))
+    monkeypatch.delenv("COURSE_DB_URL", raising=False)
+    with pytest.raises(pipeline.GradingError, match=r"`nbgrader export` failed: .*DatabaseError.*previous results are "
+                                                    r"unchanged"):
+        pipeline.export_gradebook(str(tmp_path / "out.csv"))
+    assert not (tmp_path / "out.csv").exists()
