@@ -221,17 +221,28 @@ def build(out: str, released: list[str]) -> dict:
 @contextlib.contextmanager
 def _locked(path: str):
     """Hold an exclusive lock on ``path`` (made once per session by whichever process comes first); the seconds
-    spent blocked on it, idle while another process makes the shared run, go to the cost map."""
+    spent blocked on it, idle while another process makes the shared run, go to the cost map, and so do the
+    seconds it was held (the run made here, for every process that reads it; a lock taken inside another's hold
+    is part of the outer run)."""
     with open(path, "a") as fh:
         t0 = time.monotonic()
         fcntl.flock(fh, fcntl.LOCK_EX)
         blocked = time.monotonic() - t0
         if blocked >= 0.5:
             cost_map_plugin.waited(path, blocked)
+        _HOLDING.append(path)
+        t1, waits = time.monotonic(), cost_map_plugin.waited_so_far()
         try:
             yield
         finally:
+            _HOLDING.pop()
+            held = time.monotonic() - t1 - (cost_map_plugin.waited_so_far() - waits)  # its own waits are waits
             fcntl.flock(fh, fcntl.LOCK_UN)
+            if held >= 0.5 and not _HOLDING:
+                cost_map_plugin.made(path, held)
+
+
+_HOLDING: list = []  # the shared runs' locks this process holds, outermost first
 
 
 def shared_build(root: str, released: list[str]) -> dict:

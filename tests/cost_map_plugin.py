@@ -6,9 +6,11 @@ An exercise's seconds are the call time of the tests parametrised by it (a param
 ``course_lib.checks.registry``): what adding an exercise adds to the suite through the tests that multiply with
 the registry. tests/test_cost_map.py holds each to the growth budget (``EXERCISE_BUDGET_S``).
 
-Waiting is counted apart: a test that blocks on the lock of a shared run (tests/shared_runs.py, bundle_student's
+Waiting and making are counted apart: a test that blocks on the lock of a shared run (tests/shared_runs.py, bundle_student's
 ``_locked``) while another worker makes it is idle, not working; the seconds it waited are in the file's
 ``waited`` column (and out of its weight in the files' order, so a file that waited is not sent earlier next time).
+The test that holds the lock while it makes the run puts the seconds held in its file's ``made`` column (the run
+is the session's, made by whichever file needs it first); ``own`` is the file's total less both.
 
 ``make test`` sets ``COURSE_COST_MAP=tests/cost_map.json``; at the end of the session the controller (with
 pytest-xdist, the reports of every worker reach it) writes that file and a Markdown table beside it
@@ -30,9 +32,12 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _FILES: dict = {}
 _SETUPS: list = []
+_CALLS: list = []  # (seconds, test) of the calls of 5 s or more
 _EXERCISES: dict = {}
 _START = time.time()
 _WAITS: list = []  # (lock, seconds) waited in this process since the last report
+_MADE: list = []  # (lock, seconds) spent making a shared run in this process since the last report
+_WAITED_TOTAL = [0.0]  # seconds waited in this process in all (what a hold of a lock leaves out of its own time)
 EXERCISE_BUDGET_S = 10.0  # issue 62: adding an exercise through the registry adds at most this to the suite
 
 
@@ -57,15 +62,28 @@ def pytest_collection_modifyitems(items):
 def waited(lock: str, seconds: float) -> None:
     """Called by the shared runs' lock when taking it blocked for ``seconds`` (another process was making the run)."""
     _WAITS.append((os.path.basename(lock), round(seconds, 1)))
+    _WAITED_TOTAL[0] += seconds
+
+
+def waited_so_far() -> float:
+    return _WAITED_TOTAL[0]
+
+
+def made(lock: str, seconds: float) -> None:
+    """Called by the shared runs' lock when this process held it ``seconds`` making the run (for every process
+    of the session that reads it)."""
+    _MADE.append((os.path.basename(lock), round(seconds, 1)))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A phase's report carries what its test waited for (``user_properties`` reach the controller under xdist)."""
+    """A phase's report carries what its test waited for and the shared runs it made (``user_properties`` reach
+    the controller under xdist)."""
     outcome = yield
-    if _WAITS:
-        outcome.get_result().user_properties.append(("waited", list(_WAITS)))
-        _WAITS.clear()
+    for name, pending in (("waited", _WAITS), ("made", _MADE)):
+        if pending:
+            outcome.get_result().user_properties.append((name, list(pending)))
+            pending.clear()
 
 
 def _file_of(nodeid: str) -> str:
@@ -74,16 +92,19 @@ def _file_of(nodeid: str) -> str:
 
 def pytest_runtest_logreport(report):
     entry = _FILES.setdefault(_file_of(report.nodeid), {"tests": 0, "setup": 0.0, "call": 0.0, "teardown": 0.0,
-                                                         "failed": 0, "waited": 0.0})
+                                                         "failed": 0, "waited": 0.0, "made": 0.0})
     entry[report.when] += report.duration
-    entry["waited"] += sum(seconds for name, value in report.user_properties if name == "waited"
-                           for _, seconds in value)
+    for kind in ("waited", "made"):
+        entry[kind] = entry.get(kind, 0.0) + sum(seconds for name, value in report.user_properties if name == kind
+                                                 for _, seconds in value)
     if report.when == "call":
         entry["tests"] += 1
     if report.failed:
         entry["failed"] += 1
     if report.when == "setup" and report.duration >= 5:
         _SETUPS.append((round(report.duration, 1), report.nodeid))
+    if report.when == "call" and report.duration >= 5:
+        _CALLS.append((round(report.duration, 1), report.nodeid))
     if report.when == "call":  # a shared fixture's setup is paid once, whatever the number of exercises
         for name, value in report.user_properties:
             if name == "exercise":
@@ -110,12 +131,15 @@ def _commit() -> str:
         return ""
 
 
-def write(path: str, files: dict, setups: list, wall: float, exercises: dict | None = None) -> None:
+def write(path: str, files: dict, setups: list, wall: float, exercises: dict | None = None,
+          calls: list | None = None) -> None:
     """Write the JSON at ``path`` and the Markdown table beside it (same name, ``.md``)."""
     for entry in files.values():
         entry["total"] = round(entry["setup"] + entry["call"] + entry["teardown"], 1)
         entry.setdefault("waited", 0.0)
-        for key in ("setup", "call", "teardown", "waited"):
+        entry.setdefault("made", 0.0)
+        entry["own"] = round(entry["total"] - entry["waited"] - entry["made"], 1)
+        for key in ("setup", "call", "teardown", "waited", "made"):
             entry[key] = round(entry[key], 1)
     ordered = dict(sorted(files.items(), key=lambda kv: -kv[1]["total"]))
     per_exercise = {name: {"tests": e["tests"], "seconds": round(e["seconds"], 2)}
@@ -124,21 +148,27 @@ def write(path: str, files: dict, setups: list, wall: float, exercises: dict | N
             "machine": _machine(), "commit": _commit(), "wall_seconds": round(wall, 1),
             "test_seconds": round(sum(e["total"] for e in files.values()), 1),
             "waited_seconds": round(sum(e["waited"] for e in files.values()), 1),
-            "files": ordered, "slowest_setups": sorted(setups, reverse=True)[:30], "exercises": per_exercise}
+            "made_seconds": round(sum(e["made"] for e in files.values()), 1),
+            "files": ordered, "slowest_setups": sorted(setups, reverse=True)[:30],
+            "slowest_calls": sorted(calls or [], reverse=True)[:30], "exercises": per_exercise}
     with open(path, "w") as fh:
         json.dump(data, fh, indent=1)
         fh.write("\n")
     lines = ["# The suite's cost (generated by tests/cost_map_plugin.py; do not edit)", "",
              f"{data['generated']}, commit {data['commit']}, {data['machine']}: {data['wall_seconds']} s of wall "
              f"time, {data['test_seconds']} s of test time summed over the workers, of which "
-             f"{data['waited_seconds']} s waiting for a shared run that another worker was making (in total, "
-             "and apart in the last column).", "",
-             "| file | tests | setup s | call s | teardown s | total s | waited s |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| `{name}` | {e['tests']} | {e['setup']} | {e['call']} | {e['teardown']} | {e['total']} | {e['waited']} |"
-              for name, e in ordered.items()]
+             f"{data['waited_seconds']} s waiting for a shared run that another worker was making and "
+             f"{data['made_seconds']} s making the shared runs (tests/shared_runs.py and the other users of "
+             "bundle_student's lock: made once, by the first file that needs one, read by several). Per file: "
+             "`waited` and `made` apart, and `own` = total less both: what the file's own tests cost.", "",
+             "| file | tests | setup s | call s | teardown s | total s | waited s | made s | own s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| `{name}` | {e['tests']} | {e['setup']} | {e['call']} | {e['teardown']} | {e['total']} | {e['waited']} "
+              f"| {e['made']} | {e['own']} |" for name, e in ordered.items()]
     lines += ["", "Setups of 5 s or more (where a fixture is built):", ""]
     lines += [f"- {seconds} s `{nodeid}`" for seconds, nodeid in data["slowest_setups"]]
+    lines += ["", "Calls of 5 s or more:", ""]
+    lines += [f"- {seconds} s `{nodeid}`" for seconds, nodeid in data["slowest_calls"]]
     if per_exercise:
         lines += ["", f"Seconds of the tests parametrised by each registry exercise ({len(per_exercise)} exercises, "
                       f"{sum(e['tests'] for e in per_exercise.values())} tests; budget {EXERCISE_BUDGET_S:g} s each), "
@@ -153,7 +183,7 @@ def pytest_sessionfinish(session, exitstatus):
     if not target or hasattr(session.config, "workerinput") or not _FILES:
         return
     write(os.path.join(REPO, target) if not os.path.isabs(target) else target, _FILES, _SETUPS,
-          time.time() - _START, _EXERCISES)
+          time.time() - _START, _EXERCISES, _CALLS)
 
 
 def file_seconds(path: str) -> dict:

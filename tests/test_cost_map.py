@@ -68,6 +68,54 @@ def test_waiting_for_a_shared_run_is_counted_apart_and_left_out_of_the_order(tmp
     assert f"| 25.0 | {round(seconds, 1)} |" in (tmp_path / "cost_map.md").read_text()
 
 
+def test_making_a_shared_run_is_counted_apart_once_and_the_rest_is_the_files_own(tmp_path, monkeypatch):
+    """The process that holds a shared run's lock while making it records the seconds held (a lock taken inside
+    that hold is part of the outer run, not counted twice); its test's report carries them; the map shows
+    ``made`` per file and ``own`` = total less waited and made."""
+    import time
+    from types import SimpleNamespace
+
+    import bundle_student
+
+    monkeypatch.setattr(cost_map_plugin, "_MADE", [])
+    monkeypatch.setattr(cost_map_plugin, "_WAITS", [])
+    with bundle_student._locked(str(tmp_path / "outer.lock")):
+        with bundle_student._locked(str(tmp_path / "inner.lock")):
+            time.sleep(0.6)
+        time.sleep(0.2)
+    with bundle_student._locked(str(tmp_path / "read.lock")):
+        pass  # a run already made: only read
+    assert len(cost_map_plugin._MADE) == 1, cost_map_plugin._MADE
+    name, seconds = cost_map_plugin._MADE[0]
+    assert name == "outer.lock" and 0.7 <= seconds < 1.5, (name, seconds)
+
+    class Outcome:
+        def __init__(self, report):
+            self.report = report
+
+        def get_result(self):
+            return self.report
+
+    report = SimpleNamespace(nodeid="tests/m.py::t", when="setup", duration=30.0, failed=False, user_properties=[])
+    wrapper = cost_map_plugin.pytest_runtest_makereport(None, None)
+    next(wrapper)
+    with pytest.raises(StopIteration):
+        wrapper.send(Outcome(report))
+    assert report.user_properties == [("made", [("outer.lock", seconds)])] and cost_map_plugin._MADE == []
+    monkeypatch.setattr(cost_map_plugin, "_FILES", {})
+    cost_map_plugin.pytest_runtest_logreport(report)
+    cost_map_plugin.pytest_runtest_logreport(SimpleNamespace(nodeid="tests/m.py::t", when="call", duration=6.0,
+                                                             failed=False, user_properties=[]))
+    path = tmp_path / "cost_map.json"
+    cost_map_plugin.write(str(path), cost_map_plugin._FILES, [], wall=36.0, calls=[(6.0, "tests/m.py::t")])
+    data = json.loads(path.read_text())
+    entry = data["files"]["tests/m.py"]
+    assert entry["made"] == round(seconds, 1) and entry["own"] == round(36.0 - round(seconds, 1), 1), entry
+    assert data["made_seconds"] == entry["made"] and data["slowest_calls"] == [[6.0, "tests/m.py::t"]]
+    md = (tmp_path / "cost_map.md").read_text()
+    assert f"| 36.0 | 0.0 | {entry['made']} | {entry['own']} |" in md and "- 6.0 s `tests/m.py::t`" in md
+
+
 def test_no_map_reads_as_no_order(tmp_path):
     assert cost_map_plugin.file_seconds(str(tmp_path / "missing.json")) == {}
     (tmp_path / "bad.json").write_text("not json")
