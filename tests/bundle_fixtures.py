@@ -47,38 +47,222 @@ def _decision(node, released: set[str]):
     return None
 
 
+def cell_decides_differently(source: str, released: list[str]) -> bool:
+    """True when the code asks ``course_lib.released(...)`` something whose answer changes once the solutions of
+    ``released`` are out: each condition made of such calls (with ``not``, ``and``, ``or``) is evaluated with none
+    released and with ``released``; a call inside anything else counts as a change."""
+    if "released" not in source:
+        return False
+    try:
+        tree = ast.parse(_python(source))
+    except SyntaxError:
+        return True
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(tree):
+        if not _released_call(node):
+            continue
+        top = node  # the whole condition this call is part of
+        while isinstance(parents.get(top), (ast.BoolOp, ast.UnaryOp)):
+            top = parents[top]
+        before, after = _decision(top, set()), _decision(top, set(released))
+        if before is None or after is None or before != after:
+            return True
+    return False
+
+
 def decides_differently(assignment: str, released: list[str]) -> bool:
-    """True when a code cell of the lesson asks ``course_lib.released(...)`` something whose answer changes once
-    the solutions of ``released`` are out: each condition made of such calls (with ``not``, ``and``, ``or``) is
-    evaluated with none released and with ``released``; a call inside anything else counts as a change."""
+    """True when a code cell of the lesson decides differently once ``released`` are out
+    (:func:`cell_decides_differently`)."""
     import nbformat
 
-    for path in bundle.source_notebooks(assignment):
-        for cell in nbformat.read(path, as_version=4).cells:
-            if cell.cell_type != "code" or "released" not in cell.source:
-                continue
-            try:
-                tree = ast.parse(cell.source)
-            except SyntaxError:
-                return True
-            parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-            for node in ast.walk(tree):
-                if not _released_call(node):
-                    continue
-                top = node  # the whole condition this call is part of
-                while isinstance(parents.get(top), (ast.BoolOp, ast.UnaryOp)):
-                    top = parents[top]
-                before, after = _decision(top, set()), _decision(top, set(released))
-                if before is None or after is None or before != after:
-                    return True
-    return False
+    return any(cell.cell_type == "code" and cell_decides_differently(cell.source, released)
+               for path in bundle.source_notebooks(assignment) for cell in nbformat.read(path, as_version=4).cells)
+
+
+# ---------------------------------------------------------------- the cells a released answer reaches
+def _python(source: str) -> str:
+    """A cell's code without IPython's magics and shell lines (blanked, so line numbers stay)."""
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+
+
+def _module_bindings(tree) -> set[str]:
+    """The names a cell binds at module level (assignments, imports, defs, loop and ``with`` targets); what a
+    function, class or comprehension binds inside itself is local to it."""
+    out: set[str] = set()
+
+    def visit(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+            for d in node.decorator_list:
+                visit(d)
+            return  # the body's names are its own
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return out
+
+
+def _stored(nodes) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _free_loads(tree) -> set[str]:
+    """The names a cell reads from the notebook's namespace: every name loaded, except inside a function,
+    lambda or comprehension where that scope binds it (its parameters, its targets, what it assigns)."""
+    out: set[str] = set()
+
+    def visit(node, local: frozenset):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            params = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | \
+                {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+            body = node.body if isinstance(node.body, list) else [node.body]
+            for d in getattr(node, "decorator_list", []) + a.defaults + [d for d in a.kw_defaults if d is not None]:
+                visit(d, local)
+            inner = local | params | _stored(body)
+            for stmt in body:
+                visit(stmt, frozenset(inner))
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            inner = local | _stored(g.target for g in node.generators)
+            for child in ast.iter_child_nodes(node):
+                visit(child, frozenset(inner))
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
+            out.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child, local)
+
+    visit(tree, frozenset())
+    return out
+
+
+def _exposed(stmts, bound: set) -> set[str]:
+    """The names ``stmts`` read before binding them themselves (in order): what they take from earlier cells.
+    ``bound`` (the names bound so far, updated) counts only bindings that surely happened: what a branch, loop
+    body or ``try`` binds may not have, so a later read of it still counts as coming from before."""
+    out: set[str] = set()
+    for stmt in stmts:
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            out |= _free_loads(stmt.iter) - bound
+            inner = bound | _stored([stmt.target])
+            out |= _exposed(stmt.body, inner) | _exposed(stmt.orelse, set(bound))
+        elif isinstance(stmt, (ast.If, ast.While)):
+            out |= _free_loads(stmt.test) - bound
+            out |= _exposed(stmt.body, set(bound)) | _exposed(stmt.orelse, set(bound))
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                out |= _free_loads(item.context_expr) - bound
+                if item.optional_vars is not None:
+                    bound |= _stored([item.optional_vars])
+            out |= _exposed(stmt.body, bound)
+        else:
+            out |= _free_loads(stmt) - bound
+            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id not in bound:
+                out.add(stmt.target.id)
+            if not isinstance(stmt, ast.Try):
+                bound |= _module_bindings(ast.Module(body=[stmt], type_ignores=[]))
+    return out
+
+
+def _mutated(tree) -> set[str]:
+    """Module-level names a cell changes in place: ``x.method(...)`` as a statement, ``x[...] = ...``,
+    ``x.attr = ...``, ``x += ...`` (a model put in eval mode, a list appended to)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
+            targets = [node.value.func.value]
+        elif isinstance(node, ast.Assign):
+            targets = [t for t in node.targets if isinstance(t, (ast.Attribute, ast.Subscript))]
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for t in targets:
+            while isinstance(t, (ast.Attribute, ast.Subscript)):
+                t = t.value
+            if isinstance(t, ast.Name):
+                out.add(t.id)
+    return out
+
+
+def rerun_cells(sources: list[str], released: list[str]) -> set[int]:
+    """The code cells (indices into ``sources``, None for a markdown cell) that must run again once ``released``
+    are out: the cells whose ``released(...)`` answers change, every later cell that reads a name they bound
+    (and so on, in notebook order), and every earlier cell those read a name from (the cell that last bound it
+    before, and the cells between that changed it in place), so that the cells run again have their inputs.
+    The other cells run the same code on the same inputs as in the default bundle (where no earlier lesson's
+    exercise exists, so none of them reads one), so they were shown there. Names are read from the code, not
+    run: a name a cell cannot be parsed for makes the whole notebook run again."""
+    cells = {}
+    for i, src in enumerate(sources):
+        if src is None:
+            continue
+        try:
+            tree = ast.parse(_python(src))
+        except SyntaxError:
+            return {i for i, src in enumerate(sources) if src is not None}
+        bound = _module_bindings(tree)  # a name it binds and then changes (`rows = []`, `rows.append`) is its own
+        imports = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                   for a in n.names}
+        cells[i] = {"bound": bound, "reads": _exposed(tree.body, set()), "mutates": _mutated(tree) - bound,
+                    "imports": imports}
+    order = sorted(cells)
+    modules = set().union(*(c["imports"] for c in cells.values())) if cells else set()
+    for c in cells.values():  # a module's functions called for their effect (plt.show(), torch.manual_seed(...))
+        c["mutates"] -= modules  # change no value a later cell reads
+
+    def source_of(k: int, name: str) -> list[int]:
+        """The cells before ``k`` that gave ``name`` its value: the last that bound it, and those after that
+        changed it in place."""
+        before = [j for j in order if j < k]
+        binders = [j for j in before if name in cells[j]["bound"]]
+        start = binders[-1] if binders else -1
+        return ([start] if binders else []) + [j for j in before if j > start and name in cells[j]["mutates"]]
+
+    affected = {i for i in order if cell_decides_differently(sources[i], released)}
+    for k in order:  # forward: what reads a value an affected cell made
+        if k not in affected and any(j in affected for name in cells[k]["reads"] for j in source_of(k, name)):
+            affected.add(k)
+    needed, todo = set(affected), list(affected)
+    while todo:  # backward: the inputs of every cell that runs again
+        k = todo.pop()
+        for name in cells[k]["reads"] | cells[k]["mutates"]:
+            for j in source_of(k, name):
+                if j not in needed:
+                    needed.add(j)
+                    todo.append(j)
+    return needed
+
+
+NOT_RERUN = ("# not run again in this bundle: neither this cell nor its inputs depend on an answer of "
+             "course_lib.released() that changed (tests/bundle_fixtures.py rerun_cells); the default bundle ran it")
+
+
+def keep_rerun_cells(released: list[str]):
+    """An ``edit`` for ``bundle_student.run_lesson``: each code cell :func:`rerun_cells` leaves out becomes a
+    comment (the indices of the others, and so the errors' cell numbers, stay)."""
+    def edit(nb) -> None:
+        sources = [c.source if c.cell_type == "code" else None for c in nb.cells]
+        keep = rerun_cells(sources, released)
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type == "code" and i not in keep:
+                cell.source = NOT_RERUN
+    return edit
 
 
 # The lessons after 06 that run differently once 01-06 are released: the ones where an answer of
 # course_lib.released() changes (10 today: lesson 01's attention is measured; lesson 07 asks about 01 only
 # together with 07, unreleased in both bundles, so it takes the same branches). The others execute the same
 # code in both bundles: the default bundle's run, where no earlier lesson's exercise exists, shows they read
-# none, and the partly released bundle only adds such names, so that run covers them.
+# none, and the partly released bundle only adds such names, so that run covers them. The same holds for the
+# cells of a rerun lesson that neither read nor feed a changed answer: only rerun_cells() runs again.
 RELEASED_RERUN = [a for a in LESSONS if a > RELEASED_UP_TO and decides_differently(a, PARTLY_RELEASED)]
 
 # Lessons known to fail in the bundle, {(bundle tag, lesson): failing cells}, each marked xfail(strict=True) so
@@ -100,11 +284,11 @@ def lesson_params(tag: str, lessons: list[str]) -> list:
     return out
 
 
-def check_lesson(built: dict, assignment: str, work: str) -> None:
+def check_lesson(built: dict, assignment: str, work: str, edit=None) -> None:
     """Zero errors in every cell of the lesson's filled release notebooks (visible tests included), run
     under the device audit (tests/device_audit.py: a virtual CUDA device on the CPU), so that the same run
     also shows the lesson runs on a GPU unchanged: a tensor left on the CPU raises as on CUDA."""
-    results = bundle_student.run_lesson(built, assignment, work, audit_devices=True)
+    results = bundle_student.run_lesson(built, assignment, work, audit_devices=True, edit=edit)
     bad = {nb: errors for nb, errors in results.items() if errors}
     assert results and not bad, "cells that raised in the students' bundle (released: " + \
         (", ".join(built["released"]) or "none") + "):\n" + "\n".join(
