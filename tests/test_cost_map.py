@@ -19,13 +19,44 @@ def test_the_map_sums_each_file_orders_them_and_reads_back(tmp_path):
     assert "| `tests/b.py` | 1 | 0.0 | 30.0 | 0.0 | 30.0 | 0.0 |" in table and "10.0 s `tests/a.py::test_x`" in table
 
 
+def _through_the_report_hook(nodeid: str, when: str, duration: float):
+    """A test phase's report as the plugin's hook wrapper leaves it (pluggy hands a wrapper an outcome)."""
+    from types import SimpleNamespace
+
+    class Outcome:
+        def __init__(self, report):
+            self.report = report
+
+        def get_result(self):
+            return self.report
+
+    report = SimpleNamespace(nodeid=nodeid, when=when, duration=duration, failed=False, user_properties=[])
+    wrapper = cost_map_plugin.pytest_runtest_makereport(None, None)
+    next(wrapper)
+    with pytest.raises(StopIteration):
+        wrapper.send(Outcome(report))
+    return report
+
+
+def _map_of_one_test(tmp_path, monkeypatch, setup_report, call_seconds: float, wall: float, calls=None):
+    """The map (its JSON's path) of one test: ``setup_report`` and a call of ``call_seconds``."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(cost_map_plugin, "_FILES", {})
+    cost_map_plugin.pytest_runtest_logreport(setup_report)
+    cost_map_plugin.pytest_runtest_logreport(SimpleNamespace(nodeid=setup_report.nodeid, when="call",
+                                                             duration=call_seconds, failed=False, user_properties=[]))
+    path = tmp_path / "cost_map.json"
+    cost_map_plugin.write(str(path), cost_map_plugin._FILES, [], wall=wall, calls=calls)
+    return path
+
+
 def test_waiting_for_a_shared_run_is_counted_apart_and_left_out_of_the_order(tmp_path, monkeypatch):
     """A process that blocks on a shared run's lock while another makes it records the wait; the report of the
     test that waited carries it, the map shows it per file, and the file's weight in the order leaves it out."""
     import subprocess
     import sys
     import time
-    from types import SimpleNamespace
 
     import bundle_student
 
@@ -43,25 +74,9 @@ def test_waiting_for_a_shared_run_is_counted_apart_and_left_out_of_the_order(tmp
     name, seconds = cost_map_plugin._WAITS[0]
     assert name == "run.lock" and abs(seconds - waited) < 0.2, (name, seconds, waited)
 
-    class Outcome:  # what pluggy hands a hook wrapper
-        def __init__(self, report):
-            self.report = report
-
-        def get_result(self):
-            return self.report
-
-    report = SimpleNamespace(nodeid="tests/c.py::t", when="setup", duration=20.0, failed=False, user_properties=[])
-    wrapper = cost_map_plugin.pytest_runtest_makereport(None, None)
-    next(wrapper)
-    with pytest.raises(StopIteration):
-        wrapper.send(Outcome(report))
+    report = _through_the_report_hook("tests/c.py::t", "setup", 20.0)
     assert report.user_properties == [("waited", [("run.lock", seconds)])] and cost_map_plugin._WAITS == []
-    monkeypatch.setattr(cost_map_plugin, "_FILES", {})
-    cost_map_plugin.pytest_runtest_logreport(report)
-    cost_map_plugin.pytest_runtest_logreport(SimpleNamespace(nodeid="tests/c.py::t", when="call", duration=5.0,
-                                                             failed=False, user_properties=[]))
-    path = tmp_path / "cost_map.json"
-    cost_map_plugin.write(str(path), cost_map_plugin._FILES, [], wall=25.0)
+    path = _map_of_one_test(tmp_path, monkeypatch, report, 5.0, wall=25.0)
     entry = json.loads(path.read_text())["files"]["tests/c.py"]
     assert entry["total"] == 25.0 and entry["waited"] == round(seconds, 1), entry
     assert cost_map_plugin.file_seconds(str(path)) == {"tests/c.py": 25.0 - round(seconds, 1)}
@@ -73,7 +88,6 @@ def test_making_a_shared_run_is_counted_apart_once_and_the_rest_is_the_files_own
     that hold is part of the outer run, not counted twice); its test's report carries them; the map shows
     ``made`` per file and ``own`` = total less waited and made."""
     import time
-    from types import SimpleNamespace
 
     import bundle_student
 
@@ -89,25 +103,9 @@ def test_making_a_shared_run_is_counted_apart_once_and_the_rest_is_the_files_own
     name, seconds = cost_map_plugin._MADE[0]
     assert name == "outer.lock" and 0.7 <= seconds < 1.5, (name, seconds)
 
-    class Outcome:
-        def __init__(self, report):
-            self.report = report
-
-        def get_result(self):
-            return self.report
-
-    report = SimpleNamespace(nodeid="tests/m.py::t", when="setup", duration=30.0, failed=False, user_properties=[])
-    wrapper = cost_map_plugin.pytest_runtest_makereport(None, None)
-    next(wrapper)
-    with pytest.raises(StopIteration):
-        wrapper.send(Outcome(report))
+    report = _through_the_report_hook("tests/m.py::t", "setup", 30.0)
     assert report.user_properties == [("made", [("outer.lock", seconds)])] and cost_map_plugin._MADE == []
-    monkeypatch.setattr(cost_map_plugin, "_FILES", {})
-    cost_map_plugin.pytest_runtest_logreport(report)
-    cost_map_plugin.pytest_runtest_logreport(SimpleNamespace(nodeid="tests/m.py::t", when="call", duration=6.0,
-                                                             failed=False, user_properties=[]))
-    path = tmp_path / "cost_map.json"
-    cost_map_plugin.write(str(path), cost_map_plugin._FILES, [], wall=36.0, calls=[(6.0, "tests/m.py::t")])
+    path = _map_of_one_test(tmp_path, monkeypatch, report, 6.0, wall=36.0, calls=[(6.0, "tests/m.py::t")])
     data = json.loads(path.read_text())
     entry = data["files"]["tests/m.py"]
     assert entry["made"] == round(seconds, 1) and entry["own"] == round(36.0 - round(seconds, 1), 1), entry
