@@ -727,11 +727,24 @@ def release_ipc_folder(folder: str) -> None:
         _libc().umount2(folder.encode(), MNT_DETACH)
 
 
+def _refuse_orphan(parent: int) -> None:
+    """Stop when the process that started this launcher is gone (it was reparented): its run was interrupted
+    or its worker killed, and a kernel started now would outlive them."""
+    if os.getppid() != parent:
+        raise SystemExit("course-sandbox: the grading worker that asked for this kernel is gone; not starting it")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "-f" not in argv:
         raise SystemExit("usage: python -I -S grading/kernel/launcher.py -f CONNECTION_FILE [kernel args]")
     i = argv.index("-f")
+    # the grading worker that asked for this kernel is killed (an interrupted run): this launcher dies too,
+    # whatever it is doing (waiting for the warm template, then starting a cold kernel); the setting carries over
+    # the exec into bwrap. A worker already gone by now: no kernel is started for nobody.
+    parent = os.getppid()
+    _protocol().prctl(_protocol().PR_SET_PDEATHSIG, signal.SIGKILL)
+    _refuse_orphan(parent)
     connection_file = os.path.abspath(argv[i + 1])
     rest = argv[:i] + argv[i + 2:]
     workdir = os.getcwd()
@@ -775,6 +788,7 @@ def main(argv: list[str] | None = None) -> None:
         home = os.path.join(private[0], "home") if private else os.path.join(workdir, ".home")
         os.makedirs(home, exist_ok=True)
         os.chdir(workdir)
+        _refuse_orphan(parent)
         os.execve(kernel_argv[0], kernel_argv, kernel_env(home=home))
     setpriv = shutil.which("setpriv")
     env = kernel_env()
@@ -797,6 +811,7 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(code)
     set_limits(uid)
     cmd = build_bwrap_command(exe, entry, workdir, private, env)
+    _refuse_orphan(parent)  # the template wait can be long: the worker may have gone meanwhile
     os.execv(cmd[0], cmd)
 
 
