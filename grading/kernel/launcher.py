@@ -511,8 +511,8 @@ def _warm_kernel(exe: str, setpriv: str, uid: int, workdir: str, private: list[s
     or None when the template cannot serve (the caller then starts a cold kernel)."""
     protocol = _protocol()
     hold = ["/bin/sh", "-c", _HOLD, setpriv, str(uid), _COPY, KERNEL_WORKDIR, SUBMISSION_MOUNT]
-    # the worker is killed: this launcher dies too, so bwrap (--die-with-parent) and the kernel with it
-    protocol.prctl(protocol.PR_SET_PDEATHSIG, signal.SIGKILL)
+    # the worker is killed: this launcher dies too (PR_SET_PDEATHSIG, set by main), so bwrap (--die-with-parent)
+    # and the kernel with it
     info_r, info_w = os.pipe()
     cmd = build_bwrap_command(exe, hold, workdir, private, env)
     cmd = [cmd[0], "--info-fd", str(info_w)] + cmd[1:]
@@ -741,7 +741,7 @@ def main(argv: list[str] | None = None) -> None:
     i = argv.index("-f")
     # the grading worker that asked for this kernel is killed (an interrupted run): this launcher dies too,
     # whatever it is doing (waiting for the warm template, then starting a cold kernel); the setting carries over
-    # the exec into bwrap. A worker already gone by now: no kernel is started for nobody.
+    # the exec into bwrap. When the worker is already gone, no kernel is started.
     parent = os.getppid()
     _protocol().prctl(_protocol().PR_SET_PDEATHSIG, signal.SIGKILL)
     _refuse_orphan(parent)
