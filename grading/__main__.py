@@ -29,6 +29,7 @@ import grading
 
 # before nbformat is imported (grading.demo imports it)
 grading.without_iri_grammar()
+grading.collect_less()
 from grading import demo, pipeline, preflight  # noqa: E402
 from grading.kernel import launcher  # noqa: E402
 

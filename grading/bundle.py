@@ -152,21 +152,25 @@ def _left_out(released: list[str]):
     return ignore
 
 
-def write_course_lib(lib: str, released: list[str]) -> dict[str, list[str]]:
+def copy_course_lib(lib: str, released: list[str]) -> list[str]:
     """Write an edition of ``course_lib`` into ``lib``: a copy without ``course_lib/judge/`` (the judge's
     material) and without the files of ``course_lib/solutions/`` whose lesson's solutions are not in
     ``released``. Nothing is rewritten: a withheld exercise keeps its signature and docstring in its topic module,
     and calling it raises NotImplementedError (:mod:`course_lib.solutions`). No edition holds a hidden case: the
     grading kernel's are handed to it as data beside ``course_lib`` (``grading.feed``).
 
-    Returns {solutions file left out: the exercises and equivalents it holds (the registry's names)}."""
+    Decided by file names alone (nothing of the judge's is imported: the grading command builds the kernel's
+    edition without importing torch). Returns the solutions files left out (``solutions/<topic>.py``)."""
     shutil.copytree(COURSE_LIB, lib, ignore=_left_out(released))
+    return [os.path.join("solutions", f) for f, ships in solution_files(released).items() if not ships]
+
+
+def write_course_lib(lib: str, released: list[str]) -> dict[str, list[str]]:
+    """:func:`copy_course_lib`, returning {solutions file left out: the exercises and equivalents it holds (the
+    registry's names, read from the judge's declarations)}."""
+    left_out = copy_course_lib(lib, released)
     secret = withheld(released)
-    left_out = {}
-    for f, ships in solution_files(released).items():
-        if not ships:
-            left_out[os.path.join("solutions", f)] = secret.get("course_lib." + f[:-3], [])
-    return left_out
+    return {f: secret.get("course_lib." + os.path.basename(f)[:-3], []) for f in left_out}
 
 
 def build(out: str, released: list[str] | None = None, release_dir: str | None = None,

@@ -43,15 +43,15 @@ ENV = "COURSE_KERNEL_LIB"
 EDITION = "grading-kernel"
 
 
-def build(root: str, released: list[str] | None = None) -> dict:
-    """Write the kernel's edition as ``root/course_lib``; return {solutions file left out: the exercises it holds}."""
+def build(root: str, released: list[str] | None = None) -> list[str]:
+    """Write the kernel's edition as ``root/course_lib``; return the solutions files left out."""
     from grading import bundle, feed, packages
 
     released = bundle.solutions_released() if released is None else list(released)
     lib = os.path.join(root, "course_lib")
     if os.path.exists(lib):
         shutil.rmtree(lib)
-    left_out = bundle.write_course_lib(lib, released)
+    left_out = bundle.copy_course_lib(lib, released)
     with open(os.path.join(lib, "_edition.json"), "w") as fh:
         json.dump({"edition": EDITION, "released": sorted(released)}, fh)
     feed.write(root)  # the hidden tests' inputs, as data beside course_lib (grading/feed.py), and each lesson's

@@ -247,11 +247,9 @@ def _content_digest() -> str:
                         h.update(hashlib.sha256(fh.read()).digest())
                 else:
                     h.update(str(os.path.getsize(path)).encode())
-    import cloudpickle
-    import numpy
-    import torch
+    from importlib.metadata import version  # the installed versions, read without importing torch (seconds)
 
-    h.update(f"{torch.__version__} {numpy.__version__} {cloudpickle.__version__}".encode())
+    h.update(" ".join(version(d) for d in ("torch", "numpy", "cloudpickle")).encode())
     return h.hexdigest()[:24]
 
 

@@ -141,6 +141,8 @@ _CELLS_CHANGED = "Cannot add or remove cells for notebook"
 # run by generate_assignments in one nbgrader process: nbgrader's API, configured as the workers configure it
 _GENERATE = """
 import os, shutil, sys
+import grading
+grading.collect_less()
 from grading import worker
 
 api = worker.load_api()

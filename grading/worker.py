@@ -430,6 +430,7 @@ def supervise(args) -> int:
 
 
 def main(argv=None) -> int:
+    grading.collect_less()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tasks", nargs="+", help="ASSIGNMENT/STUDENT")
     parser.add_argument("--results", required=True, help="folder for one JSON result per task")

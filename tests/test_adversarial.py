@@ -999,7 +999,8 @@ def test_warm_kernels_start_pristine_for_every_submission(warm_template, tmp_pat
     second = ["import os, sys, numpy, torch, course_lib.checks\nprint(os.getuid(), 'torch' in sys.modules)",
               "print(numpy.allclose([1], [2]), torch.softmax is not None, hasattr(course_lib.checks, 'PATCHED'), "
               "os.path.exists('/tmp/planted'), os.path.exists('left-behind.txt'))",
-              "print(sorted(open(f'/proc/{p}/comm').read().strip() for p in os.listdir('/proc') if p.isdigit()))"]
+              "print(sorted(open(f'/proc/{p}/comm').read().strip() for p in os.listdir('/proc') if p.isdigit()))",
+              "import gc\nprint(gc.get_threshold(), gc.isenabled())"]
     out1 = _run_sandboxed(first, tmp_path / "a")
     uid1, warm1 = out1[0][0].split()
     assert warm1 == "True", "the first kernel was forked from the template (torch already imported)"
@@ -1010,6 +1011,8 @@ def test_warm_kernels_start_pristine_for_every_submission(warm_template, tmp_pat
     assert warm2 == "True" and uid2 != uid1 and int(uid2) > 0
     assert out2[1] == ["False True False False False\n"], "modules, /tmp and the folder are pristine"
     assert "sleep" not in out2[2][0], "no process of the first submission is visible"
+    # the template imports with the grader's fewer collections (grading.collect_less), its kernels collect as Python does
+    assert out2[3] == [f"{(700, 10, 10)} True\n"], out2[3]
 
 
 def test_warm_kernels_are_as_isolated_as_cold_ones(warm_template, tmp_path):

@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import signal
 import socket
 import sys
 
+import grading
 from grading.kernel import launcher
 from grading.kernel.protocol import (NAMESPACES, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, TEMPLATE_MODULE, prctl,
                                      recv_request, send_exit, setns)
@@ -300,6 +302,7 @@ def serve(path: str, names: list[str] = ()) -> None:
     import importlib
 
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the worker that started it is gone: stop
+    gc.set_threshold(*grading.GRADER_GC)  # while it imports (grading.collect_less); its kernels get Python's own
     for name in PRELOAD:
         try:
             importlib.import_module(name)
@@ -314,6 +317,7 @@ def serve(path: str, names: list[str] = ()) -> None:
     os.rename(tmp, path)  # the socket appears only once the template is ready
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     if not names:
+        gc.set_threshold(*grading.PYTHON_GC)
         _accept_loop(server)
     ready_r, ready_w = os.pipe()
     if os.fork() == 0:
@@ -323,9 +327,11 @@ def serve(path: str, names: list[str] = ()) -> None:
             _warm_up(list(names))
         except BaseException:  # noqa: BLE001 - the template serves on without it
             os._exit(0)
+        gc.set_threshold(*grading.PYTHON_GC)
         os.write(ready_w, b"w")
         _accept_loop(server)
     os.close(ready_w)
+    gc.set_threshold(*grading.PYTHON_GC)
     _accept_loop(server, until=ready_r)
 
 
