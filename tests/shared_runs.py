@@ -8,7 +8,9 @@ run is made by whichever test first needs it, and the others wait on its lock.
 
 What each shared run replaced (issue 62): ``lesson01_class`` is the one class run of tests/test_adversarial.py
 (it was that file's own) and of tests/test_class_mess.py (whose messy class had a run, a release and a course root
-of its own); ``lesson01_release`` is the release both files' fast tests scan against (each file made its own);
+of its own); ``lesson01_release`` is the release both files' fast tests scan against (each file made its own), copied
+into the course roots of ``lesson01_class`` and of tests/lesson01_runs.py's class (each ran
+``nbgrader generate_assignment`` again);
 ``demo_class`` is also the first step of tests/test_real_class.py's sequence (copied into its course; it graded
 lesson 01's demo class itself) and holds the releases and gradebook that tests/test_class_mess.py's scan of every
 lesson's demo students reads (it generated every release again); ``read_only_gradebook`` is the one refused run
@@ -72,6 +74,18 @@ def lesson01_release(tmp_path_factory):
     return classrun.context(str(root))
 
 
+def copy_lesson01_release(tmp_path_factory, root: Path):
+    """Lesson 01's release and gradebook (``lesson01_release``, made once) copied into the course root ``root``:
+    what ``nbgrader generate_assignment`` would write there (an nbgrader process and its ``alembic`` process,
+    about 7 s of CPU each time). Returns the root's ``classrun.Context``."""
+    from adversarial import classrun
+
+    made = Path(lesson01_release(tmp_path_factory).root)
+    shutil.copytree(made / "release", root / "release")
+    shutil.copy2(made / "gradebook.db", root / "gradebook.db")
+    return classrun.context(str(root))
+
+
 def lesson01_class(tmp_path_factory) -> types.SimpleNamespace:
     """Lesson 01's class graded once, on the default engine (``--engine auto``: Dask on a LocalCluster of the 2
     workers where Dask is installed, as `make test` installs it) and a SQLite gradebook, by
@@ -91,7 +105,7 @@ def lesson01_class(tmp_path_factory) -> types.SimpleNamespace:
         if not done.exists():
             root.mkdir(exist_ok=True)
             before = classrun.digest()
-            ctx = classrun.prepare(str(root))
+            ctx = copy_lesson01_release(tmp_path_factory, root)
             classrun.write_class(ctx)
             messy.place_class(ctx, control_present=True)
             submitted = messy.tree_digest(root / "submitted", only=messy.STUDENTS)

