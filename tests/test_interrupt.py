@@ -11,6 +11,7 @@ nothing in its temporary folder, change nothing in submitted/; ``grade --resume`
 student the grade of the uninterrupted run.
 """
 import csv
+import json
 import os
 import random
 import shutil
@@ -160,3 +161,50 @@ def test_the_run_folder_is_removed_while_a_dying_process_still_writes_there(tmp_
     monkeypatch.setattr(pipeline.shutil, "rmtree", rmtree_meeting_a_late_write)
     assert pipeline.remove_run_folder(str(folder), wait=5.0)
     assert not folder.exists() and len(calls) >= 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the warm path (a template to wait for) is the root grader's")
+def test_a_launcher_waiting_for_an_importing_template_dies_with_its_worker(tmp_path):
+    """A kernel launcher waits for a warm template that is still importing (``COURSE_WARM_PID`` alive, its socket
+    not there yet). When the grading worker that started it is killed meanwhile (an interrupted run), the
+    launcher dies at once and starts no kernel: before 1ae7157 it waited out ``COURSE_WARM_WAIT``, then fell
+    back to a cold kernel in a sandbox that outlived the run (seen once in this file's seed 2)."""
+    from grading.kernel import launcher, protocol
+
+    work, ipc = tmp_path / "work", tmp_path / "ipc"
+    work.mkdir()
+    conn = tmp_path / "kernel.json"
+    conn.write_text(json.dumps({"transport": "ipc", "ip": str(ipc / "kernel"), "shell_port": 1, "iopub_port": 2,
+                                "stdin_port": 3, "control_port": 4, "hb_port": 5, "key": "k",
+                                "signature_scheme": "hmac-sha256"}))
+    # a template that is importing for a minute: its command line names the template's module
+    template = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", protocol.TEMPLATE_MODULE])
+    # the grading worker: starts the launcher as a kernel manager would, prints its pid, then waits
+    worker_code = ("import subprocess, sys, time\n"
+                   f"p = subprocess.Popen({launcher.kernelspec()['argv'][:-1] + [str(conn)]!r}, cwd={str(work)!r})\n"
+                   "print(p.pid, flush=True)\ntime.sleep(120)\n")
+    env = dict(os.environ, COURSE_WARM_SOCKET=str(tmp_path / "never.sock"), COURSE_WARM_PID=str(template.pid),
+               COURSE_WARM_WAIT="60")
+    worker = subprocess.Popen([sys.executable, "-c", worker_code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(worker.stdout.readline())
+        deadline = time.monotonic() + 30
+        while not os.path.ismount(ipc) and time.monotonic() < deadline:  # mounted: next, it waits for the template
+            time.sleep(0.05)
+        assert os.path.ismount(ipc), "the launcher never reached the template wait"
+        time.sleep(0.5)
+        assert os.path.exists(f"/proc/{child}"), "the launcher stopped before its worker was killed"
+        worker.kill()
+        worker.wait()
+        deadline = time.monotonic() + 5
+        while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gone = not os.path.exists(f"/proc/{child}")
+        time.sleep(0.5)
+        assert gone, "the launcher outlived the worker that asked for the kernel"
+        assert processes_mentioning(str(ipc)) == [], "a kernel was started for a worker that is gone"
+    finally:
+        for proc in (worker, template):
+            proc.kill()
+            proc.wait()
+        launcher.release_ipc_folder(str(ipc))
