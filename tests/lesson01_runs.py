@@ -21,9 +21,8 @@ import sys
 import tempfile
 import time
 
-import shared_runs
 from bundle_student import _locked
-from shared_runs import shared_root
+from shared_runs import copy_lesson01_release, shared_root
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSIGNMENT = "01_attention"
@@ -54,7 +53,7 @@ def class_dir(tmp_path_factory) -> pathlib.Path:
         if not done.exists():
             shutil.rmtree(base, ignore_errors=True)
             (base / "tmp").mkdir(parents=True)
-            shared_runs.copy_lesson01_release(tmp_path_factory, base)  # the session's one release of lesson 01
+            copy_lesson01_release(tmp_path_factory, base)  # the session's one release of lesson 01
             sys.path.insert(0, REPO)
             from grading import demo
 

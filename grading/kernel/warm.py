@@ -302,7 +302,7 @@ def serve(path: str, names: list[str] = ()) -> None:
     import importlib
 
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the worker that started it is gone: stop
-    gc.set_threshold(*grading.GRADER_GC)  # while it imports (grading.collect_less); its kernels get Python's own
+    grading.collect_less()  # while it imports; its kernels get Python's own thresholds (set back below)
     for name in PRELOAD:
         try:
             importlib.import_module(name)
