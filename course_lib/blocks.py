@@ -256,13 +256,15 @@ class EncoderLayer(nn.Module):
 
         The same sublayers in the same order as :func:`encoder_layer_forward` (lesson 05's exercise),
         so the module works in the students' bundle before that solution is released
-        (tests/test_blocks.py shows the two agree bit for bit). Written as two residual sublayers,
-        not as that exercise's lines (issue 65: no solution's text in a shipped building block).
+        (tests/test_blocks.py shows the two agree bit for bit when the weights are asked for or dropout
+        runs; without weights, attention is torch's fused kernel: the same to rounding). Written as two
+        residual sublayers, not as that exercise's lines (issue 65: no solution's text in a shipped building
+        block).
         """
         found = {}
 
-        def attend(h):  # (B, T, d) -> (B, T, d); keeps the weights (B, T, T)
-            out, found["weights"] = self.self_attn(h, h, h, mask=mask)
+        def attend(h):  # (B, T, d) -> (B, T, d); keeps the weights (B, T, T) when they are asked for
+            out, found["weights"] = self.self_attn(h, h, h, mask=mask, need_weights=need_weights)
             return self.dropout1(out)
 
         def feed(h):
