@@ -277,7 +277,8 @@ class EncoderLayer(nn.Module):
 
 # ---------------------------------------------------------------- decoder layer
 def decoder_layer_forward(layer: "DecoderLayer", x: torch.Tensor, memory: torch.Tensor,
-                          tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None):
+                          tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                          need_weights: bool = True):
     """One decoder layer: masked self-attention, cross-attention to ``memory``, feed-forward.
 
     post-norm:  x = norm1(x + SA(x));  x = norm2(x + CA(x, memory));  x = norm3(x + FFN(x))
@@ -292,21 +293,25 @@ def decoder_layer_forward(layer: "DecoderLayer", x: torch.Tensor, memory: torch.
             combined with target padding. memory_mask: broadcastable to (B, H, T, S),
             usually the source padding as (B, 1, 1, S).
 
+        need_weights: False: both weights are None (and attention is torch's fused kernel when dropout is
+            off, as in :class:`course_lib.multihead.MultiHeadAttention`).
+
     Returns:
         (out, self_weights, cross_weights): (B, T, d_model), (B, T, T), (B, T, S), weights
         averaged over heads.
     """
+    kw = dict(need_weights=need_weights)
     if layer.norm_first:
         h = layer.norm1(x)
-        a, self_w = layer.self_attn(h, h, h, mask=tgt_mask)
+        a, self_w = layer.self_attn(h, h, h, mask=tgt_mask, **kw)
         x = x + layer.dropout1(a)
-        c, cross_w = layer.cross_attn(layer.norm2(x), memory, memory, mask=memory_mask)
+        c, cross_w = layer.cross_attn(layer.norm2(x), memory, memory, mask=memory_mask, **kw)
         x = x + layer.dropout2(c)
         x = x + layer.dropout3(layer.ff(layer.norm3(x)))
     else:
-        a, self_w = layer.self_attn(x, x, x, mask=tgt_mask)
+        a, self_w = layer.self_attn(x, x, x, mask=tgt_mask, **kw)
         x = layer.norm1(x + layer.dropout1(a))
-        c, cross_w = layer.cross_attn(x, memory, memory, mask=memory_mask)
+        c, cross_w = layer.cross_attn(x, memory, memory, mask=memory_mask, **kw)
         x = layer.norm2(x + layer.dropout2(c))
         x = layer.norm3(x + layer.dropout3(layer.ff(x)))
     return x, self_w, cross_w
@@ -346,7 +351,7 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return decoder_layer_forward(self, x, memory, tgt_mask, memory_mask)[0]
+        return decoder_layer_forward(self, x, memory, tgt_mask, memory_mask, need_weights=False)[0]
 
 
 # ---------------------------------------------------------------- stacks

@@ -200,6 +200,11 @@ def test_decoder_is_causal_and_reads_memory():
     causal = torch.from_numpy(masking.causal_mask(5))
     out, self_w, cross_w = B.decoder_layer_forward(ours, x, memory, causal)
     assert self_w.shape == (1, 5, 5) and cross_w.shape == (1, 5, 6)
+    # the module asks for no weights (torch's fused attention): the same output, and no weights
+    out_nw, *weights_nw = B.decoder_layer_forward(ours, x, memory, causal, need_weights=False)
+    assert weights_nw == [None, None]
+    torch.testing.assert_close(out_nw, out, **TOL)
+    torch.testing.assert_close(ours(x, memory, causal), out, **TOL)
     x2 = x.clone()
     x2[:, 3:] += 10.0  # change the future
     out2 = ours(x2, memory, causal)
