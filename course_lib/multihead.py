@@ -291,7 +291,7 @@ class MultiHeadAttention(nn.Module):
         dropping = self.training and self.dropout > 0.0
         dead = None if mask is None else ~mask.any(dim=-1, keepdim=True)  # queries that may attend to nothing
         # such a query attends to every key here (no softmax of -inf only, no NaN in any gradient on any
-        # backend) and gets zero weights and a zero output below
+        # backend), then gets zero weights and zero heads below (its output is out_proj's bias)
         allowed = None if mask is None else mask | dead
         if not need_weights and not dropping:
             # nobody reads the weights: torch's fused kernel, which never stores the (B, H, T, S) weights
