@@ -300,18 +300,17 @@ def decoder_layer_forward(layer: "DecoderLayer", x: torch.Tensor, memory: torch.
         (out, self_weights, cross_weights): (B, T, d_model), (B, T, T), (B, T, S), weights
         averaged over heads.
     """
-    kw = dict(need_weights=need_weights)
     if layer.norm_first:
         h = layer.norm1(x)
-        a, self_w = layer.self_attn(h, h, h, mask=tgt_mask, **kw)
+        a, self_w = layer.self_attn(h, h, h, mask=tgt_mask, need_weights=need_weights)
         x = x + layer.dropout1(a)
-        c, cross_w = layer.cross_attn(layer.norm2(x), memory, memory, mask=memory_mask, **kw)
+        c, cross_w = layer.cross_attn(layer.norm2(x), memory, memory, mask=memory_mask, need_weights=need_weights)
         x = x + layer.dropout2(c)
         x = x + layer.dropout3(layer.ff(layer.norm3(x)))
     else:
-        a, self_w = layer.self_attn(x, x, x, mask=tgt_mask, **kw)
+        a, self_w = layer.self_attn(x, x, x, mask=tgt_mask, need_weights=need_weights)
         x = layer.norm1(x + layer.dropout1(a))
-        c, cross_w = layer.cross_attn(x, memory, memory, mask=memory_mask, **kw)
+        c, cross_w = layer.cross_attn(x, memory, memory, mask=memory_mask, need_weights=need_weights)
         x = layer.norm2(x + layer.dropout2(c))
         x = layer.norm3(x + layer.dropout3(layer.ff(x)))
     return x, self_w, cross_w

@@ -6,7 +6,7 @@ edition, with every reference. The sandboxed kernel that runs a submission mount
 
 * the references' bodies (``course_lib/solutions/<topic>.py``) are left out, so every graded exercise's
   reference and equivalents raise ``NotImplementedError`` (:mod:`course_lib.solutions`), exactly as in the
-  students' bundle (``grading.bundle.write_course_lib``, a copy: nothing rewritten); assignments whose
+  students' bundle (``grading.bundle.copy_course_lib``, a copy: nothing rewritten); assignments whose
   solutions are released (``c.CourseBundle.solutions_released``) keep theirs, as the students' bundle does;
 * no judge's material: ``course_lib/judge/`` (known wrong answers, right alternatives, promise breakers,
   hidden cases) is not copied; the checks modules are copied as they are;
