@@ -248,7 +248,7 @@ class MultiHeadAttention(nn.Module):
                 (it would line B up with H); use mask[:, None].
             need_weights: return the attention weights (else None, and unless dropout runs in training
                 mode the output comes from torch's fused kernel, which never stores the (B, H, T, S)
-                weights: 64 MB per layer for 64 sequences of 256 tokens and 4 heads in float32).
+                weights: 64 MiB per layer for 64 sequences of 256 tokens and 4 heads in float32).
             average_attn_weights: weights averaged over heads (B, T, S), else per head (B, H, T, S).
 
         Returns:
