@@ -13,7 +13,7 @@ report) reads them from here:
   score 0 and :func:`find_problems` lists them;
 * **the machine's time**: the notebook's time limit may have been decided by a busy machine, so
   :func:`needs_second_pass` grades it once more with more time (as it does a task with no grade);
-  a single cell starved of CPU is re-run in place by ``grading.kernel.client``;
+  a single cell gets back, at its limit, the time its kernel waited for a CPU (``grading.kernel.client``);
 * **the grader's fault** (``grader_fault``): the gradebook, the disk or the course folder failed,
   named by :func:`fault_of` from the type and errno of an exception the grader's own step raised, or
   measured by :func:`probe_machine` after a failed step (never read from a log's text, which may hold
@@ -169,8 +169,8 @@ def probe_machine(root: str = GRADING_DIR, db_url: str | None = None) -> str | N
 def needs_second_pass(result: dict) -> bool:
     """A submission whose outcome a busy machine may have decided: no grade at all because the grading
     machinery failed (a kernel that did not start, a killed worker), or the whole-notebook time limit.
-    (A single cell that timed out while its kernel was starved of CPU is re-run in place, with more time,
-    by ``ResilientExecute``; one that had the CPU and still ran out of time is the student's.)"""
+    (A single cell gets back, at its limit, the time its kernel waited for a CPU held by other work
+    (``ResilientExecute``); one that had its limit of running time and did not end is the student's.)"""
     if result.get("second_pass"):
         return False
     if not result.get("autograded") or not result.get("autograde_ok"):

@@ -44,7 +44,7 @@ from queue import Empty
 
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from jupyter_core.utils import run_sync
+from jupyter_core.utils import ensure_async, run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionComplete, CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
@@ -123,7 +123,8 @@ def error_output(ename: str, evalue: str):
     return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
-STARVED_SHARE = 0.5  # a timed-out cell whose kernel waited for a CPU at least this share of the wall time
+STARVED_SHARE = 0.5  # without run-queue waits: a timed-out cell whose kernel had less than this share of a CPU
+GIVE_BACK_STEP = 0.05  # seconds: run-queue waits smaller than this are not given back to a cell at its limit
 
 
 # ipykernel names each cell's code /tmp/ipykernel_<its pid>/<hash>.py, and a warning prints that
@@ -251,8 +252,8 @@ def tree_sched(root: int | None) -> tuple[float | None, float | None]:
 class SchedSnapshot:
     """``tree_sched`` of a kernel taken ``delay`` seconds into a cell, on a timer thread.
 
-    The load rule (``ResilientExecute._starved``) compares a timed-out cell's kernel before and
-    after; reading /proc before every cell cost 0.16 s of the grader's CPU per submission (every
+    The load rule (``ResilientExecute._time_given_back``, ``_starved``) compares a timed-out cell's kernel
+    before and after; reading /proc before every cell cost 0.16 s of the grader's CPU per submission (every
     process on the machine is scanned, twice). Only a cell that outlives ``delay`` is measured, over
     what it ran after that: a cell that times out always does, and most cells end before it.
     ``stop()`` cancels it, or waits for a reading in progress; ``taken`` is then final."""
@@ -415,7 +416,8 @@ def _is_count(value) -> bool:
 
 def timeout_message(limit) -> str:
     """What a student reads when a cell hit the per-cell time limit: the limit and the likely cause."""
-    return (f"this cell ran longer than the grading time limit of {limit} s per cell and was stopped; the likely "
+    return (f"this cell ran longer than the grading time limit of {limit} s per cell (time its kernel spent waiting "
+            "for a CPU busy with other work is not counted) and was stopped; the likely "
             "cause is an endless loop (a while loop whose condition never becomes false, a loop whose index is never "
             "advanced) or far more work than the exercise needs: check that every loop ends, on small inputs first")
 
@@ -426,7 +428,54 @@ class ResilientExecute(Execute):
     skip_demo_cells = Bool(True, help="do not run the instructor's demo-only cells (unchanged) when "
                                       "grading").tag(config=True)
 
+    async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
+        self._awaited = msg_id  # the reply that _time_given_back may wait for past the limit
+        try:
+            return await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
+                                                      task_poll_kernel_alive)
+        finally:
+            self._awaited = None
+
+    async def _time_given_back(self, timeout):
+        """At a cell's limit, the seconds its kernel waited for a CPU held by other work, given back.
+
+        The limit charges a cell for the time its kernel ran or could have run: the run-queue waits of the
+        kernel's threads since the cell's snapshot (``SchedSnapshot``; ``tree_wait_seconds``) are added to
+        its deadline, again and again while they grow, up to ``retry_timeout_factor - 1`` times the limit
+        in all. The kernel is not interrupted meanwhile: a cell that ends in that time ends as it would
+        have on a quiet machine, and a loop that never ends costs the grader its limit in CPU, not a
+        restart, a replay and a second run. Returns the cell's reply, or None when the limit stands (no
+        snapshot, waits not reported, or nothing more to give back)."""
+        snapshot, msg_id = self._sched, self._awaited
+        if snapshot is None or msg_id is None or not timeout:
+            return None
+        snapshot.stop()  # a reading in progress completes: its values are final
+        waited_before = snapshot.sched[1]
+        if not snapshot.taken or waited_before is None:
+            return None
+        most = (self.retry_timeout_factor - 1) * timeout
+        given = 0.0
+        while given < most:
+            waited = tree_wait_seconds(self._kernel_pid())
+            more = 0.0 if waited is None else min(waited - waited_before, most) - given
+            if more < GIVE_BACK_STEP:
+                return None
+            given += more
+            end = time.monotonic() + more
+            while (left := end - time.monotonic()) > 0:
+                try:
+                    msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=min(left, 1.0)))
+                except Empty:
+                    await self._async_check_alive()
+                    continue
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    return msg
+        return None
+
     async def _async_handle_timeout(self, timeout, cell=None):
+        reply = await self._time_given_back(timeout)
+        if reply is not None:
+            return reply  # nbclient takes it as the cell's reply
         # nbgrader's error says only "No reply from kernel before timeout": say the limit and the likely cause
         self.error_on_timeout = {"ename": CELL_TIMEOUT, "evalue": timeout_message(timeout),
                                  "traceback": [f"\x1b[0;31mCellTimeoutError\x1b[0m: {timeout_message(timeout)}"]}
@@ -437,6 +486,8 @@ class ResilientExecute(Execute):
         super().__init__(*args, **kwargs)
 
     _asked_exit = False
+    _sched = None  # the running cell's SchedSnapshot (not during a replay or a retry)
+    _awaited = None  # the msg_id of the reply being waited for
     _bad_messages: set = frozenset()
     _skipped: set = frozenset()
     _refused: set = frozenset()
@@ -643,22 +694,22 @@ class ResilientExecute(Execute):
         return getattr(process, "pid", None)
 
     def _starved(self, snapshot: SchedSnapshot) -> bool:
-        """Was the kernel kept from the CPU while the cell ran (a busy machine, not the student's code)?
+        """Was the kernel kept from the CPU while the cell ran (a busy machine, not the student's code), with
+        that time not given back? Then the cell is re-run with more time.
 
-        Its threads waited on a run queue at least STARVED_SHARE of the wall time since the
-        snapshot (``SchedSnapshot``, taken early in the cell). A cell that sleeps or waits on I/O
-        does not wait for a CPU, so it is charged like any slow cell. Where the run-queue wait is
-        not reported, the CPU share is used instead (under STARVED_SHARE of a CPU), which cannot
-        tell a sleeping cell from a starved one."""
+        Where the kernel reports run-queue waits, never: the time its threads waited for a CPU was added
+        to the cell's deadline before the limit was enforced (``_time_given_back``), so a cell that still
+        timed out had its limit of running time (a cell that sleeps or waits on I/O does not wait for a
+        CPU, and is charged like any slow cell). Where they are not reported, a CPU share under
+        STARVED_SHARE since the snapshot (``SchedSnapshot``, taken early in the cell), which cannot tell
+        a sleeping cell from a starved one."""
         snapshot.stop()
         if not snapshot.taken:
             return False
         wall = time.monotonic() - snapshot.wall
         (cpu_before, wait_before), (cpu_after, wait_after) = snapshot.sched, tree_sched(self._kernel_pid())
-        if wall <= 0:
+        if wall <= 0 or (wait_before is not None and wait_after is not None):
             return False
-        if wait_before is not None and wait_after is not None:
-            return (wait_after - wait_before) / wall >= STARVED_SHARE
         if cpu_before is None or cpu_after is None:
             return False
         return (cpu_after - cpu_before) / wall < STARVED_SHARE
@@ -700,6 +751,7 @@ class ResilientExecute(Execute):
                     continue
                 # a tenth of the limit in (1 s at most): a timed-out cell is measured over 90% of its time
                 sched = SchedSnapshot(self._kernel_pid(), min(1.0, (self.timeout or 10) / 10))
+                self._sched = sched
                 starved = False
                 try:
                     self._asked_exit = False
@@ -710,6 +762,7 @@ class ResilientExecute(Execute):
                         self.preprocess_cell(cell, resources, index)
                     finally:
                         sched.stop()
+                        self._sched = None
                     if self._asked_exit:
                         raise DeadKernelError("exit() called")
                     if index not in retried and any(
@@ -722,10 +775,10 @@ class ResilientExecute(Execute):
                         starved = self._starved(sched)
                     if isinstance(err, CellTimeoutError) and not self._asked_exit and index not in retried \
                             and (self._instructor_cell(cell) or starved):
-                        # an instructor's cell (setup) that timed out, or any cell whose kernel waited for a
-                        # CPU at least STARVED_SHARE of the time meanwhile: the grader's slowness (a busy
-                        # machine, a slow import), not the student's; restart, replay, run it once more
-                        # with more time
+                        # an instructor's cell (setup) that timed out, or, where run-queue waits are not
+                        # reported, a cell whose kernel had under STARVED_SHARE of a CPU: the grader's
+                        # slowness (a busy machine, a slow import), not the student's; restart, replay,
+                        # run it once more with more time
                         retried.add(index)
                         if self._retry_slow_cell(cell, resources, index, killers):
                             index += 1
