@@ -204,18 +204,17 @@ def test_the_command_names_what_it_left_out_and_exits_1(tmp_path):
 
 # ====================================================================== collected, then graded (slow)
 @pytest.mark.slow
-def test_canvas_and_moodle_downloads_of_the_demo_class_are_collected_and_graded(tmp_path):
+def test_canvas_and_moodle_downloads_of_the_demo_class_are_collected_and_graded(tmp_path, tmp_path_factory):
     """The demo's four lesson 01 notebooks, two from a Canvas ZIP and two from a Moodle ZIP, collected into one
     course by the command and graded by the real pipeline: each student gets the demo notebook's score."""
     from grading import demo
+    from shared_runs import copy_lesson01_release
 
     root = tmp_path / "course"
     root.mkdir()
     env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT=LESSON01_CELL_TIMEOUT, PYTHONPATH=REPO)
     env.pop("COURSE_DB_URL", None)
-    gen = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                         cwd=os.path.join(REPO, "grading"), env=env, capture_output=True, text=True, timeout=600)
-    assert gen.returncode == 0, gen.stderr[-3000:]
+    copy_lesson01_release(tmp_path_factory, root)  # `nbgrader generate_assignment 01_attention`, made once
     demo.generate(ASSIGNMENT, str(tmp_path / "demo"), release_dir=str(root / "release"))
     notebooks = {s: (tmp_path / "demo" / d / ASSIGNMENT / NOTEBOOK).read_bytes() for s, d in DEMO_OF.items()}
     roster = write_roster(root / "roster.csv")

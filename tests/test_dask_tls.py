@@ -119,10 +119,9 @@ def tls_class(tmp_path_factory):
     sys.path.insert(0, REPO)
     from grading import demo
 
-    env = clean_env(COURSE_ROOT=str(base), PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
-                          cwd=os.path.join(REPO, "grading"), env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    from shared_runs import copy_lesson01_release
+
+    copy_lesson01_release(tmp_path_factory, base)  # `nbgrader generate_assignment 01_attention`, made once
     demo.generate(ASSIGNMENT, str(base / "submitted"), release_dir=str(base / "release"))
     shutil.rmtree(base / "submitted" / "s04_crash")
     return base
