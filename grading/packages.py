@@ -18,10 +18,12 @@ folder, always there).
 from __future__ import annotations
 
 import ast
+import csv
 import functools
 import importlib.metadata as md
 import json
 import os
+import pathlib
 import re
 import sys
 import sysconfig
@@ -188,16 +190,26 @@ def entries(dist_names, path: str | None = None) -> list[str]:
         if d is None:
             continue
         if _norm(n) not in tops:  # its RECORD read once (torch's has thousands of lines)
-            own = set()
-            for f in d.files or []:
-                first = f.parts[0] if f.parts else ""
-                if not first or first in ("..", "__pycache__") or first.endswith(".pth"):
-                    continue
-                if os.path.lexists(os.path.join(path, first)):
-                    own.add(first)
-            tops[_norm(n)] = frozenset(own)
+            tops[_norm(n)] = frozenset(first for first in _first_parts(d) if first and first not in (
+                "..", "__pycache__") and not first.endswith(".pth") and os.path.lexists(os.path.join(path, first)))
         out |= tops[_norm(n)]
     return sorted(out)
+
+
+def _first_parts(dist) -> set[str]:
+    """The first part of the path of each file ``dist`` lists (``dist.files``: its RECORD, read as importlib.metadata
+    reads it, a CSV of paths), without a ``PackagePath`` per line (torch lists about 20,000 files)."""
+    text = dist.read_text("RECORD")
+    paths = [str(f) for f in dist.files or []] if text is None else [row[0] for row in csv.reader(text.splitlines())
+                                                                      if row]
+    out = set()
+    for p in paths:
+        head = p.split("/", 1)[0]
+        if head in ("", "."):  # an absolute or a "./" path: its first part as pathlib splits it
+            parts = pathlib.PurePosixPath(p).parts
+            head = parts[0] if parts else ""
+        out.add(head)
+    return out
 
 
 def view(packages, path: str | None = None) -> list[str]:

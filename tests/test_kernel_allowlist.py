@@ -63,6 +63,17 @@ def test_the_allowlist_covers_what_the_lesson_imports(lesson):
     assert not extra, f"{lesson}'s allowlist names {sorted(extra)}, which neither its notebook nor course_lib imports"
 
 
+def test_the_view_reads_each_distributions_files_as_importlib_metadata_does():
+    """packages._first_parts reads RECORD as a CSV without a PackagePath per line: for every installed distribution,
+    the first parts of the paths are those of ``dist.files`` (what the view's entries are made from)."""
+    sp = packages.site_packages()
+    dists = list(md.distributions(path=[sp]))
+    assert len(dists) > 50, len(dists)
+    for dist in dists:
+        expected = {f.parts[0] if f.parts else "" for f in dist.files or []}
+        assert packages._first_parts(dist) == expected, dist.metadata["Name"]
+
+
 def test_transformers_only_for_the_lessons_that_use_it_and_unlisted_packages_nowhere():
     using = {lesson for lesson in LESSONS if "transformers" in _third_party(lesson)}
     assert using and set(LESSONS) - using, using
