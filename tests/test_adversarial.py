@@ -714,6 +714,27 @@ def test_a_starved_endless_loop_is_charged_its_limit_of_running_time_once(tmp_pa
     assert 1.3 <= loop_cpu <= 2 * 3 + 1, f"the endless loop computed {loop_cpu:.2f} s before it was stopped"
 
 
+def test_without_run_queue_waits_a_cell_with_under_half_a_cpu_is_rerun(monkeypatch):
+    """Where the kernel does not report run-queue waits (nothing to give back at the limit), a timed-out cell whose
+    kernel had under STARVED_SHARE of a CPU since the snapshot is starved (re-run with more time); where they are
+    reported, never (its waits were given back)."""
+    import types
+
+    from grading.kernel import client
+
+    ex = client.ResilientExecute(kernel_name="python3")
+    monkeypatch.setattr(ex, "_kernel_pid", lambda: 1)
+    snap = types.SimpleNamespace(taken=True, wall=time.monotonic() - 10, sched=(1.0, None))
+    snap.stop = lambda: snap
+    monkeypatch.setattr(client, "tree_cpu_seconds", lambda pid: 3.0)  # 2 s of CPU in 10 s of wall time
+    assert ex._starved(snap)
+    monkeypatch.setattr(client, "tree_cpu_seconds", lambda pid: 9.0)  # 8 s in 10 s: it had the CPU
+    assert not ex._starved(snap)
+    monkeypatch.setattr(client, "tree_cpu_seconds", lambda pid: 3.0)
+    snap.sched = (1.0, 0.5)  # waits reported
+    assert not ex._starved(snap)
+
+
 def test_sleeping_cells_are_charged_not_retried(tmp_path):
     """A cell that sleeps past the limit is not starved (it never waited for a CPU): it is charged at
     once, so a notebook of sleeping cells costs the grader about its cell limits, not 3x more."""

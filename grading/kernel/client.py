@@ -243,7 +243,7 @@ def tree_wait_seconds(root: int) -> float | None:
 
 
 def tree_sched(root: int | None) -> tuple[float | None, float | None]:
-    """(CPU seconds, run-queue wait seconds) of a process tree, for ``ResilientExecute._starved``."""
+    """(CPU seconds, run-queue wait seconds) of a process tree, for the load rule (``SchedSnapshot``)."""
     if not root:
         return None, None
     return tree_cpu_seconds(root), tree_wait_seconds(root)
@@ -704,13 +704,11 @@ class ResilientExecute(Execute):
         STARVED_SHARE since the snapshot (``SchedSnapshot``, taken early in the cell), which cannot tell
         a sleeping cell from a starved one."""
         snapshot.stop()
-        if not snapshot.taken:
+        if not snapshot.taken or snapshot.sched[1] is not None:  # not measured, or its waits were given back
             return False
         wall = time.monotonic() - snapshot.wall
-        (cpu_before, wait_before), (cpu_after, wait_after) = snapshot.sched, tree_sched(self._kernel_pid())
-        if wall <= 0 or (wait_before is not None and wait_after is not None):
-            return False
-        if cpu_before is None or cpu_after is None:
+        cpu_before, cpu_after = snapshot.sched[0], tree_cpu_seconds(self._kernel_pid())
+        if wall <= 0 or cpu_before is None or cpu_after is None:
             return False
         return (cpu_after - cpu_before) / wall < STARVED_SHARE
 
