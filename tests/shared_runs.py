@@ -9,8 +9,9 @@ run is made by whichever test first needs it, and the others wait on its lock.
 What each shared run replaced (issue 62): ``lesson01_class`` is the one class run of tests/test_adversarial.py
 (it was that file's own) and of tests/test_class_mess.py (whose messy class had a run, a release and a course root
 of its own); ``lesson01_release`` is the release both files' fast tests scan against (each file made its own), copied
-into the course roots of ``lesson01_class`` and of tests/lesson01_runs.py's class (each ran
-``nbgrader generate_assignment`` again);
+into the course roots of ``lesson01_class``, of tests/lesson01_runs.py's class and of the lesson 01 courses of
+tests/test_collect.py, tests/test_browser.py and tests/test_dask_tls.py (each ran ``nbgrader generate_assignment``
+again);
 ``demo_class`` is also the first step of tests/test_real_class.py's sequence (copied into its course; it graded
 lesson 01's demo class itself) and holds the releases and gradebook that tests/test_class_mess.py's scan of every
 lesson's demo students reads (it generated every release again); ``read_only_gradebook`` is the one refused run
