@@ -664,7 +664,9 @@ class ResilientExecute(Execute):
             self.timeout = saved
 
     retry_timeout_factor = Integer(3, help="an instructor's cell that timed out runs once more with this many "
-                                           "times the per-cell timeout").tag(config=True)
+                                           "times the per-cell timeout; a cell whose kernel waited for a CPU runs "
+                                           "on for at most this many times the timeout in all (_time_given_back)"
+                                   ).tag(config=True)
 
     @staticmethod
     def _instructor_cell(cell) -> bool:
