@@ -45,13 +45,17 @@ def shared_root(tmp_path_factory) -> str:
 def demo_class(tmp_path_factory) -> tuple[Path, types.SimpleNamespace]:
     """The whole demo class graded once, as `make grade` grades it (``python -m grading grade --demo yes
     --workers 2``, feedback and the report included) in a course root of its own: (the demo course's folder,
-    the command's returncode, stdout and stderr). The tests that read it must leave its grades as they are."""
+    the command's returncode, stdout and stderr). The tests that read it must leave its grades as they are.
+    One setting differs from `make grade`'s: the per-cell limit is the suite's (tests/conftest.py
+    ``LESSON01_CELL_TIMEOUT``, 8 s, not 30 s), which only the crash student's endless loop reaches."""
+    from conftest import LESSON01_CELL_TIMEOUT
+
     root = Path(shared_root(tmp_path_factory)) / "demo-class-graded"
     done = root / "RUN.json"
     with _locked(str(root) + ".lock"):
         if not done.exists():
             root.mkdir(exist_ok=True)
-            env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="30", PYTHONPATH=REPO)
+            env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT=LESSON01_CELL_TIMEOUT, PYTHONPATH=REPO)
             proc = subprocess.run([sys.executable, "-m", "grading", "grade", "--demo", "yes", "--workers", "2"],
                                   cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
             done.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}))

@@ -6,8 +6,8 @@ is running (its kernel process exists, the result does not). By then the first t
 submissions have results, and the other worker still has ``s04_crash`` (a cell that loops
 until the per-cell timeout) to grade. The test checks what an instructor would see, runs
 ``grade --resume`` on the same course root and compares with an uninterrupted run: the session's run of the
-whole demo class as `make grade` grades it (tests/shared_runs.py ``demo_class``, lesson 01's rows). The demo class
-is a course of its own, in ``<root>/demo_class``.
+whole demo class as `make grade` grades it, with the per-cell limit used here (tests/shared_runs.py ``demo_class``,
+lesson 01's rows). The demo class is a course of its own, in ``<root>/demo_class``.
 """
 import csv
 import json
