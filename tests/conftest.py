@@ -8,8 +8,8 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The per-cell limit of the end-to-end runs that grade the demo class (every lesson, tests/shared_runs.py
 # demo_class, or lesson 01's students alone): its crash student's endless loop in lesson 01 costs one whole limit
-# (with make grade's 30 s it took 53 s of a worker's time in a full suite run, the slowest whole submission of
-# every other lesson 7.4 s). A loaded machine costs no honest student a point at 8 s: the time a cell's kernel waits
+# (with make grade's 30 s it took 54.6 s of a worker's time in a full suite run; the slowest of the other 47
+# submissions 7.4 s). A loaded machine costs no honest student a point at 8 s: the time a cell's kernel waits
 # for a CPU is given back to it, and a timed-out instructor cell (setup) is re-run in place with more time
 # (grading/kernel/client.py ResilientExecute); lesson 01's answers run in milliseconds, and the slowest graded cell
 # of the twelve lessons took 2.2 s in that run (lesson 09's, measured from the autograded notebooks' timings).

@@ -326,9 +326,8 @@ def test_a_feedback_page_that_fails_for_the_machine_leaves_the_earlier_page(tmp_
 def course(tmp_path_factory):
     """README's sequence in one course root. Its first step, the demo class of every lesson as `make grade` grades
     it on a fresh clone (with the suite's per-cell limit), is graded once per test session (tests/shared_runs.py
-    ``demo_class``, ``--demo yes``) and
-    copied into this course's demo_class/; that ``--demo auto`` (`make grade`'s) chooses it when nothing is
-    submitted is test_auto_grades_the_demo_in_its_own_course_when_nothing_is_submitted's."""
+    ``demo_class``, ``--demo yes``) and copied into this course's demo_class/; that ``--demo auto`` (`make grade`'s)
+    chooses it when nothing is submitted is test_auto_grades_the_demo_in_its_own_course_when_nothing_is_submitted's."""
     import shutil
     import types
 
