@@ -164,8 +164,6 @@ def smollm():
 def test_first_conversion_says_what_it_does_where_and_how_much_disk(smollm, tmp_path, monkeypatch, capsys):
     """A cold cache (a temporary COURSE_CACHE): the conversion prints its source, destination and disk use,
     shows a five-step progress bar, and writes the same weights as the usual cache; a warm cache says nothing."""
-    from safetensors.torch import load_file
-
     from course_lib.bio import smollm2
 
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "cache"))
@@ -185,6 +183,38 @@ def test_first_conversion_says_what_it_does_where_and_how_much_disk(smollm, tmp_
     smollm2.load_frozen_lm()  # warm: loads, converts nothing, prints nothing
     out, err = capsys.readouterr()
     assert "First use" not in out and "converting" not in err
+
+
+def test_a_second_process_waits_for_the_first_conversion_and_converts_nothing(tmp_path, monkeypatch, capsys):
+    """Two kernels starting lesson 09 at once with an empty cache (nbval's and the bundle's on a fresh machine, or
+    two lab machines sharing a home folder): the second waits on the first's lock, then finds the checkpoint and
+    converts nothing. Without the lock both converted, and the second to finish deleted the folder the first was
+    loading from. (Two threads: each opens the lock file itself, so they lock each other as two processes do.)"""
+    import threading
+    import time
+
+    from course_lib.bio import smollm2
+
+    calls, started = [], threading.Event()
+
+    def slow_convert(dest, progress=True):
+        calls.append(dest)
+        started.set()
+        time.sleep(0.5)
+        dest.mkdir(parents=True)
+        (dest / "model.safetensors").write_bytes(b"weights")
+        (dest / "tokenizer.json").write_text("{}")
+        return dest
+
+    monkeypatch.setattr(smollm2, "convert", slow_convert)
+    dest = tmp_path / "cache" / smollm2.model_dir().name
+    first = threading.Thread(target=smollm2._convert_once, args=(dest, False))
+    first.start()
+    assert started.wait(30), "the first conversion did not start"
+    smollm2._convert_once(dest, True)  # while the first one converts
+    first.join()
+    assert calls == [dest], f"converted {len(calls)} times"
+    assert f"Another process is converting SmolLM2 into {dest}: waiting for it." in capsys.readouterr().out
 
 
 def test_real_model_is_smollm2_and_runs_offline(smollm, monkeypatch):

@@ -11,7 +11,8 @@ Covers
       conversion leaves nothing half-written. It prints what it does, where, and how much
       disk it takes, with a progress bar (the first run of lesson 09 waits for it).
     * :func:`load_frozen_lm`: ``(model, tokenizer)`` from that cache (converting first
-      when it is missing): a ``transformers`` ``LlamaForCausalLM`` in eval mode, float32.
+      when it is missing, one process at a time: another waits for the conversion and loads it):
+      a ``transformers`` ``LlamaForCausalLM`` in eval mode, float32.
 
 Why not ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=...)``: in
 ``transformers`` 5.23 and 5.24 that entry point refuses GGUF files unless the ``accelerate``
@@ -140,6 +141,36 @@ def convert(dest: pathlib.Path | None = None, *, progress: bool = True) -> pathl
     return dest
 
 
+def _converted(path: pathlib.Path) -> bool:
+    return (path / "model.safetensors").is_file() and (path / "tokenizer.json").is_file()
+
+
+def _convert_once(path: pathlib.Path, progress: bool) -> None:
+    """:func:`convert` into ``path`` unless another process is converting there: two notebooks started at
+    once (two kernels, or a class's lab machines sharing a home folder) would each convert, and the second
+    to finish would delete the folder the first is already loading from. A lock file beside it
+    (``.<name>.lock``, POSIX ``flock``) makes the second wait and then load what the first wrote; where
+    ``fcntl`` does not exist (Windows), each converts as before."""
+    try:
+        import fcntl
+    except ImportError:
+        convert(path, progress=progress)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                print(f"Another process is converting SmolLM2 into {path}: waiting for it.", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not _converted(path):
+                convert(path, progress=progress)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def load_frozen_lm(device=None, *, progress: bool = True):
     """``(model, tokenizer)``: SmolLM2-135M-Instruct in float32, eval mode, on ``device``.
 
@@ -151,13 +182,13 @@ def load_frozen_lm(device=None, *, progress: bool = True):
     from transformers.utils import logging as hf_logging
 
     path = model_dir()
-    if not (path / "model.safetensors").is_file() or not (path / "tokenizer.json").is_file():
+    if not _converted(path):
         if os.environ.get("COURSE_SANDBOXED") == "1":
             # the grading kernel runs the demo cells too; a minute of conversion there would only
             # cost time (no graded test uses the model), so it stops here with a clear reason
             raise RuntimeError(f"no converted SmolLM2 in {path} and this is the grading sandbox: the model is "
                                "only needed by the demonstration cells, which are not graded")
-        convert(path, progress=progress)
+        _convert_once(path, progress)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # no "Loading weights" messages for a local float32 file
     hf_logging.disable_progress_bar()
