@@ -72,8 +72,11 @@ def _free_bytes(folder: pathlib.Path) -> int:
     return shutil.disk_usage(folder).free
 
 
-def convert(dest: pathlib.Path | None = None, *, progress: bool = True) -> pathlib.Path:
+def convert(*, dest: pathlib.Path | None = None, progress: bool = True) -> pathlib.Path:
     """De-quantise the GGUF file into ``dest`` (safetensors + tokenizer); returns ``dest``.
+
+    ``dest`` is keyword-only (default :func:`model_dir`): the call writes half a gigabyte there, so it is
+    named, never a stray positional value (a string passed by mistake would become a folder).
 
     With ``progress`` (the default) it says what it does, from where to where and how much
     disk it takes, and shows a progress bar over its five steps (reading the GGUF
@@ -154,7 +157,7 @@ def _convert_once(path: pathlib.Path, progress: bool) -> None:
     try:
         import fcntl
     except ImportError:
-        convert(path, progress=progress)
+        convert(dest=path, progress=progress)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / f".{path.name}.lock", "a") as lock:
@@ -166,7 +169,7 @@ def _convert_once(path: pathlib.Path, progress: bool) -> None:
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not _converted(path):
-                convert(path, progress=progress)
+                convert(dest=path, progress=progress)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
