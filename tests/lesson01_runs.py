@@ -1,12 +1,12 @@
 """Lesson 01's small class and its uninterrupted grading on a local Dask cluster, made once per test session and
-shared by the files that grade it (tests/test_dask.py, tests/test_interrupt.py; pytest-xdist workers wait on a
-lock for the one that makes it: tests/shared_runs.py's pattern).
+shared by the files that read it (tests/test_dask.py, tests/test_interrupt.py, tests/test_browser.py; pytest-xdist
+workers wait on a lock for the one that makes it: tests/shared_runs.py's pattern).
 
 The class: the release of lesson 01 and three demo students' submissions (correct, blank, one misconception),
 placed in submitted/ as an instructor would; s04_crash is left out (its loop costs a whole per-cell limit).
 The run: ``python -m grading grade --assignment 01_attention --workers 2 --demo no --engine dask`` (feedback on) in
 a course root of its own, once; what it printed, its wall time and the grades it wrote are kept in RUN.json
-when it ends, so a test that later changes that course (tests/test_dask.py grades a page by hand) changes nothing
+when it ends, its feedback pages and class report in a copy beside it, so a test that later changes that course (tests/test_dask.py grades a page by hand) changes nothing
 another file reads.
 """
 from __future__ import annotations
@@ -70,10 +70,16 @@ def copy_class(class_dir: pathlib.Path, root: pathlib.Path) -> None:
     shutil.copytree(class_dir / "release", root / "release")
 
 
+def pages_of(root: pathlib.Path) -> pathlib.Path:
+    """Where :func:`dask_local_run` keeps the feedback pages and class report its run wrote, as it wrote them."""
+    return root.parent / (root.name + "-pages")
+
+
 def dask_local_run(tmp_path_factory) -> dict:
     """The class graded once on a local Dask cluster (the command starts it): {"root", "returncode", "stdout",
     "stderr", "wall", "grades" ({student: [score, status]} as written then), "tmp_left" (what the run left in
-    its temporary folder)}."""
+    its temporary folder), "pages" (a copy of the ``feedback/`` and ``report/`` it wrote, read by
+    tests/test_browser.py)}."""
     base = class_dir(tmp_path_factory)
     root = pathlib.Path(shared_root(tmp_path_factory)) / "lesson01-dask-local"
     done = root / "RUN.json"
@@ -94,9 +100,15 @@ def dask_local_run(tmp_path_factory) -> dict:
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
             grades = read_grades(root) if proc.returncode == 0 else {}
+            pages = pages_of(root)
+            shutil.rmtree(pages, ignore_errors=True)
+            for folder in ("feedback", "report"):  # as the run wrote them (test_dask later grades a page by hand)
+                if (root / folder).is_dir():
+                    shutil.copytree(root / folder, pages / folder)
             done.write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
                                         "wall": wall, "grades": grades, "tmp_left": left}))
     run = json.loads(done.read_text())
     run["root"] = root
+    run["pages"] = pages_of(root)
     run["grades"] = {s: tuple(v) for s, v in run["grades"].items()}
     return run

@@ -10,7 +10,7 @@ Headless Chromium (the Debian package, driven by Playwright) at 1200 px wide:
   passes. The attention explorer (ipywidgets) renders and redraws when its slider is dragged.
   nbgrader's Validate button names exactly what is left to do.
 * The feedback page of the demo misconception student of lesson 01, graded by the real pipeline
-  (``python -m grading grade``, in the background while the browser works), opened from file://:
+  (``python -m grading grade``: the session's graded lesson 01 class, tests/lesson01_runs.py), opened from file://:
   the whole message shows without horizontal scrolling. The class report the same run wrote
   (``grading/report.py``) opens too: it names the misconception, its plots decode and have alt text.
 * The rendered course (``grading/site.py``, issue 64): lesson 01's page of the students' site opened
@@ -62,7 +62,6 @@ ARTIFACTS = os.path.join(REPO, "tests", ".browser-artifacts")
 KERNEL_READY_S = 120  # a loaded 2-core machine: generous limits, and every wait is on a DOM condition
 CELL_S = 180
 VALIDATE_S = 300
-GRADING_S = 900
 MATHJAX_S = 60  # MathJax typesets lesson 01 in about a second
 
 # what the student types into the answer cell of exercise 4 (scaled_dot_product_attention_torch)
@@ -142,33 +141,26 @@ def work(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def course(work, tmp_path_factory):
-    """Lesson 01 released by nbgrader in a temporary course root, and the demo misconception student
-    graded there by the real pipeline, started in the background (it runs while the browser works)."""
+    """Lesson 01 released by nbgrader (the session's one release), and the feedback pages and class report of
+    the session's graded lesson 01 class (tests/lesson01_runs.py: the real pipeline, ``python -m grading grade``
+    on a local Dask cluster, feedback on), whose misconception student is the one of the demo below."""
+    import lesson01_runs
     from grading import demo
     from shared_runs import copy_lesson01_release
 
     root = work / "course"
     root.mkdir()
-    env = dict(os.environ, COURSE_ROOT=str(root), COURSE_CELL_TIMEOUT="30", PYTHONPATH=REPO, TMPDIR=str(work / "tmp"))
     copy_lesson01_release(tmp_path_factory, root)  # `nbgrader generate_assignment 01_attention`, made once
     release = root / "release" / LESSON / NOTEBOOK
     assert release.exists(), release
-
     spec = demo.load_spec(LESSON)
     solutions = demo.solutions_from_source(nbformat.read(os.path.join(REPO, "notebooks", LESSON, NOTEBOOK), 4))
-    submission = demo.build_submission(nbformat.read(str(release), 4), {**solutions, **spec.MISCONCEPTION})
-    folder = root / "submitted" / STUDENT / LESSON
-    folder.mkdir(parents=True)
-    nbformat.write(submission, str(folder / NOTEBOOK))
-
+    run = lesson01_runs.dask_local_run(tmp_path_factory)
+    assert STUDENT in lesson01_runs.STUDENTS
     log_path = work / "grading.log"
-    with open(log_path, "w") as log:
-        grader = subprocess.Popen([sys.executable, "-m", "grading", "grade", "--demo", "no", "--assignment", LESSON,
-                                   "--workers", "1"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-    yield {"root": root, "release": release, "grader": grader, "log": str(log_path), "solutions": solutions,
-           "misconception": spec.MISCONCEPTION}
-    _stop(grader)
+    log_path.write_text(run["stdout"] + run["stderr"])
+    return {"pages": run["pages"], "returncode": run["returncode"], "release": release, "log": str(log_path),
+            "solutions": solutions, "misconception": spec.MISCONCEPTION}
 
 
 @pytest.fixture(scope="module")
@@ -484,13 +476,8 @@ def test_the_feedback_page_shows_the_whole_message_without_scrolling(browser, co
     the summary and both failing tests show the whole message, and nothing scrolls sideways."""
     expected = _message("check_attention_numpy", course["misconception"]["attention_numpy_impl"],
                         softmax=_solution(course, "softmax_impl", "softmax"))
-    grader = course["grader"]
-    try:
-        grader.wait(timeout=GRADING_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"grading did not finish in {GRADING_S} s:\n{open(course['log']).read()[-3000:]}")
-    assert grader.returncode == 0, open(course["log"]).read()[-4000:]
-    html = course["root"] / "feedback" / STUDENT / LESSON / NOTEBOOK.replace(".ipynb", ".html")
+    assert course["returncode"] == 0, open(course["log"]).read()[-4000:]
+    html = course["pages"] / "feedback" / STUDENT / LESSON / NOTEBOOK.replace(".ipynb", ".html")
     assert html.exists(), open(course["log"]).read()[-4000:]
 
     page = _new_page(browser)
@@ -517,13 +504,8 @@ def test_the_feedback_page_shows_the_whole_message_without_scrolling(browser, co
 def test_the_class_report_opens_and_names_the_misconception(browser, course):
     """Issue 37: the class report the same grading run wrote (grading/report.py) opens from file://: lesson 01's
     numpy attention row names 'missing scaling', both plots decode and have alt text, nothing scrolls sideways."""
-    grader = course["grader"]
-    try:
-        grader.wait(timeout=GRADING_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"grading did not finish in {GRADING_S} s:\n{open(course['log']).read()[-3000:]}")
-    report = course["root"] / "report" / "index.html"
-    assert grader.returncode == 0 and report.exists(), open(course["log"]).read()[-4000:]
+    report = course["pages"] / "report" / "index.html"
+    assert course["returncode"] == 0 and report.exists(), open(course["log"]).read()[-4000:]
     page = _new_page(browser)
     try:
         with artifacts_on_failure("class-report", page, logs=[course["log"]]):
