@@ -6,8 +6,8 @@ The class: the release of lesson 01 and three demo students' submissions (correc
 placed in submitted/ as an instructor would; s04_crash is left out (its loop costs a whole per-cell limit).
 The run: ``python -m grading grade --assignment 01_attention --workers 2 --demo no --engine dask`` (feedback on) in
 a course root of its own, once; what it printed, its wall time and the grades it wrote are kept in RUN.json
-when it ends, its feedback pages and class report in a copy beside it, so a test that later changes that course (tests/test_dask.py grades a page by hand) changes nothing
-another file reads.
+when it ends, its feedback pages and class report in a copy beside it, so a test that later changes that course
+(tests/test_dask.py grades a page by hand) changes nothing another file reads.
 """
 from __future__ import annotations
 
