@@ -197,7 +197,7 @@ def test_a_second_process_waits_for_the_first_conversion_and_converts_nothing(tm
 
     calls, started = [], threading.Event()
 
-    def slow_convert(dest, progress=True):
+    def slow_convert(*, dest, progress=True):  # convert's signature: the destination by keyword only
         calls.append(dest)
         started.set()
         time.sleep(0.5)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import numbers
 import pathlib
 import re
 
@@ -122,8 +123,6 @@ def build_questions(per_system: int = 40, seed: int = 0, ontology=None) -> list[
     Per system, 60% of its questions go to train, 20% to val, 20% to test. The arguments are
     checked before the ontology is loaded: a wrong one costs no minute.
     """
-    import numbers
-
     for name, value in (("per_system", per_system), ("seed", seed)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
